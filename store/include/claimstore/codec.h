@@ -1,0 +1,99 @@
+// The JSON codec: ResourceClaims as Kubernetes writes them, in and out of
+// ClaimRecords, without losing anything claimstore keeps.
+//
+// Input forms (DecodeClaims): one ResourceClaim; a ResourceClaimList (API
+// form, items without kind); kubectl's `List` (`kubectl get resourceclaims
+// -A -o json`); JSON lines of claims; watch events
+// (`{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":{...}}`, one per
+// line, as `kubectl get -w -o json --output-watch-events` prints them). Claims
+// of resource.k8s.io/v1, v1beta1 and v1beta2 are read (their status has the
+// same shape); any other kind or apiVersion is refused.
+//
+// Decoding is strict: an unknown or duplicate field in the status, a wrong
+// JSON type, an integer out of range, a malformed quantity or time, malformed
+// or truncated JSON, invalid UTF-8 or nesting deeper than 10000 levels is an
+// InvalidArgument error naming the field path (`items[3].status.devices[0]
+// .networkData.ips[2]: ...`) or the byte offset. `null` means "absent"
+// everywhere, as in Go. Decoding checks types and shapes, not Kubernetes
+// semantics (that is validation's job). In metadata and spec only the fields
+// claimstore keeps are decoded; the rest is checked to be well-formed JSON and
+// read past.
+//
+// Output is the API form: Go struct field order, Go's omitempty rules, sorted
+// map keys, Go's escaping of `<`, `>`, `&`, U+2028, U+2029; quantities in
+// canonical form; times as RFC 3339 UTC seconds; RawExtension values (data,
+// parameters) as the compacted JSON they were. The apiVersion written is
+// resource.k8s.io/v1 whatever version was read. spec is written reduced to
+// what is kept: the request names (and firstAvailable sub-request names).
+//
+// Thread-safety: every function here may be called concurrently from any
+// number of threads (each thread keeps its own parser and builder).
+#ifndef CLAIMSTORE_CODEC_H_
+#define CLAIMSTORE_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "claimstore/claim_record.h"
+
+namespace claimstore {
+
+// The largest single JSON document DecodeClaims accepts (simdjson's limit).
+// Larger dumps must be split, e.g. as JSON lines.
+inline constexpr size_t kMaxJsonDocumentBytes = 0xFFFFFFFFu - 64;
+
+// The watch event a claim arrived in, if any.
+enum class WatchEventType : uint8_t { kNone, kAdded, kModified, kDeleted };
+
+// One claim found in an input.
+struct DecodedClaim {
+  ClaimRecord record;
+  WatchEventType event = WatchEventType::kNone;
+  // Where the claim stood: the 0-based document (JSON value) of the input,
+  // and its index in that document's `items`, or -1 outside a list.
+  size_t document = 0;
+  int64_t item = -1;
+};
+
+// Decodes exactly one ResourceClaim object. Returns InvalidArgument for
+// anything else (a list, an event, trailing content) or any decode error.
+absl::StatusOr<ClaimRecord> DecodeClaim(absl::string_view json);
+
+// Decodes every claim of `input`, in input order, and hands each to `sink`.
+// BOOKMARK events are skipped; an ERROR event is an error. Stops at the first
+// error, of decoding or of `sink`, and returns it; claims before it have
+// already been handed to `sink` (callers that need all-or-nothing, like
+// restore, collect first). An input without any JSON value is an error.
+absl::Status DecodeClaims(absl::string_view input,
+                          absl::FunctionRef<absl::Status(DecodedClaim)> sink);
+
+struct EncodeOptions {
+  // Indentation per level, as in Go's json.MarshalIndent (kubectl uses four
+  // spaces). Empty: compact output on one line.
+  std::string indent;
+};
+
+// A ResourceClaim object (with kind and apiVersion).
+std::string EncodeClaim(const ClaimRecord& record,
+                        const EncodeOptions& options = {});
+
+// A ResourceClaimList in the API form: `items` without kind and apiVersion,
+// `metadata.resourceVersion` set to `resource_version`, `[]` when empty.
+std::string EncodeClaimList(absl::Span<const ClaimRecord> records,
+                            absl::string_view resource_version,
+                            const EncodeOptions& options = {});
+
+// Appends one claim as compact JSON: the building block of streaming writers
+// (JSON lines, large lists). `with_type_meta` writes kind and apiVersion.
+void AppendClaimJson(const ClaimRecord& record, bool with_type_meta,
+                     std::string* out);
+
+}  // namespace claimstore
+
+#endif  // CLAIMSTORE_CODEC_H_

@@ -1,0 +1,117 @@
+#include "quantity.h"
+
+#include "test_util.h"
+
+namespace claimstore::internal {
+namespace {
+
+using ::claimstore::testing::StatusIs;
+
+std::string Canonical(absl::string_view in) {
+  absl::StatusOr<Quantity> q = Quantity::Parse(in);
+  EXPECT_TRUE(q.ok()) << in << ": " << q.status();
+  return q.ok() ? q->ToString() : "<error>";
+}
+
+struct Case {
+  const char* in;
+  const char* out;
+};
+
+TEST(QuantityTest, CanonicalFormMatchesKubernetes) {
+  // RULES.md C, plus the cases each branch of ParseQuantity takes.
+  const Case cases[] = {
+      {"1.5", "1500m"},      {"0.1", "100m"},       {"1000", "1k"},
+      {"1000m", "1"},        {"5000000000", "5G"},  {"2048", "2048"},
+      {"1024Mi", "1Gi"},     {"8192Mi", "8Gi"},     {"1.5Gi", "1536Mi"},
+      {"0.5Gi", "512Mi"},    {"12e6", "12e6"},      {"0Gi", "0"},
+      {"0.1Ki", "102400m"},  {"0", "0"},            {"00", "0"},
+      {"-0", "0"},           {"0.0", "0"},          {"100m", "100m"},
+      {"1e3", "1e3"},        {"1.5e3", "1500"},     {"1E3", "1E3"},
+      {"100Ki", "100Ki"},    {"1024Ki", "1Mi"},     {"8Ki", "8Ki"},
+      {"-1.5", "-1500m"},    {"1n", "1n"},          {"0.5n", "1n"},
+      {"1.0000000001", "1000000001n"},               {"-0.5n", "-1n"},
+      {"1u", "1u"},
+      {"1500u", "1500u"},    {"1000000u", "1"},     {"10Ti", "10Ti"},
+      {"1Ei", "1Ei"},        {"9Ei", "9223372036854775807"},
+      {"1023", "1023"},      {"1.", "1."},          {".5", "500m"},
+      {".", "0"},            {"Ki", "0"},           {"1.G", "1.G"},
+      {"123456789012345678901", "123456789012345678901"},
+      {"1e-3", "1e-3"},      {"1e-12", "1e-9"},     {"12e-4", "1200e-6"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(Canonical(c.in), c.out) << "input " << c.in;
+  }
+}
+
+TEST(QuantityTest, FastPathKeepsInputItJudgesCanonical) {
+  // apimachinery's fast path re-emits these verbatim (RULES.md C, quirk).
+  EXPECT_EQ(Canonical("+1Gi"), "+1Gi");
+  EXPECT_EQ(Canonical("01Gi"), "01Gi");
+  EXPECT_EQ(Canonical("05"), "05");
+  EXPECT_EQ(Canonical("+5"), "+5");
+  // ... but not inputs that end in 000 or start with 0 after the shift.
+  EXPECT_EQ(Canonical("+1000"), "1k");
+  EXPECT_EQ(Canonical("0.5"), "500m");
+}
+
+TEST(QuantityTest, DecimalSIBeyondExaPrintsWithoutSuffixLikeKubernetes) {
+  // apimachinery finds no suffix for 10^21 and writes the bare mantissa.
+  EXPECT_EQ(Canonical("1000E"), "1");
+  EXPECT_EQ(Canonical("2000000000000000000000"), "2");
+}
+
+TEST(QuantityTest, MalformedQuantitiesGiveApimachineryMessages) {
+  EXPECT_THAT(Quantity::Parse(""),
+              StatusIs(absl::StatusCode::kInvalidArgument, "regular expression"));
+  EXPECT_THAT(Quantity::Parse("abc"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "regular expression"));
+  EXPECT_THAT(Quantity::Parse("1.2.3"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "regular expression"));
+  // 'B' is no suffix character, so the scanner (and the regular expression)
+  // rejects "16GB" before any suffix lookup.
+  EXPECT_THAT(Quantity::Parse("16GB"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "regular expression"));
+  EXPECT_THAT(Quantity::Parse("16Gb"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "regular expression"));
+  EXPECT_THAT(Quantity::Parse("1ki"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "suffix"));
+  EXPECT_THAT(Quantity::Parse("1K"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "suffix"));
+  EXPECT_THAT(Quantity::Parse("1e"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "suffix"));
+  EXPECT_THAT(Quantity::Parse("1e99999999999999999999"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "suffix"));
+  EXPECT_THAT(Quantity::Parse(" 1"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "regular expression"));
+}
+
+TEST(QuantityTest, JsonTokensFollowUnmarshalJSON) {
+  const auto json = [](absl::string_view token) {
+    absl::StatusOr<Quantity> q = Quantity::ParseJsonToken(token);
+    return q.ok() ? q->ToString() : std::string(q.status().message());
+  };
+  EXPECT_EQ(json("\"1Gi\""), "1Gi");
+  EXPECT_EQ(json("\" 2Gi \""), "2Gi");         // whitespace inside is trimmed
+  EXPECT_EQ(json("\"\xC2\xA0" "3\""), "3");   // Unicode space too
+  EXPECT_EQ(json("5"), "5");                   // a bare JSON number
+  EXPECT_EQ(json("1.5 "), "1500m");
+  EXPECT_EQ(json("null"), "0");
+  // Escapes are not decoded: Go strips the quotes and parses the raw text.
+  EXPECT_THAT(json("\"1\\u0030\""), ::testing::HasSubstr("regular expression"));
+}
+
+TEST(QuantityTest, ComparesNumerically) {
+  const auto q = [](absl::string_view s) { return *Quantity::Parse(s); };
+  EXPECT_EQ(q("1Gi").Compare(q("1073741824")), 0);
+  EXPECT_EQ(q("1000m").Compare(q("1")), 0);
+  EXPECT_LT(q("1500m").Compare(q("2")), 0);
+  EXPECT_GT(q("2").Compare(q("1500m")), 0);
+  EXPECT_LT(q("-1").Compare(q("0")), 0);
+  EXPECT_LT(q("-2").Compare(q("-1")), 0);
+  EXPECT_EQ(q("0Gi").Compare(q("0")), 0);
+  EXPECT_TRUE(q("0Gi").IsZero());
+}
+
+}  // namespace
+}  // namespace claimstore::internal

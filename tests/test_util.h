@@ -1,0 +1,65 @@
+// Helpers shared by claimstore's tests.
+#ifndef CLAIMSTORE_TESTS_TEST_UTIL_H_
+#define CLAIMSTORE_TESTS_TEST_UTIL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace claimstore::testing {
+
+// Reads a whole file; fails the test (and returns "") when it cannot.
+std::string ReadFile(const std::string& path);
+
+// ../shared/k8s/<relative>.
+std::string K8sPath(const std::string& relative);
+
+// tests/testdata/<relative>.
+std::string TestDataPath(const std::string& relative);
+
+// A fresh directory under $TMPDIR (or /tmp) for one test, removed with its
+// contents when the object goes away.
+class ScopedTempDir {
+ public:
+  ScopedTempDir();
+  ~ScopedTempDir();
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Matches an OK absl::Status or absl::StatusOr.
+MATCHER(IsOk, "is OK") {
+  if constexpr (std::is_same_v<std::decay_t<arg_type>, absl::Status>) {
+    *result_listener << arg;
+    return arg.ok();
+  } else {
+    *result_listener << arg.status();
+    return arg.ok();
+  }
+}
+
+// Matches a status (or StatusOr) with `code` whose message contains
+// `substring`.
+MATCHER_P2(StatusIs, code, substring, "") {
+  const absl::Status& s = [&]() -> const absl::Status& {
+    if constexpr (std::is_same_v<std::decay_t<arg_type>, absl::Status>) {
+      return arg;
+    } else {
+      return arg.status();
+    }
+  }();
+  *result_listener << s;
+  return s.code() == code &&
+         s.message().find(std::string(substring)) != absl::string_view::npos;
+}
+
+}  // namespace claimstore::testing
+
+#endif  // CLAIMSTORE_TESTS_TEST_UTIL_H_

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian 12 packages claimstore needs that are missing.
+# Idempotent; runs `apt-get update` only when something has to be installed.
+# Usage: tools/deps.sh            (build, test and benchmark dependencies)
+set -euo pipefail
+
+packages=(
+  # toolchain
+  g++ cmake ninja-build git ca-certificates
+  # the library's dependencies
+  librocksdb-dev libflatbuffers-dev flatbuffers-compiler libabsl-dev libsimdjson-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+
+echo "tools/deps.sh: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
