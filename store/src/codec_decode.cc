@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
@@ -167,14 +168,16 @@ class Decoder {
     CS_ASSIGN_OR_RETURN(od::json_type type, Type(v));
     if (type == od::json_type::null) return absl::OkStatus();
     if (type != od::json_type::number) return TypeFail("an integer", type);
-    od::number_type number_type;
-    if (auto e = v.get_number_type().get(number_type)) return JsonFail(e);
-    if (number_type != od::number_type::signed_integer) {
-      return Fail(number_type == od::number_type::floating_point_number
+    const std::string_view token = v.raw_json_token();
+    if (auto e = v.get_int64().get(*out)) {
+      if (e != simdjson::INCORRECT_TYPE && e != simdjson::NUMBER_OUT_OF_RANGE) {
+        return JsonFail(e);
+      }
+      // As Go's decoder: 1.5 and 1e3 are no int64; 2^63 is out of range.
+      return Fail(token.find_first_of(".eE") != std::string_view::npos
                       ? "expected an integer, got a fractional number"
                       : "integer out of the int64 range");
     }
-    if (auto e = v.get_int64().get(*out)) return JsonFail(e);
     return absl::OkStatus();
   }
 
@@ -215,7 +218,8 @@ class Decoder {
     if (type == od::json_type::null) return absl::OkStatus();
     CS_ASSIGN_OR_RETURN(absl::string_view raw, RawText(v, type));
     scratch_.clear();
-    if (absl::Status s = internal::CompactJson(raw, &scratch_); !s.ok()) {
+    if (absl::Status s = internal::CompactJson(raw, &scratch_, DepthLeft());
+        !s.ok()) {
       return Fail(s.message());
     }
     *out = fbb_.CreateString(scratch_);
@@ -252,7 +256,8 @@ class Decoder {
       case od::json_type::object:
       case od::json_type::array: {
         CS_ASSIGN_OR_RETURN(absl::string_view raw, RawText(v, type));
-        if (absl::Status s = internal::CompactJson(raw, nullptr); !s.ok()) {
+        if (absl::Status s = internal::CompactJson(raw, nullptr, DepthLeft());
+            !s.ok()) {
           return Fail(s.message());
         }
         return absl::OkStatus();
@@ -876,6 +881,12 @@ class Decoder {
   flatbuffers::FlatBufferBuilder& fbb() { return fbb_; }
 
  private:
+  // Nesting levels a value at the current path may still open: each path
+  // segment is one enclosing object or array.
+  int DepthLeft() const {
+    return internal::kMaxJsonDepth - static_cast<int>(path_.depth());
+  }
+
   template <typename T>
   static flatbuffers::Optional<T> ToFb(const std::optional<T>& v) {
     return v.has_value() ? flatbuffers::Optional<T>(*v) : flatbuffers::nullopt;
@@ -1089,6 +1100,9 @@ class DocumentDecoder {
 absl::Status DecodeDocuments(
     const char* data, size_t size, bool nested,
     absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
+  if (absl::StripAsciiWhitespace(absl::string_view(data, size)).empty()) {
+    return absl::InvalidArgumentError("no JSON value in the input");
+  }
   if (size > kMaxJsonDocumentBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "input of ", size, " bytes is larger than the ", kMaxJsonDocumentBytes,
@@ -1112,6 +1126,7 @@ absl::Status DecodeDocuments(
         absl::StrCat("malformed JSON: ", simdjson::error_message(e)));
   }
   Decoder decoder(&fbb, padded.data());
+  if (nested) decoder.path().PushField("object");
   size_t document = 0;
   for (auto it = stream.begin(); it != stream.end(); ++it, ++document) {
     const size_t offset = it.current_index();
@@ -1168,7 +1183,8 @@ absl::StatusOr<ClaimRecord> DecodeClaim(absl::string_view json) {
   });
   if (!s.ok()) return s;
   if (!result.has_value()) {
-    return absl::InvalidArgumentError("expected one ResourceClaim object");
+    return absl::InvalidArgumentError(
+        "expected exactly one ResourceClaim object, found none");
   }
   return *std::move(result);
 }

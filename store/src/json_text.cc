@@ -109,7 +109,8 @@ namespace {
 // An iterative RFC 8259 checker that optionally writes the compacted value.
 class Compactor {
  public:
-  Compactor(absl::string_view in, std::string* out) : in_(in), out_(out) {}
+  Compactor(absl::string_view in, std::string* out, int max_depth)
+      : in_(in), out_(out), max_depth_(max_depth) {}
 
   absl::Status Run() {
     SkipSpace();
@@ -162,7 +163,7 @@ class Compactor {
       if (AtEnd()) return Fail("unexpected end of input, expected a value");
       const char c = Peek();
       if (c == '{' || c == '[') {
-        if (stack.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+        if (static_cast<int>(stack.size()) + 1 > max_depth_) {
           return Fail("nesting deeper than 10000 levels");
         }
         Emit(c);
@@ -323,6 +324,7 @@ class Compactor {
 
   absl::string_view in_;
   std::string* out_;
+  int max_depth_;
   size_t pos_ = 0;
   const char* error_ = "";
 };
@@ -335,8 +337,9 @@ void AppendNewlineAndIndent(absl::string_view indent, int depth,
 
 }  // namespace
 
-absl::Status CompactJson(absl::string_view in, std::string* out) {
-  return Compactor(in, out).Run();
+absl::Status CompactJson(absl::string_view in, std::string* out,
+                         int max_depth) {
+  return Compactor(in, out, max_depth).Run();
 }
 
 void IndentJson(absl::string_view json, absl::string_view indent,

@@ -31,8 +31,10 @@ void AppendGoJsonString(absl::string_view s, std::string* out);
 // escaped; everything else, including number spellings, key order and
 // duplicate keys, kept byte for byte) to `*out` unless `out` is null.
 // Returns InvalidArgument naming the byte offset of the first error; `*out`
-// is then unspecified.
-absl::Status CompactJson(absl::string_view in, std::string* out);
+// is then unspecified. `max_depth` lowers the nesting limit for a value that
+// itself sits that many levels deep in a larger document.
+absl::Status CompactJson(absl::string_view in, std::string* out,
+                         int max_depth = kMaxJsonDepth);
 
 // Appends `json`, which must be valid JSON, re-indented the way Go's
 // json.MarshalIndent(v, "", indent) prints it: one member or element per
