@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
+#include <deque>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +25,7 @@
 #include "claimstore/codec.h"
 #include "json_text.h"
 #include "quantity.h"
+#include "record_factory.h"
 #include "rfc3339.h"
 #include "status_macros.h"
 
@@ -48,20 +52,21 @@ using FieldNames = std::array<absl::string_view, N>;
 enum class Unknown { kError, kSkip };
 
 // The path of the value being decoded, e.g. items[3].status.devices[0].
+// Inline storage: pushing and popping never allocates. The schema nests at
+// most ~16 levels; deeper segments (never produced) would be counted but not
+// named.
 class Path {
  public:
-  void PushField(absl::string_view name) { segments_.push_back({name, -1}); }
-  void PushIndex(size_t index) {
-    segments_.push_back({{}, static_cast<int64_t>(index)});
-  }
-  void PushKey(absl::string_view key) { segments_.push_back({key, -2}); }
-  void Pop() { segments_.pop_back(); }
-  size_t depth() const { return segments_.size(); }
-  void Truncate(size_t depth) { segments_.resize(depth); }
+  void PushField(absl::string_view name) { Push({name, -1}); }
+  void PushIndex(size_t index) { Push({{}, static_cast<int64_t>(index)}); }
+  void PushKey(absl::string_view key) { Push({key, -2}); }
+  void Pop() { --size_; }
+  size_t depth() const { return size_; }
 
   std::string ToString() const {
     std::string out;
-    for (const Segment& s : segments_) {
+    for (size_t i = 0; i < std::min(size_, kCapacity); ++i) {
+      const Segment& s = segments_[i];
       if (s.index >= 0) {
         absl::StrAppend(&out, "[", s.index, "]");
       } else if (s.index == -2) {
@@ -78,7 +83,15 @@ class Path {
     absl::string_view name;
     int64_t index;  // >= 0: list index; -1: field name; -2: map key
   };
-  std::vector<Segment> segments_;
+  static constexpr size_t kCapacity = 32;
+
+  void Push(Segment segment) {
+    if (size_ < kCapacity) segments_[size_] = segment;
+    ++size_;
+  }
+
+  std::array<Segment, kCapacity> segments_;
+  size_t size_ = 0;
 };
 
 const char* TypeName(od::json_type type) {
@@ -109,10 +122,29 @@ bool IsSupportedApiVersion(absl::string_view v) {
          v == "resource.k8s.io/v1beta1";
 }
 
+// Scratch vectors for the offsets of list elements, one per nesting level,
+// kept across calls so that decoding a claim does not allocate for them.
+class OffsetPool {
+ public:
+  // The scratch vector of the next level, empty; Release() gives it back.
+  std::vector<flatbuffers::uoffset_t>& Acquire() {
+    if (depth_ == levels_.size()) levels_.emplace_back();
+    std::vector<flatbuffers::uoffset_t>& v = levels_[depth_++];
+    v.clear();
+    return v;
+  }
+  void Release() { --depth_; }
+
+ private:
+  // A deque: growing it for a nested level keeps outer levels in place.
+  std::deque<std::vector<flatbuffers::uoffset_t>> levels_;
+  size_t depth_ = 0;
+};
+
 class Decoder {
  public:
-  Decoder(flatbuffers::FlatBufferBuilder* fbb, const char* input_begin)
-      : fbb_(*fbb), input_begin_(input_begin) {}
+  Decoder(flatbuffers::FlatBufferBuilder* fbb, OffsetPool* pool)
+      : fbb_(*fbb), pool_(*pool) {}
 
   Path& path() { return path_; }
 
@@ -356,37 +388,46 @@ class Decoder {
   // omitempty); otherwise an empty list is stored as absent.
   absl::Status ReadStringList(od::value& v, StrListOff* out,
                               bool keep_empty = false) {
-    std::vector<StrOff> items;
-    bool present = false;
-    CS_RETURN_IF_ERROR(ReadArray(v, &present, [&](od::value& e) {
-      absl::string_view s;
-      bool present_item = false;
-      CS_RETURN_IF_ERROR(ReadStringView(e, &s, &present_item));
-      items.push_back(fbb_.CreateString(s.data(), s.size()));  // null → ""
-      return absl::OkStatus();
-    }));
-    if (present && (keep_empty || !items.empty())) {
-      *out = fbb_.CreateVector(items);
-    }
-    return absl::OkStatus();
+    return ReadOffsetList<flatbuffers::String>(
+        v, out, keep_empty, [&](od::value& e, StrOff* item) {
+          absl::string_view s;
+          bool present = false;
+          CS_RETURN_IF_ERROR(ReadStringView(e, &s, &present));
+          *item = fbb_.CreateString(s.data(), s.size());  // null → ""
+          return absl::OkStatus();
+        });
   }
 
   // A list of tables, each read by read_one(value, &offset).
   template <typename T, typename ReadOne>
   absl::Status ReadTableList(od::value& v, TableListOff<T>* out, bool keep_empty,
                              ReadOne&& read_one) {
-    std::vector<Offset<T>> items;
+    return ReadOffsetList<T>(v, out, keep_empty, read_one);
+  }
+
+  // A vector of offsets (strings or tables), each read by read_one; the
+  // element offsets are gathered in a pooled scratch vector, since FlatBuffers
+  // wants every element finished before the vector starts.
+  template <typename T, typename ReadOne>
+  absl::Status ReadOffsetList(od::value& v, TableListOff<T>* out,
+                              bool keep_empty, ReadOne&& read_one) {
+    std::vector<flatbuffers::uoffset_t>& items = pool_.Acquire();
     bool present = false;
-    CS_RETURN_IF_ERROR(ReadArray(v, &present, [&](od::value& e) {
+    absl::Status s = ReadArray(v, &present, [&](od::value& e) {
       Offset<T> item;
       CS_RETURN_IF_ERROR(read_one(e, &item));
-      items.push_back(item);
+      items.push_back(item.o);
       return absl::OkStatus();
-    }));
-    if (present && (keep_empty || !items.empty())) {
-      *out = fbb_.CreateVector(items);
+    });
+    if (s.ok() && present && (keep_empty || !items.empty())) {
+      fbb_.StartVector(items.size(), sizeof(flatbuffers::uoffset_t));
+      for (size_t i = items.size(); i-- > 0;) {
+        fbb_.PushElement(Offset<T>(items[i]));
+      }
+      *out = TableListOff<T>(fbb_.EndVector(items.size()));
     }
-    return absl::OkStatus();
+    pool_.Release();
+    return s;
   }
 
   // The status -----------------------------------------------------------
@@ -833,7 +874,7 @@ class Decoder {
     std::string bytes(reinterpret_cast<const char*>(fbb_.GetBufferPointer()),
                       fbb_.GetSize());
     fbb_.Clear();
-    return ClaimRecord::FromBytes(std::move(bytes));
+    return internal::RecordFactory::FromBuilt(std::move(bytes));
   }
 
   // A whole claim object (a list item, or a watch event's object).
@@ -893,7 +934,7 @@ class Decoder {
   }
 
   flatbuffers::FlatBufferBuilder& fbb_;
-  [[maybe_unused]] const char* input_begin_;
+  OffsetPool& pool_;
   Path path_;
   std::string scratch_;
 };
@@ -901,16 +942,44 @@ class Decoder {
 // What a top-level document turned out to be, from the members it has.
 enum class Shape { kUnknown, kClaim, kList, kEvent };
 
-struct ThreadState {
-  od::parser parser;
-  od::parser event_parser;  // for watch events' objects, decoded afterwards
-  flatbuffers::FlatBufferBuilder fbb{4096};
-  flatbuffers::FlatBufferBuilder event_fbb{4096};
+// A reusable input buffer with the padding simdjson reads past the end.
+class PaddedBuffer {
+ public:
+  simdjson::padded_string_view Fill(const char* data, size_t size) {
+    const size_t needed = size + simdjson::SIMDJSON_PADDING;
+    if (capacity_ < needed) {
+      capacity_ = std::max(needed, 2 * capacity_);
+      buffer_.reset(new char[capacity_]);
+    }
+    std::memcpy(buffer_.get(), data, size);
+    std::memset(buffer_.get() + size, 0, simdjson::SIMDJSON_PADDING);
+    return simdjson::padded_string_view(buffer_.get(), size, capacity_);
+  }
+  // Gives back the memory of a very large input.
+  void Trim() {
+    if (capacity_ > (size_t{16} << 20)) {
+      buffer_.reset();
+      capacity_ = 0;
+    }
+  }
+
+ private:
+  std::unique_ptr<char[]> buffer_;
+  size_t capacity_ = 0;
 };
 
-ThreadState& State() {
-  thread_local ThreadState state;
-  return state;
+// Parser state of one nesting level (the input, or a watch event's object
+// decoded after its event): kept per thread so that decoding reuses memory.
+struct ParseState {
+  od::parser parser;
+  PaddedBuffer input;
+  flatbuffers::FlatBufferBuilder fbb{4096};
+  OffsetPool pool;
+};
+
+ParseState& State(bool nested) {
+  thread_local ParseState top, event;
+  return nested ? event : top;
 }
 
 absl::Status DecodeDocuments(const char* data, size_t size, bool nested,
@@ -1097,6 +1166,23 @@ class DocumentDecoder {
   std::string event_object_;
 };
 
+// Decodes one top-level value with the error location prefixed.
+absl::Status DecodeRoot(Decoder* decoder, od::document_reference doc,
+                        size_t document, size_t offset, bool nested,
+                        absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
+  absl::Status s;
+  od::value root;
+  if (auto e = doc.get_value().get(root)) {
+    s = absl::InvalidArgumentError(absl::StrCat(
+        "expected a JSON object: ", simdjson::error_message(e)));
+  } else {
+    s = DocumentDecoder(decoder, document, nested, sink).Decode(root);
+  }
+  if (s.ok() || nested) return s;
+  return absl::Status(s.code(), absl::StrCat("document ", document, " (byte ",
+                                             offset, "): ", s.message()));
+}
+
 absl::Status DecodeDocuments(
     const char* data, size_t size, bool nested,
     absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
@@ -1108,57 +1194,59 @@ absl::Status DecodeDocuments(
         "input of ", size, " bytes is larger than the ", kMaxJsonDocumentBytes,
         "-byte limit of one JSON document; split it, e.g. into JSON lines"));
   }
-  ThreadState& state = State();
-  od::parser& parser = nested ? state.event_parser : state.parser;
-  flatbuffers::FlatBufferBuilder& fbb = nested ? state.event_fbb : state.fbb;
-  // simdjson reads up to SIMDJSON_PADDING bytes past the end.
-  simdjson::padded_string padded(data, size);
-  const size_t batch = std::max<size_t>(size, simdjson::dom::MINIMAL_BATCH_SIZE);
-  if (parser.capacity() < batch || parser.max_depth() != internal::kMaxJsonDepth) {
-    if (auto e = parser.allocate(batch, internal::kMaxJsonDepth)) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot allocate the JSON parser: ", simdjson::error_message(e)));
+  ParseState& state = State(nested);
+  const simdjson::padded_string_view input = state.input.Fill(data, size);
+  od::parser& parser = state.parser;
+  if (parser.capacity() < size || parser.max_depth() != internal::kMaxJsonDepth) {
+    if (auto e = parser.allocate(std::max<size_t>(size, 4096), internal::kMaxJsonDepth)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot allocate the JSON parser: ", simdjson::error_message(e)));
     }
   }
-  od::document_stream stream;
-  if (auto e = parser.iterate_many(padded.data(), padded.size(), batch).get(stream)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("malformed JSON: ", simdjson::error_message(e)));
-  }
-  Decoder decoder(&fbb, padded.data());
+  Decoder decoder(&state.fbb, &state.pool);
   if (nested) decoder.path().PushField("object");
+  const auto malformed = [&](simdjson::error_code e, size_t document, size_t offset) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        nested ? "object: " : "", "document ", document, " (byte ", offset,
+        "): malformed JSON: ", simdjson::error_message(e)));
+  };
+
+  // Most inputs are one JSON value: parse it as a single document.
+  {
+    od::document doc;
+    if (auto e = parser.iterate(input).get(doc)) return malformed(e, 0, 0);
+    CS_RETURN_IF_ERROR(DecodeRoot(&decoder, doc, 0, 0, nested, sink));
+    const char* trailing = nullptr;
+    if (doc.current_location().get(trailing) == simdjson::OUT_OF_BOUNDS) {
+      state.input.Trim();  // at the end: there was one value
+      return absl::OkStatus();
+    }
+  }
+  if (nested) {
+    return absl::InvalidArgumentError(
+        "object: a watch event's object must be one JSON object");
+  }
+
+  // JSON lines: several values. The first one has been decoded already.
+  od::document_stream stream;
+  const size_t batch = std::max<size_t>(size, simdjson::dom::MINIMAL_BATCH_SIZE);
+  if (auto e = parser.iterate_many(input.data(), size, batch).get(stream)) {
+    return malformed(e, 0, 0);
+  }
   size_t document = 0;
   for (auto it = stream.begin(); it != stream.end(); ++it, ++document) {
+    if (document == 0) continue;
     const size_t offset = it.current_index();
-    const auto where = [&](const absl::Status& s) {
-      if (nested) return s;
-      return absl::Status(s.code(), absl::StrCat("document ", document, " (byte ",
-                                                 offset, "): ", s.message()));
-    };
     od::document_reference doc;
-    if (auto e = (*it).get(doc)) {
-      return where(absl::InvalidArgumentError(
-          absl::StrCat("malformed JSON: ", simdjson::error_message(e))));
-    }
-    od::value root;
-    if (auto e = doc.get_value().get(root)) {
-      return where(absl::InvalidArgumentError(absl::StrCat(
-          "expected a JSON object: ", simdjson::error_message(e))));
-    }
-    DocumentDecoder document_decoder(&decoder, document, nested, sink);
-    if (absl::Status s = document_decoder.Decode(root); !s.ok()) return where(s);
-    if (nested && document > 0) {
-      return absl::InvalidArgumentError("a watch event's object must be one JSON object");
-    }
+    if (auto e = (*it).get(doc)) return malformed(e, document, offset);
+    CS_RETURN_IF_ERROR(DecodeRoot(&decoder, doc, document, offset, nested, sink));
   }
   if (stream.truncated_bytes() > 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "malformed JSON: the last ", stream.truncated_bytes(),
-        " bytes are an incomplete JSON value (truncated input?)"));
+        "document ", document, " (byte ", size - stream.truncated_bytes(),
+        "): malformed JSON: an incomplete JSON value at the end (truncated input?)"));
   }
-  if (document == 0) {
-    return absl::InvalidArgumentError("no JSON value in the input");
-  }
+  state.input.Trim();
   return absl::OkStatus();
 }
 

@@ -9,7 +9,8 @@ function(run)
 endfunction()
 run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
 run(${CMAKE_COMMAND} -S "${PROJECT_DIR}" -B "${WORK_DIR}/build" -G Ninja
-    "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix")
+    "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
+    "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}")
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/consumer" "${FIXTURE}")
 if(NOT LAST_OUTPUT MATCHES "namespaceValue/nameValue results=1 reservedFor=1")

@@ -27,6 +27,9 @@ namespace claimstore {
 namespace fb {
 struct ClaimRecord;  // generated, see claimstore/claim_generated.h
 }  // namespace fb
+namespace internal {
+class RecordFactory;  // builds records from buffers claimstore wrote itself
+}  // namespace internal
 
 class ClaimRecord {
  public:
@@ -53,6 +56,7 @@ class ClaimRecord {
   absl::string_view uid() const;
 
  private:
+  friend class internal::RecordFactory;
   explicit ClaimRecord(std::string bytes) : bytes_(std::move(bytes)) {}
 
   std::string bytes_;
