@@ -315,8 +315,20 @@ TEST(DecodeErrorsTest, BadMetadataAndSpec) {
   EXPECT_THAT(DecodeClaim(R"({"metadata":{"name":"a","name":"b"},"status":{}})"),
               StatusIs(absl::StatusCode::kInvalidArgument, R"(metadata: duplicate field "name")"));
   // Unknown metadata is read past, but must still be well-formed JSON.
-  EXPECT_THAT(DecodeClaim(R"({"metadata":{"labels":{"a":01}},"status":{}})"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "metadata: invalid JSON"));
+  for (const char* bad : {R"({"a":01})", R"({"a":1,})", R"({"a" 1})", R"({"a":tru})",
+                          R"({"a":[1,]})", R"({"a":[1 2]})", R"({"\q":1})", R"({"a":"\x"})",
+                          R"({"a":-})", R"({"a":1.})"}) {
+    EXPECT_THAT(DecodeClaim(absl::StrCat(R"({"metadata":{"labels":)", bad, R"(},"status":{}})")),
+                StatusIs(absl::StatusCode::kInvalidArgument, "malformed JSON"))
+        << bad;
+  }
+  // Deeper than the walk: checked by the compactor, still within the limit.
+  const std::string deep = std::string(100, '[') + "1," + std::string(100, ']');
+  EXPECT_THAT(DecodeClaim(absl::StrCat(R"({"metadata":{"labels":)", deep, R"(},"status":{}})")),
+              StatusIs(absl::StatusCode::kInvalidArgument, "invalid JSON"));
+  const std::string deep_ok = std::string(100, '[') + "1" + std::string(100, ']');
+  EXPECT_THAT(DecodeClaim(absl::StrCat(R"({"metadata":{"labels":)", deep_ok, R"(},"status":{}})")),
+              IsOk());
   EXPECT_THAT(DecodeClaim(R"({"spec":{"devices":{"requests":[{"name":["x"]}]}},"status":{}})"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "spec.devices.requests[0].name: expected a string, got an array"));

@@ -183,17 +183,24 @@ class Decoder {
 
   absl::Status ReadStringView(od::value& v, absl::string_view* out,
                               bool* present) {
-    CS_ASSIGN_OR_RETURN(od::json_type type, Type(v));
-    if (type == od::json_type::null) {
-      *present = false;
+    std::string_view s;
+    const simdjson::error_code e = v.get_string().get(s);
+    if (e == simdjson::SUCCESS) {
+      *out = Sv(s);
+      *present = true;
       return absl::OkStatus();
     }
-    if (type != od::json_type::string) return TypeFail("a string", type);
-    std::string_view s;
-    if (auto e = v.get_string().get(s)) return JsonFail(e);
-    *out = absl::string_view(s.data(), s.size());
-    *present = true;
-    return absl::OkStatus();
+    *present = false;
+    return NotA(v, e, "a string");
+  }
+
+  // After get_<type>() failed with `e`: null is absent (OK), anything else
+  // is a type error naming what was `expected`.
+  absl::Status NotA(od::value& v, simdjson::error_code e, const char* expected) {
+    if (e != simdjson::INCORRECT_TYPE) return JsonFail(e);
+    CS_ASSIGN_OR_RETURN(od::json_type type, Type(v));
+    if (type == od::json_type::null) return absl::OkStatus();
+    return TypeFail(expected, type);
   }
 
   absl::Status ReadInt64(od::value& v, int64_t* out) {
@@ -250,7 +257,8 @@ class Decoder {
     if (type == od::json_type::null) return absl::OkStatus();
     CS_ASSIGN_OR_RETURN(absl::string_view raw, RawText(v, type));
     scratch_.clear();
-    if (absl::Status s = internal::CompactJson(raw, &scratch_, DepthLeft());
+    if (absl::Status s = internal::CompactJson(raw, &scratch_, DepthLeft(),
+                                               /*utf8_validated=*/true);
         !s.ok()) {
       return Fail(s.message());
     }
@@ -281,19 +289,26 @@ class Decoder {
     return absl::OkStatus();
   }
 
-  // Reads past a value of a lenient object, checking it is well-formed.
-  absl::Status SkipValue(od::value& v) {
+  // Reads past a value of a lenient object, checking it is well-formed:
+  // walked with On-Demand (which checks the grammar as it goes) up to
+  // kWalkDepth levels, deeper containers by the iterative compactor.
+  absl::Status SkipValue(od::value& v, int depth = 0) {
+    static constexpr int kWalkDepth = 32;
     CS_ASSIGN_OR_RETURN(od::json_type type, Type(v));
     switch (type) {
       case od::json_type::object:
-      case od::json_type::array: {
-        CS_ASSIGN_OR_RETURN(absl::string_view raw, RawText(v, type));
-        if (absl::Status s = internal::CompactJson(raw, nullptr, DepthLeft());
-            !s.ok()) {
-          return Fail(s.message());
+      case od::json_type::array:
+        if (depth >= kWalkDepth) {
+          CS_ASSIGN_OR_RETURN(absl::string_view raw, RawText(v, type));
+          if (absl::Status s = internal::CompactJson(
+                  raw, nullptr, DepthLeft() - depth, /*utf8_validated=*/true);
+              !s.ok()) {
+            return Fail(s.message());
+          }
+          return absl::OkStatus();
         }
-        return absl::OkStatus();
-      }
+        return type == od::json_type::object ? SkipObject(v, depth)
+                                             : SkipArray(v, depth);
       case od::json_type::string: {
         std::string_view s;
         if (auto e = v.get_string().get(s)) return JsonFail(e);
@@ -318,6 +333,30 @@ class Decoder {
     return absl::OkStatus();
   }
 
+  absl::Status SkipObject(od::value& v, int depth) {
+    od::object object;
+    if (auto e = v.get_object().get(object)) return JsonFail(e);
+    for (auto member : object) {
+      od::field field;
+      if (auto e = std::move(member).get(field)) return JsonFail(e);
+      std::string_view key;  // unescaping checks the key's escapes
+      if (auto e = field.unescaped_key().get(key)) return JsonFail(e);
+      CS_RETURN_IF_ERROR(SkipValue(field.value(), depth + 1));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SkipArray(od::value& v, int depth) {
+    od::array array;
+    if (auto e = v.get_array().get(array)) return JsonFail(e);
+    for (auto element : array) {
+      od::value value;
+      if (auto e = std::move(element).get(value)) return JsonFail(e);
+      CS_RETURN_IF_ERROR(SkipValue(value, depth + 1));
+    }
+    return absl::OkStatus();
+  }
+
   // Containers -----------------------------------------------------------
 
   // Calls on_field(index_in_names, value) for each member of an object whose
@@ -328,30 +367,38 @@ class Decoder {
                           Unknown unknown, OnField&& on_field,
                           bool* present = nullptr) {
     static_assert(N <= 64);
-    CS_ASSIGN_OR_RETURN(od::json_type type, Type(v));
-    if (present != nullptr) *present = type == od::json_type::object;
-    if (type == od::json_type::null) return absl::OkStatus();
-    if (type != od::json_type::object) return TypeFail("an object", type);
     od::object object;
-    if (auto e = v.get_object().get(object)) return JsonFail(e);
+    if (const simdjson::error_code e = v.get_object().get(object)) {
+      if (present != nullptr) *present = false;
+      return NotA(v, e, "an object");
+    }
+    if (present != nullptr) *present = true;
     uint64_t seen = 0;
     for (auto member : object) {
       od::field field;
       if (auto e = std::move(member).get(field)) return JsonFail(e);
-      std::string_view key;
-      if (auto e = field.unescaped_key().get(key)) return JsonFail(e);
-      const size_t i = static_cast<size_t>(
-          std::find(names.begin(), names.end(), Sv(key)) -
-          names.begin());
+      // Match the raw key first; unescape only keys that match no name.
+      const od::raw_json_string raw_key = field.key();
+      size_t i = 0;
+      while (i < N && !raw_key.unsafe_is_equal(
+                          std::string_view(names[i].data(), names[i].size()))) {
+        ++i;
+      }
       if (i == N) {
-        if (unknown == Unknown::kError) {
-          return Fail(absl::StrCat("unknown field \"", Sv(key), "\""));
+        std::string_view key;
+        if (auto e = field.unescaped_key().get(key)) return JsonFail(e);
+        i = static_cast<size_t>(
+            std::find(names.begin(), names.end(), Sv(key)) - names.begin());
+        if (i == N) {
+          if (unknown == Unknown::kError) {
+            return Fail(absl::StrCat("unknown field \"", Sv(key), "\""));
+          }
+          CS_RETURN_IF_ERROR(SkipValue(field.value()));
+          continue;
         }
-        CS_RETURN_IF_ERROR(SkipValue(field.value()));
-        continue;
       }
       if (seen & (uint64_t{1} << i)) {
-        return Fail(absl::StrCat("duplicate field \"", Sv(key), "\""));
+        return Fail(absl::StrCat("duplicate field \"", names[i], "\""));
       }
       seen |= uint64_t{1} << i;
       path_.PushField(names[i]);
@@ -366,12 +413,12 @@ class Decoder {
   // extended by the index. null is an absent array (*present = false).
   template <typename OnElement>
   absl::Status ReadArray(od::value& v, bool* present, OnElement&& on_element) {
-    CS_ASSIGN_OR_RETURN(od::json_type type, Type(v));
-    *present = type == od::json_type::array;
-    if (type == od::json_type::null) return absl::OkStatus();
-    if (type != od::json_type::array) return TypeFail("an array", type);
     od::array array;
-    if (auto e = v.get_array().get(array)) return JsonFail(e);
+    if (const simdjson::error_code e = v.get_array().get(array)) {
+      *present = false;
+      return NotA(v, e, "an array");
+    }
+    *present = true;
     size_t index = 0;
     for (auto element : array) {
       od::value value;

@@ -47,11 +47,23 @@ bool IsLineOrParagraphSeparator(absl::string_view s, size_t i) {
          (static_cast<uint8_t>(s[i + 2]) & 0xFE) == 0xA8;
 }
 
-// Whether an ASCII byte is written as is inside a Go JSON string.
-constexpr bool IsHtmlSafeAscii(uint8_t c) {
-  return c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' &&
-         c != '&';
-}
+// Bytes that need a look inside a JSON string: the quote, the backslash,
+// control characters, the HTML characters Go escapes, and the lead bytes of
+// multi-byte UTF-8 (for validation and U+2028/U+2029). Every other byte is
+// copied as is, so strings are scanned a table lookup per byte.
+struct SpecialBytes {
+  bool table[256] = {};
+  constexpr SpecialBytes() {
+    for (int c = 0; c < 0x20; ++c) table[c] = true;
+    for (int c = 0x80; c < 0x100; ++c) table[c] = true;
+    table[static_cast<int>('"')] = table[static_cast<int>('\\')] = true;
+    table[static_cast<int>('<')] = table[static_cast<int>('>')] = true;
+    table[static_cast<int>('&')] = true;
+  }
+};
+constexpr SpecialBytes kSpecial;
+
+bool IsSpecial(char c) { return kSpecial.table[static_cast<uint8_t>(c)]; }
 
 }  // namespace
 
@@ -63,12 +75,10 @@ void AppendGoJsonString(absl::string_view s, std::string* out) {
     out->append(s.data() + run_start, end - run_start);
   };
   while (i < s.size()) {
+    while (i < s.size() && !IsSpecial(s[i])) ++i;
+    if (i == s.size()) break;
     const uint8_t c = static_cast<uint8_t>(s[i]);
     if (c < 0x80) {
-      if (IsHtmlSafeAscii(c)) {
-        ++i;
-        continue;
-      }
       flush(i);
       switch (c) {
         case '"': out->append("\\\""); break;
@@ -109,8 +119,10 @@ namespace {
 // An iterative RFC 8259 checker that optionally writes the compacted value.
 class Compactor {
  public:
-  Compactor(absl::string_view in, std::string* out, int max_depth)
-      : in_(in), out_(out), max_depth_(max_depth) {}
+  Compactor(absl::string_view in, std::string* out, int max_depth,
+            bool utf8_validated)
+      : in_(in), out_(out), max_depth_(max_depth),
+        utf8_validated_(utf8_validated) {}
 
   absl::Status Run() {
     SkipSpace();
@@ -270,6 +282,7 @@ class Compactor {
     size_t run_start = pos_;
     const auto flush = [&]() { Emit(in_.substr(run_start, pos_ - run_start)); };
     for (;;) {
+      while (pos_ < in_.size() && !IsSpecial(in_[pos_])) ++pos_;
       if (AtEnd()) return Fail("unterminated string");
       const uint8_t c = static_cast<uint8_t>(Peek());
       if (c == '"') {
@@ -302,13 +315,7 @@ class Compactor {
         run_start = ++pos_;
         continue;
       }
-      if (c < 0x80) {
-        ++pos_;
-        continue;
-      }
-      const size_t len = ValidUtf8SequenceLength(in_, pos_);
-      if (len == 0) return Fail("invalid UTF-8 in string");
-      if (len == 3 && IsLineOrParagraphSeparator(in_, pos_)) {
+      if (IsLineOrParagraphSeparator(in_, pos_)) {
         flush();
         if (out_ != nullptr) {
           AppendUnicodeEscape(
@@ -318,6 +325,12 @@ class Compactor {
         run_start = pos_ += 3;
         continue;
       }
+      if (utf8_validated_) {
+        ++pos_;
+        continue;
+      }
+      const size_t len = ValidUtf8SequenceLength(in_, pos_);
+      if (len == 0) return Fail("invalid UTF-8 in string");
       pos_ += len;
     }
   }
@@ -325,6 +338,7 @@ class Compactor {
   absl::string_view in_;
   std::string* out_;
   int max_depth_;
+  bool utf8_validated_;
   size_t pos_ = 0;
   const char* error_ = "";
 };
@@ -338,8 +352,8 @@ void AppendNewlineAndIndent(absl::string_view indent, int depth,
 }  // namespace
 
 absl::Status CompactJson(absl::string_view in, std::string* out,
-                         int max_depth) {
-  return Compactor(in, out, max_depth).Run();
+                         int max_depth, bool utf8_validated) {
+  return Compactor(in, out, max_depth, utf8_validated).Run();
 }
 
 void IndentJson(absl::string_view json, absl::string_view indent,

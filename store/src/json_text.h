@@ -32,9 +32,11 @@ void AppendGoJsonString(absl::string_view s, std::string* out);
 // duplicate keys, kept byte for byte) to `*out` unless `out` is null.
 // Returns InvalidArgument naming the byte offset of the first error; `*out`
 // is then unspecified. `max_depth` lowers the nesting limit for a value that
-// itself sits that many levels deep in a larger document.
+// itself sits that many levels deep in a larger document; `utf8_validated`
+// skips the UTF-8 check for text a parser has already validated.
 absl::Status CompactJson(absl::string_view in, std::string* out,
-                         int max_depth = kMaxJsonDepth);
+                         int max_depth = kMaxJsonDepth,
+                         bool utf8_validated = false);
 
 // Appends `json`, which must be valid JSON, re-indented the way Go's
 // json.MarshalIndent(v, "", indent) prints it: one member or element per
