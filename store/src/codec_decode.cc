@@ -912,11 +912,12 @@ class Decoder {
     if (parts->status.IsNull()) {
       parts->status = fb::CreateResourceClaimStatus(fbb_);
     }
+    const fb::Revisions no_revisions(0, 0, 0);  // the store stamps them
     auto root = fb::CreateClaimRecord(
         fbb_, parts->claim_namespace, parts->name, parts->uid,
         parts->resource_version, parts->generation,
         ToFb(parts->creation_timestamp), ToFb(parts->deletion_timestamp),
-        parts->spec_requests, parts->status);
+        parts->spec_requests, parts->status, &no_revisions);
     fb::FinishClaimRecordBuffer(fbb_, root);
     std::string bytes(reinterpret_cast<const char*>(fbb_.GetBufferPointer()),
                       fbb_.GetSize());
