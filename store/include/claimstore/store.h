@@ -1,0 +1,260 @@
+// Store: durable ResourceClaim status in RocksDB, with secondary indexes by
+// reserved consumer uid and by allocated device, and atomic compare-and-set.
+//
+//   auto store = claimstore::Store::Open("/var/lib/sched/claims", {});
+//   auto r = (*store)->Reserve({"ns", "claim"}, {"", "pods", "pod-a", uid},
+//                              {.mod_revision = seen_revision});
+//   if (absl::IsAborted(r.status())) { /* changed meanwhile: re-read, retry */ }
+//
+// Thread-safety: a Store is safe for concurrent use by any number of threads
+// without outside locking. Reads never wait for writers. Writes are applied
+// one at a time in arrival order (linearizable) and committed in groups: the
+// writes that queue up while a group is being written share its WriteBatch
+// and, with Options::sync_writes, its fsync.
+//
+// Errors (absl::StatusCode):
+//   InvalidArgument     bad input (names the field path); nothing is written
+//   NotFound            the claim does not exist
+//   Aborted             a precondition's revision or uid does not match (the
+//                       message and CurrentRevision() carry the current
+//                       revision), or a device is held by another claim (the
+//                       message names the device and the claim)
+//   FailedPrecondition  a rule forbids the change: not allocated, still
+//                       reserved, being deleted, already allocated
+//   ResourceExhausted   reservedFor already holds 256 consumers
+//   DataLoss            a stored record or key is corrupt
+//   Internal/Unavailable/...  RocksDB I/O errors, mapped in one place
+#ifndef CLAIMSTORE_STORE_H_
+#define CLAIMSTORE_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "claimstore/allocation.h"
+#include "claimstore/claim_record.h"
+
+namespace claimstore {
+
+// A claim's identity in the store.
+struct ClaimKey {
+  std::string claim_namespace;
+  std::string name;
+
+  // Parses "NAMESPACE/NAME" (both non-empty). InvalidArgument otherwise.
+  static absl::StatusOr<ClaimKey> Parse(absl::string_view text);
+  std::string ToString() const { return claim_namespace + "/" + name; }
+  friend bool operator==(const ClaimKey&, const ClaimKey&) = default;
+  friend auto operator<=>(const ClaimKey&, const ClaimKey&) = default;
+};
+
+enum class Compression { kNone, kLZ4, kZstd };
+
+struct Options {
+  // Create the database directory (and its parents) if it does not exist.
+  // Default: true.
+  bool create_if_missing = true;
+  // Open read-only, as a RocksDB secondary instance: safe while another
+  // process has the database open for writing. Reads see the state as of
+  // Open() or the last Refresh(). Write calls return FailedPrecondition.
+  // Default: false.
+  bool read_only = false;
+  // Sync the write-ahead log before acknowledging a write: an acknowledged
+  // write survives power loss. Concurrent writers share fsyncs (group
+  // commit). When false, an acknowledged write survives a crash of the
+  // process but not of the machine. Default: false.
+  bool sync_writes = false;
+  // Size of the block cache shared by all column families. Default: 64 MiB.
+  size_t block_cache_bytes = size_t{64} << 20;
+  // Memtable size per column family (records, two indexes). Default: 16 MiB.
+  size_t write_buffer_bytes = size_t{16} << 20;
+  // Compression of data blocks. Default: LZ4.
+  Compression compression = Compression::kLZ4;
+};
+
+// Conditions a write must meet; unset members are not checked.
+struct Preconditions {
+  // The claim's current mod revision (as returned by reads and writes).
+  std::optional<uint64_t> mod_revision;
+  // The claim's metadata.uid: pins the incarnation of the claim, as the
+  // scheduler's unreserve patch does.
+  std::optional<std::string> uid;
+};
+
+// A consumer in status.reservedFor.
+struct ConsumerRef {
+  std::string api_group;  // optional, e.g. "" for pods
+  std::string resource;   // e.g. "pods"
+  std::string name;
+  std::string uid;
+};
+
+struct WriteResult {
+  // The claim's mod revision after the call: the new store revision when the
+  // call changed something, the unchanged one for an idempotent no-op.
+  uint64_t revision = 0;
+  bool changed = false;
+};
+
+// A claim and the store revision the read saw.
+struct ClaimRead {
+  ClaimRecord record;
+  uint64_t revision = 0;
+};
+
+struct ClaimReads {
+  std::vector<std::optional<ClaimRecord>> records;  // in the order asked
+  uint64_t revision = 0;
+};
+
+struct ListOptions {
+  std::string claim_namespace;  // empty: every namespace
+  size_t limit = 0;             // 0: no limit
+  std::string continue_token;   // from the previous page
+};
+
+struct ListPage {
+  std::vector<ClaimRecord> records;  // in namespace/name order
+  std::string continue_token;        // empty on the last page
+  uint64_t revision = 0;             // each page is one consistent snapshot
+};
+
+struct ClaimKeys {
+  std::vector<ClaimKey> claims;
+  uint64_t revision = 0;
+};
+
+enum class HoldingKind { kExclusive, kShare, kAdminAccess };
+
+// One allocated device of one claim, from the device index.
+struct DeviceHolding {
+  std::string driver, pool, device;
+  HoldingKind kind = HoldingKind::kExclusive;
+  std::string share_id;  // for kShare (and admin results that had one)
+  ClaimKey claim;
+};
+
+struct DeviceHoldings {
+  std::vector<DeviceHolding> holdings;  // in driver/pool/device order
+  uint64_t revision = 0;
+};
+
+// Which devices to look up: a driver, a pool of it, one device, or one share.
+struct DeviceQuery {
+  std::string driver;
+  std::optional<std::string> pool;
+  std::optional<std::string> device;    // requires pool
+  std::optional<std::string> share_id;  // requires device
+};
+
+// What Verify() found.
+struct VerifyReport {
+  uint64_t records = 0;
+  uint64_t index_entries = 0;
+  // One line per problem: a record that fails verification, an index entry
+  // without its record or missing for a record, a device held exclusively
+  // by two claims.
+  std::vector<std::string> problems;
+  bool repaired = false;
+};
+
+struct StoreStats {
+  uint64_t claims = 0, allocated = 0, reserved = 0;
+  uint64_t consumer_entries = 0, device_entries = 0;
+  uint64_t revision = 0;
+  uint64_t size_on_disk_bytes = 0;
+};
+
+// The current revision carried by an Aborted error of a precondition
+// mismatch, if any.
+std::optional<uint64_t> CurrentRevision(const absl::Status& status);
+
+class Store {
+ public:
+  // Opens (or creates) the database at `path`. Returns FailedPrecondition
+  // when the database was written by a newer claimstore (format version),
+  // InvalidArgument for a path that is not a claimstore database, and the
+  // mapped RocksDB error otherwise. One process may open a database for
+  // writing; any number may open it with Options::read_only.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(absl::string_view path,
+                                                     const Options& options);
+  virtual ~Store();
+
+  // --- Reads: each at one consistent snapshot. ---
+
+  // The claim, NotFound if absent.
+  virtual absl::StatusOr<ClaimRead> Get(const ClaimKey& key) const = 0;
+  // Many claims at one snapshot; absent ones are nullopt.
+  virtual absl::StatusOr<ClaimReads> GetMany(absl::Span<const ClaimKey> keys) const = 0;
+  // Claims in key order, a page at a time.
+  virtual absl::StatusOr<ListPage> List(const ListOptions& options) const = 0;
+  // The claims whose status.reservedFor holds `consumer_uid`.
+  virtual absl::StatusOr<ClaimKeys> ClaimsReservedFor(
+      absl::string_view consumer_uid) const = 0;
+  // Who holds a device, or every holding under a driver or pool.
+  virtual absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(
+      const DeviceQuery& query) const = 0;
+
+  // --- Writes: each atomic (record, index entries and revision in one
+  // WriteBatch), each with optional preconditions. ---
+
+  // Writes a whole record (PUT of /status), creating the claim if absent.
+  // The key is the record's namespace/name.
+  virtual absl::StatusOr<WriteResult> Put(const ClaimRecord& record,
+                                          const Preconditions& pre = {}) = 0;
+  virtual absl::StatusOr<WriteResult> Delete(const ClaimKey& key,
+                                             const Preconditions& pre = {}) = 0;
+  // Adds `consumer` to reservedFor; a no-op when its uid is there already.
+  // FailedPrecondition when the claim is not allocated or is being deleted,
+  // ResourceExhausted at 256 consumers.
+  virtual absl::StatusOr<WriteResult> Reserve(const ClaimKey& key,
+                                              const ConsumerRef& consumer,
+                                              const Preconditions& pre = {}) = 0;
+  // Removes the consumer with `consumer_uid`; a no-op when it is not there.
+  virtual absl::StatusOr<WriteResult> Unreserve(const ClaimKey& key,
+                                                absl::string_view consumer_uid,
+                                                const Preconditions& pre = {}) = 0;
+  // Sets status.allocation. FailedPrecondition when already allocated;
+  // Aborted naming the device and its holder when a device it takes
+  // exclusively, or a share it takes, is held by another claim.
+  virtual absl::StatusOr<WriteResult> Allocate(const ClaimKey& key,
+                                               const Allocation& allocation,
+                                               const Preconditions& pre = {}) = 0;
+  // Clears allocation and device statuses. FailedPrecondition while
+  // reservedFor is not empty; a no-op when not allocated.
+  virtual absl::StatusOr<WriteResult> Deallocate(const ClaimKey& key,
+                                                 const Preconditions& pre = {}) = 0;
+  // Sets status.devices entries (driver writes): each entry replaces the one
+  // with the same driver/pool/device/shareID or is added. InvalidArgument
+  // when an entry names no allocated device.
+  virtual absl::StatusOr<WriteResult> SetDeviceStatus(
+      const ClaimKey& key, const DeviceStatuses& statuses,
+      const Preconditions& pre = {}) = 0;
+
+  // --- Maintenance ---
+
+  // Reads every record (verifier), recomputes every index entry and compares
+  // with the stored ones. With `repair`, rewrites the indexes from the
+  // records.
+  virtual absl::StatusOr<VerifyReport> Verify(bool repair) = 0;
+  virtual absl::StatusOr<StoreStats> Stats() const = 0;
+  // Read-only stores: catch up with the writer. OK no-op otherwise.
+  virtual absl::Status Refresh() = 0;
+  // A consistent copy of the database at `dir` (must not exist), which
+  // opens as a database (RocksDB checkpoint).
+  virtual absl::Status Backup(absl::string_view dir) = 0;
+
+ protected:
+  Store() = default;
+};
+
+}  // namespace claimstore
+
+#endif  // CLAIMSTORE_STORE_H_

@@ -1,0 +1,114 @@
+#include "keys.h"
+
+namespace claimstore::internal {
+
+void AppendComponent(absl::string_view s, std::string* key) {
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\0') {
+      key->append(s.data() + start, i - start);
+      key->push_back('\0');
+      key->push_back('\xff');
+      start = i + 1;
+    }
+  }
+  key->append(s.data() + start, s.size() - start);
+  key->push_back('\0');
+  key->push_back('\x01');
+}
+
+bool ConsumeComponent(absl::string_view* key, std::string* out) {
+  out->clear();
+  size_t i = 0;
+  while (i < key->size()) {
+    const char c = (*key)[i];
+    if (c != '\0') {
+      out->push_back(c);
+      ++i;
+      continue;
+    }
+    if (i + 1 >= key->size()) return false;
+    const char next = (*key)[i + 1];
+    if (next == '\x01') {
+      key->remove_prefix(i + 2);
+      return true;
+    }
+    if (next != '\xff') return false;
+    out->push_back('\0');
+    i += 2;
+  }
+  return false;
+}
+
+std::string RecordKey(absl::string_view claim_namespace, absl::string_view name) {
+  std::string key;
+  key.reserve(claim_namespace.size() + name.size() + 4);
+  AppendComponent(claim_namespace, &key);
+  AppendComponent(name, &key);
+  return key;
+}
+
+std::string ConsumerKey(absl::string_view uid, absl::string_view claim_namespace,
+                        absl::string_view name) {
+  std::string key;
+  AppendComponent(uid, &key);
+  AppendComponent(claim_namespace, &key);
+  AppendComponent(name, &key);
+  return key;
+}
+
+std::string DeviceKey(absl::string_view driver, absl::string_view pool,
+                      absl::string_view device, HoldingKind kind,
+                      absl::string_view share_id,
+                      absl::string_view claim_namespace, absl::string_view name) {
+  std::string key;
+  AppendComponent(driver, &key);
+  AppendComponent(pool, &key);
+  AppendComponent(device, &key);
+  key.push_back(static_cast<char>(kind));
+  AppendComponent(share_id, &key);
+  AppendComponent(claim_namespace, &key);
+  AppendComponent(name, &key);
+  return key;
+}
+
+bool ParseDeviceKey(absl::string_view key, DeviceKeyParts* out) {
+  if (!ConsumeComponent(&key, &out->driver) || !ConsumeComponent(&key, &out->pool) ||
+      !ConsumeComponent(&key, &out->device) || key.empty()) {
+    return false;
+  }
+  const char kind = key[0];
+  if (kind != 'A' && kind != 'E' && kind != 'S') return false;
+  out->kind = static_cast<HoldingKind>(kind);
+  key.remove_prefix(1);
+  return ConsumeComponent(&key, &out->share_id) &&
+         ConsumeComponent(&key, &out->claim_namespace) &&
+         ConsumeComponent(&key, &out->name) && key.empty();
+}
+
+bool ParseRecordKey(absl::string_view key, std::string* claim_namespace,
+                    std::string* name) {
+  return ConsumeComponent(&key, claim_namespace) && ConsumeComponent(&key, name) &&
+         key.empty();
+}
+
+bool ParseConsumerKey(absl::string_view key, std::string* uid,
+                      std::string* claim_namespace, std::string* name) {
+  return ConsumeComponent(&key, uid) && ConsumeComponent(&key, claim_namespace) &&
+         ConsumeComponent(&key, name) && key.empty();
+}
+
+void AppendUint64(uint64_t v, std::string* out) {
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    out->push_back(static_cast<char>((v >> shift) & 0xFF));
+  }
+}
+
+bool ParseUint64(absl::string_view bytes, uint64_t* v) {
+  if (bytes.size() != 8) return false;
+  *v = 0;
+  for (char c : bytes) *v = (*v << 8) | static_cast<uint8_t>(c);
+  return true;
+}
+
+}  // namespace claimstore::internal

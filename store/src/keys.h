@@ -1,0 +1,84 @@
+// Every key layout of the database, in one place.
+//
+// Column families:
+//   records    Str(namespace) Str(name)                     → ClaimRecord bytes
+//   consumers  Str(consumer uid) Str(namespace) Str(name)   → "" (index)
+//   devices    Str(driver) Str(pool) Str(device) Kind Str(shareID)
+//              Str(namespace) Str(name)                     → "" (index)
+//   meta       "format_version" → u32 big-endian
+//              "revision"       → u64 big-endian (the store revision)
+//   default    unused (RocksDB requires it)
+//
+// Str(s) writes s with every 0x00 byte escaped as 0x00 0xFF and ends it with
+// 0x00 0x01. No byte of a component can end it early, so no two different
+// tuples encode alike, and comparing encoded keys byte by byte orders them as
+// tuples, component by component. A prefix of whole components therefore
+// selects exactly the keys that start with those components: `driver`,
+// `driver/pool` and `driver/pool/device` are prefix scans of the devices
+// family.
+//
+// Kind is one byte: 'A' admin access (never conflicts), 'E' exclusive,
+// 'S' a share identified by its shareID (empty for 'A' and 'E' unless the
+// result had one).
+#ifndef CLAIMSTORE_SRC_KEYS_H_
+#define CLAIMSTORE_SRC_KEYS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace claimstore::internal {
+
+inline constexpr char kRecordsFamily[] = "records";
+inline constexpr char kConsumersFamily[] = "consumers";
+inline constexpr char kDevicesFamily[] = "devices";
+inline constexpr char kMetaFamily[] = "meta";
+
+inline constexpr char kFormatVersionKey[] = "format_version";
+inline constexpr char kRevisionKey[] = "revision";
+
+// The database format this code writes and reads. An older binary refuses a
+// database whose format_version is larger.
+inline constexpr uint32_t kFormatVersion = 1;
+
+enum class HoldingKind : char {
+  kAdmin = 'A',
+  kExclusive = 'E',
+  kShare = 'S',
+};
+
+// Appends Str(s).
+void AppendComponent(absl::string_view s, std::string* key);
+
+// Reads one Str() component from the front of *key into *out and removes it.
+// Returns false when *key does not start with a well-formed component.
+bool ConsumeComponent(absl::string_view* key, std::string* out);
+
+std::string RecordKey(absl::string_view claim_namespace, absl::string_view name);
+std::string ConsumerKey(absl::string_view uid, absl::string_view claim_namespace,
+                        absl::string_view name);
+std::string DeviceKey(absl::string_view driver, absl::string_view pool,
+                      absl::string_view device, HoldingKind kind,
+                      absl::string_view share_id,
+                      absl::string_view claim_namespace, absl::string_view name);
+
+// A device-index key taken apart.
+struct DeviceKeyParts {
+  std::string driver, pool, device;
+  HoldingKind kind = HoldingKind::kExclusive;
+  std::string share_id;
+  std::string claim_namespace, name;
+};
+bool ParseDeviceKey(absl::string_view key, DeviceKeyParts* out);
+bool ParseRecordKey(absl::string_view key, std::string* claim_namespace,
+                    std::string* name);
+bool ParseConsumerKey(absl::string_view key, std::string* uid,
+                      std::string* claim_namespace, std::string* name);
+
+void AppendUint64(uint64_t v, std::string* out);
+bool ParseUint64(absl::string_view bytes, uint64_t* v);
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_KEYS_H_

@@ -1,0 +1,1100 @@
+// The Store on RocksDB.
+//
+// One write path: every mutation is a pure function from the current record
+// to the new one (or an error), run by WritePipeline: read the current record
+// through the batch being built, check preconditions, compute, validate,
+// check device conflicts, diff the index entries of old and new, and stage
+// record, index changes and revision in a WriteBatchWithIndex. Writes are
+// applied one at a time by a single leader thread; the writes that queue up
+// meanwhile form the next group, committed with one RocksDB Write (and, with
+// sync_writes, one fsync).
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "claimstore/claim_generated.h"
+#include "claimstore/store.h"
+#include "index_entries.h"
+#include "keys.h"
+#include "record_edit.h"
+#include "record_factory.h"
+#include "rocksdb/db.h"
+#include "rocksdb/filter_policy.h"
+#include "rocksdb/table.h"
+#include "rocksdb/utilities/checkpoint.h"
+#include "rocksdb/utilities/write_batch_with_index.h"
+#include "rocksdb_status.h"
+#include "status_macros.h"
+#include "store_validation.h"
+
+namespace claimstore {
+
+constexpr char kRevisionPayloadUrl[] = "type.claimstore.dev/current-revision";
+
+std::optional<uint64_t> CurrentRevision(const absl::Status& status) {
+  absl::optional<absl::Cord> payload = status.GetPayload(kRevisionPayloadUrl);
+  uint64_t revision = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &revision)) {
+    return std::nullopt;
+  }
+  return revision;
+}
+
+absl::StatusOr<ClaimKey> ClaimKey::Parse(absl::string_view text) {
+  const size_t slash = text.find('/');
+  if (slash == absl::string_view::npos || slash == 0 || slash + 1 == text.size() ||
+      text.find('/', slash + 1) != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not NAMESPACE/NAME"));
+  }
+  return ClaimKey{std::string(text.substr(0, slash)), std::string(text.substr(slash + 1))};
+}
+
+Store::~Store() = default;
+
+namespace {
+
+using internal::FromRocksDB;
+
+absl::string_view View(const flatbuffers::String* s) {
+  return s == nullptr ? absl::string_view() : absl::string_view(s->data(), s->size());
+}
+
+absl::string_view ToView(const rocksdb::Slice& s) { return absl::string_view(s.data(), s.size()); }
+
+// The first key after every key that starts with `prefix` (which ends in a
+// component terminator 0x00 0x01, so bumping the last byte is enough).
+std::string UpperBound(absl::string_view prefix) {
+  std::string bound(prefix);
+  bound.back() = static_cast<char>(bound.back() + 1);
+  return bound;
+}
+
+// What a mutation decided.
+struct Mutation {
+  enum class Kind { kNoop, kWrite, kDelete };
+  Kind kind = Kind::kNoop;
+  std::string bytes;  // kWrite: the new record, revisions not yet stamped
+};
+
+using MutateFn = std::function<absl::StatusOr<Mutation>(const ClaimRecord* current)>;
+
+// One write waiting in the pipeline.
+struct PendingWrite {
+  std::string record_key;
+  ClaimKey key;
+  const Preconditions* pre;
+  const MutateFn* mutate;
+  absl::Status status;
+  WriteResult result;
+  bool done = false;
+};
+
+absl::Status RevisionMismatch(const ClaimKey& key, absl::string_view what,
+                              uint64_t current) {
+  absl::Status s = absl::AbortedError(
+      absl::StrCat("claim ", key.ToString(), " has changed: ", what,
+                   "; current revision ", current));
+  s.SetPayload(kRevisionPayloadUrl, absl::Cord(absl::StrCat(current)));
+  return s;
+}
+
+class StoreImpl final : public Store {
+ public:
+  ~StoreImpl() override {
+    for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h);
+    handles_.clear();
+    db_.reset();
+    if (!secondary_dir_.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(secondary_dir_, ignored);
+    }
+  }
+
+  static absl::StatusOr<std::unique_ptr<Store>> Open(absl::string_view path,
+                                                     const Options& options);
+
+  // Reads ----------------------------------------------------------------
+
+  absl::StatusOr<ClaimRead> Get(const ClaimKey& key) const override {
+    CS_ASSIGN_OR_RETURN(ClaimReads reads, GetMany({&key, 1}));
+    if (!reads.records[0].has_value()) {
+      return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
+    }
+    return ClaimRead{*std::move(reads.records[0]), reads.revision};
+  }
+
+  absl::StatusOr<ClaimReads> GetMany(absl::Span<const ClaimKey> keys) const override {
+    // One MultiGet over the records and the revision: RocksDB reads all
+    // column families of one MultiGet at the same sequence number.
+    const size_t n = keys.size() + 1;
+    std::vector<std::string> key_bytes;
+    key_bytes.reserve(n);
+    std::vector<rocksdb::Slice> slices(n);
+    std::vector<rocksdb::ColumnFamilyHandle*> families(n, records_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      key_bytes.push_back(internal::RecordKey(keys[i].claim_namespace, keys[i].name));
+      slices[i] = key_bytes.back();
+    }
+    slices[keys.size()] = internal::kRevisionKey;
+    families[keys.size()] = meta_;
+    std::vector<rocksdb::PinnableSlice> values(n);
+    std::vector<rocksdb::Status> statuses(n);
+    db_->MultiGet(rocksdb::ReadOptions(), n, families.data(), slices.data(),
+                  values.data(), statuses.data());
+    ClaimReads out;
+    CS_RETURN_IF_ERROR(ParseRevision(statuses.back(), values.back(), &out.revision));
+    out.records.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (statuses[i].IsNotFound()) {
+        out.records.emplace_back();
+        continue;
+      }
+      CS_RETURN_IF_ERROR(FromRocksDB(statuses[i], "reading a claim"));
+      auto pinned = std::make_shared<rocksdb::PinnableSlice>(std::move(values[i]));
+      const absl::string_view bytes = ToView(*pinned);
+      absl::StatusOr<ClaimRecord> record =
+          internal::RecordFactory::FromStorage(std::move(pinned), bytes);
+      if (!record.ok()) return Corrupt(keys[i], record.status());
+      out.records.emplace_back(*std::move(record));
+    }
+    return out;
+  }
+
+  absl::StatusOr<ListPage> List(const ListOptions& options) const override {
+    ReadView view(this);
+    CS_RETURN_IF_ERROR(view.status());
+    std::string prefix;
+    if (!options.claim_namespace.empty()) {
+      internal::AppendComponent(options.claim_namespace, &prefix);
+    }
+    std::string start = prefix;
+    if (!options.continue_token.empty()) {
+      std::string after;
+      if (!absl::WebSafeBase64Unescape(options.continue_token, &after) ||
+          after.compare(0, prefix.size(), prefix) != 0) {
+        return absl::InvalidArgumentError("invalid continue token");
+      }
+      start = after;
+      start.push_back('\0');  // the first key after it
+    }
+    ListPage page;
+    page.revision = view.revision();
+    std::unique_ptr<rocksdb::Iterator> it = view.Scan(records_, prefix);
+    for (it->Seek(start); it->Valid(); it->Next()) {
+      if (options.limit > 0 && page.records.size() == options.limit) {
+        // A whole page and more to come: continue after the last one.
+        std::string last;
+        absl::WebSafeBase64Escape(
+            internal::RecordKey(page.records.back().claim_namespace(),
+                                page.records.back().name()),
+            &last);
+        page.continue_token = std::move(last);
+        break;
+      }
+      absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(ToView(it->value())));
+      if (!record.ok()) {
+        return absl::DataLossError(absl::StrCat("record at key ",
+                                                absl::CHexEscape(ToView(it->key())), ": ",
+                                                record.status().message()));
+      }
+      page.records.push_back(*std::move(record));
+    }
+    CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "listing claims"));
+    return page;
+  }
+
+  absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const override {
+    ReadView view(this);
+    CS_RETURN_IF_ERROR(view.status());
+    std::string prefix;
+    internal::AppendComponent(consumer_uid, &prefix);
+    ClaimKeys out;
+    out.revision = view.revision();
+    std::unique_ptr<rocksdb::Iterator> it = view.Scan(consumers_, prefix);
+    std::string uid;
+    for (it->Seek(prefix); it->Valid(); it->Next()) {
+      ClaimKey key;
+      if (!internal::ParseConsumerKey(ToView(it->key()), &uid, &key.claim_namespace,
+                                      &key.name)) {
+        return absl::DataLossError(absl::StrCat(
+            "consumer index key ", absl::CHexEscape(ToView(it->key())), " is malformed"));
+      }
+      out.claims.push_back(std::move(key));
+    }
+    CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "reading the consumer index"));
+    return out;
+  }
+
+  absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(const DeviceQuery& query) const override {
+    if ((query.device.has_value() && !query.pool.has_value()) ||
+        (query.share_id.has_value() && !query.device.has_value())) {
+      return absl::InvalidArgumentError(
+          "a device query names a driver, then optionally a pool, a device and a "
+          "shareID, each requiring the one before");
+    }
+    ReadView view(this);
+    CS_RETURN_IF_ERROR(view.status());
+    std::string prefix;
+    internal::AppendComponent(query.driver, &prefix);
+    if (query.pool.has_value()) internal::AppendComponent(*query.pool, &prefix);
+    if (query.device.has_value()) internal::AppendComponent(*query.device, &prefix);
+    DeviceHoldings out;
+    out.revision = view.revision();
+    std::unique_ptr<rocksdb::Iterator> it = view.Scan(devices_, prefix);
+    internal::DeviceKeyParts parts;
+    for (it->Seek(prefix); it->Valid(); it->Next()) {
+      if (!internal::ParseDeviceKey(ToView(it->key()), &parts)) {
+        return absl::DataLossError(absl::StrCat(
+            "device index key ", absl::CHexEscape(ToView(it->key())), " is malformed"));
+      }
+      if (query.share_id.has_value() && parts.share_id != *query.share_id) continue;
+      out.holdings.push_back(ToHolding(std::move(parts)));
+    }
+    CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "reading the device index"));
+    return out;
+  }
+
+  // Writes -----------------------------------------------------------------
+
+  absl::StatusOr<WriteResult> Put(const ClaimRecord& record,
+                                  const Preconditions& pre) override {
+    const ClaimKey key{std::string(record.claim_namespace()), std::string(record.name())};
+    if (key.claim_namespace.empty() || key.name.empty()) {
+      return absl::InvalidArgumentError(
+          "metadata.namespace and metadata.name: Required value: a stored claim needs both");
+    }
+    const MutateFn mutate = [&](const ClaimRecord*) -> absl::StatusOr<Mutation> {
+      return Mutation{Mutation::Kind::kWrite, std::string(record.bytes())};
+    };
+    return Write(key, pre, mutate);
+  }
+
+  absl::StatusOr<WriteResult> Delete(const ClaimKey& key, const Preconditions& pre) override {
+    const MutateFn mutate = [&](const ClaimRecord* current) -> absl::StatusOr<Mutation> {
+      if (current == nullptr) return NotFound(key);
+      return Mutation{Mutation::Kind::kDelete, {}};
+    };
+    return Write(key, pre, mutate);
+  }
+
+  absl::StatusOr<WriteResult> Reserve(const ClaimKey& key, const ConsumerRef& consumer,
+                                      const Preconditions& pre) override {
+    if (consumer.uid.empty() || consumer.resource.empty() || consumer.name.empty()) {
+      return absl::InvalidArgumentError(
+          "status.reservedFor: the consumer's resource, name and uid are required");
+    }
+    const MutateFn mutate = [&](const ClaimRecord* current) -> absl::StatusOr<Mutation> {
+      if (current == nullptr) return NotFound(key);
+      const fb::ClaimRecord& c = current->table();
+      const fb::ResourceClaimStatus* status = c.status();
+      if (status == nullptr || status->allocation() == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "claim ", key.ToString(), " is not allocated: it cannot be reserved"));
+      }
+      internal::StatusEdit edit;
+      edit.reserved_for = internal::StatusEdit::Part::kReplace;
+      if (const auto* reserved = status->reserved_for(); reserved != nullptr) {
+        for (const fb::ResourceClaimConsumerReference* r : *reserved) {
+          if (View(r->uid()) == consumer.uid) return Mutation{};  // already there
+          edit.consumers.push_back(r);
+        }
+      }
+      if (c.deletion_timestamp().has_value()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "claim ", key.ToString(),
+            " is being deleted: new reservedFor entries may not be added"));
+      }
+      if (edit.consumers.size() >= internal::kMaxReservedFor) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "claim ", key.ToString(), " is reserved for ", edit.consumers.size(),
+            " consumers already, the most there may be"));
+      }
+      edit.add_consumer = &consumer;
+      return Mutation{Mutation::Kind::kWrite, internal::RebuildRecord(c, edit)};
+    };
+    return Write(key, pre, mutate);
+  }
+
+  absl::StatusOr<WriteResult> Unreserve(const ClaimKey& key, absl::string_view consumer_uid,
+                                        const Preconditions& pre) override {
+    const MutateFn mutate = [&](const ClaimRecord* current) -> absl::StatusOr<Mutation> {
+      if (current == nullptr) return NotFound(key);
+      const fb::ClaimRecord& c = current->table();
+      const auto* reserved = c.status() == nullptr ? nullptr : c.status()->reserved_for();
+      if (reserved == nullptr) return Mutation{};
+      internal::StatusEdit edit;
+      edit.reserved_for = internal::StatusEdit::Part::kReplace;
+      for (const fb::ResourceClaimConsumerReference* r : *reserved) {
+        if (View(r->uid()) != consumer_uid) edit.consumers.push_back(r);
+      }
+      if (edit.consumers.size() == reserved->size()) return Mutation{};  // not there
+      return Mutation{Mutation::Kind::kWrite, internal::RebuildRecord(c, edit)};
+    };
+    return Write(key, pre, mutate);
+  }
+
+  absl::StatusOr<WriteResult> Allocate(const ClaimKey& key, const Allocation& allocation,
+                                       const Preconditions& pre) override {
+    const MutateFn mutate = [&](const ClaimRecord* current) -> absl::StatusOr<Mutation> {
+      if (current == nullptr) return NotFound(key);
+      const fb::ClaimRecord& c = current->table();
+      if (c.status() != nullptr && c.status()->allocation() != nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "claim ", key.ToString(),
+            " is already allocated (status.allocation is immutable once set)"));
+      }
+      internal::StatusEdit edit;
+      edit.allocation = internal::StatusEdit::Part::kReplace;
+      edit.new_allocation = &allocation.table();
+      return Mutation{Mutation::Kind::kWrite, internal::RebuildRecord(c, edit)};
+    };
+    return Write(key, pre, mutate);
+  }
+
+  absl::StatusOr<WriteResult> Deallocate(const ClaimKey& key, const Preconditions& pre) override {
+    const MutateFn mutate = [&](const ClaimRecord* current) -> absl::StatusOr<Mutation> {
+      if (current == nullptr) return NotFound(key);
+      const fb::ClaimRecord& c = current->table();
+      const fb::ResourceClaimStatus* status = c.status();
+      if (status == nullptr || status->allocation() == nullptr) return Mutation{};
+      if (status->reserved_for() != nullptr && status->reserved_for()->size() > 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "claim ", key.ToString(), " is still reserved for ",
+            status->reserved_for()->size(), " consumer(s): it cannot be deallocated"));
+      }
+      internal::StatusEdit edit;
+      edit.allocation = internal::StatusEdit::Part::kClear;
+      edit.devices = internal::StatusEdit::Part::kClear;  // stale device statuses go
+      return Mutation{Mutation::Kind::kWrite, internal::RebuildRecord(c, edit)};
+    };
+    return Write(key, pre, mutate);
+  }
+
+  absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
+                                              const DeviceStatuses& statuses,
+                                              const Preconditions& pre) override {
+    const MutateFn mutate = [&](const ClaimRecord* current) -> absl::StatusOr<Mutation> {
+      if (current == nullptr) return NotFound(key);
+      const fb::ClaimRecord& c = current->table();
+      internal::StatusEdit edit;
+      edit.devices = internal::StatusEdit::Part::kReplace;
+      const auto same_device = [](const fb::AllocatedDeviceStatus& a,
+                                  const fb::AllocatedDeviceStatus& b) {
+        return View(a.driver()) == View(b.driver()) && View(a.pool()) == View(b.pool()) &&
+               View(a.device()) == View(b.device()) &&
+               (a.share_id() == nullptr) == (b.share_id() == nullptr) &&
+               View(a.share_id()) == View(b.share_id());
+      };
+      const auto* updates = statuses.table().devices();
+      if (c.status() != nullptr && c.status()->devices() != nullptr) {
+        for (const fb::AllocatedDeviceStatus* d : *c.status()->devices()) {
+          const bool replaced =
+              updates != nullptr &&
+              std::any_of(updates->begin(), updates->end(),
+                          [&](const fb::AllocatedDeviceStatus* u) { return same_device(*d, *u); });
+          if (!replaced) edit.new_devices.push_back(d);
+        }
+      }
+      if (updates != nullptr) {
+        for (const fb::AllocatedDeviceStatus* u : *updates) edit.new_devices.push_back(u);
+      }
+      return Mutation{Mutation::Kind::kWrite, internal::RebuildRecord(c, edit)};
+    };
+    return Write(key, pre, mutate);
+  }
+
+  // Maintenance --------------------------------------------------------------
+
+  absl::StatusOr<VerifyReport> Verify(bool repair) override;
+  absl::StatusOr<StoreStats> Stats() const override;
+
+  absl::Status Refresh() override {
+    if (!options_.read_only) return absl::OkStatus();
+    return FromRocksDB(db_->TryCatchUpWithPrimary(), "catching up with the writer");
+  }
+
+  absl::Status Backup(absl::string_view dir) override {
+    rocksdb::Checkpoint* raw = nullptr;
+    CS_RETURN_IF_ERROR(FromRocksDB(rocksdb::Checkpoint::Create(db_.get(), &raw),
+                                   "creating a checkpoint"));
+    std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+    return FromRocksDB(checkpoint->CreateCheckpoint(std::string(dir)),
+                       absl::StrCat("writing a checkpoint to ", dir));
+  }
+
+ private:
+  StoreImpl() = default;
+
+  // A consistent read: a snapshot, and the store revision at it.
+  class ReadView {
+   public:
+    explicit ReadView(const StoreImpl* store) : store_(store) {
+      snapshot_ = store_->db_->GetSnapshot();
+      options_.snapshot = snapshot_;
+      rocksdb::PinnableSlice value;
+      status_ = store_->ParseRevision(
+          store_->db_->Get(options_, store_->meta_, internal::kRevisionKey, &value), value,
+          &revision_);
+    }
+    ~ReadView() { store_->db_->ReleaseSnapshot(snapshot_); }
+
+    const absl::Status& status() const { return status_; }
+    uint64_t revision() const { return revision_; }
+
+    // An iterator over the keys of `family` that start with `prefix`.
+    std::unique_ptr<rocksdb::Iterator> Scan(rocksdb::ColumnFamilyHandle* family,
+                                            absl::string_view prefix) {
+      scan_options_ = options_;
+      if (!prefix.empty()) {
+        upper_bound_ = UpperBound(prefix);
+        upper_slice_ = upper_bound_;
+        scan_options_.iterate_upper_bound = &upper_slice_;
+      }
+      return std::unique_ptr<rocksdb::Iterator>(store_->db_->NewIterator(scan_options_, family));
+    }
+
+   private:
+    const StoreImpl* store_;
+    const rocksdb::Snapshot* snapshot_;
+    rocksdb::ReadOptions options_, scan_options_;
+    std::string upper_bound_;
+    rocksdb::Slice upper_slice_;
+    absl::Status status_;
+    uint64_t revision_ = 0;
+  };
+
+  absl::Status ParseRevision(const rocksdb::Status& s, const rocksdb::PinnableSlice& value,
+                             uint64_t* revision) const {
+    if (s.IsNotFound()) {
+      *revision = 0;
+      return absl::OkStatus();
+    }
+    CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the store revision"));
+    if (!internal::ParseUint64(ToView(value), revision)) {
+      return absl::DataLossError("the store revision is malformed");
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status NotFound(const ClaimKey& key) {
+    return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
+  }
+
+  static absl::Status Corrupt(const ClaimKey& key, const absl::Status& s) {
+    return absl::DataLossError(
+        absl::StrCat("stored claim ", key.ToString(), ": ", s.message()));
+  }
+
+  static DeviceHolding ToHolding(internal::DeviceKeyParts parts) {
+    DeviceHolding h;
+    h.driver = std::move(parts.driver);
+    h.pool = std::move(parts.pool);
+    h.device = std::move(parts.device);
+    h.kind = parts.kind == internal::HoldingKind::kAdmin   ? HoldingKind::kAdminAccess
+             : parts.kind == internal::HoldingKind::kShare ? HoldingKind::kShare
+                                                           : HoldingKind::kExclusive;
+    h.share_id = std::move(parts.share_id);
+    h.claim = ClaimKey{std::move(parts.claim_namespace), std::move(parts.name)};
+    return h;
+  }
+
+  // The write path ----------------------------------------------------------
+
+  absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre,
+                                    const MutateFn& mutate) {
+    if (options_.read_only) {
+      return absl::FailedPreconditionError("the store is open read-only");
+    }
+    PendingWrite write;
+    write.record_key = internal::RecordKey(key.claim_namespace, key.name);
+    write.key = key;
+    write.pre = &pre;
+    write.mutate = &mutate;
+    Submit(&write);
+    if (!write.status.ok()) return write.status;
+    return write.result;
+  }
+
+  // Queues `write` and returns when it has been committed or refused. The
+  // first queued writer when no group is in flight leads the next group.
+  void Submit(PendingWrite* write) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(write);
+    const auto can_go = [this, write]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return write->done || (!leading_ && queue_.front() == write);
+    };
+    mu_.Await(absl::Condition(&can_go));
+    if (write->done) return;
+    leading_ = true;
+    if (options_.sync_writes && expected_group_ > queue_.size()) {
+      // Group commit: writers that were in the last group (or arrived while
+      // it was written) are likely coming back; wait briefly for them so
+      // they share this fsync instead of each paying for one.
+      const auto gathered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return queue_.size() >= expected_group_;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&gathered), kGatherWindow);
+    }
+    std::vector<PendingWrite*> group(queue_.begin(), queue_.end());
+    queue_.clear();
+    mu_.Unlock();
+    CommitGroup(group);
+    mu_.Lock();
+    // The next group should expect this one's writers back, plus those who
+    // arrived meanwhile.
+    expected_group_ = std::min<size_t>(group.size() + queue_.size(), kMaxGroup);
+    for (PendingWrite* w : group) w->done = true;
+    leading_ = false;
+  }
+
+  void CommitGroup(const std::vector<PendingWrite*>& group) {
+    rocksdb::WriteBatchWithIndex batch(rocksdb::BytewiseComparator(), 0,
+                                       /*overwrite_key=*/true);
+    uint64_t revision = revision_;
+    for (PendingWrite* w : group) {
+      batch.SetSavePoint();
+      w->status = Apply(w, &batch, &revision);
+      if (w->status.ok()) {
+        batch.PopSavePoint();
+      } else {
+        batch.RollbackToSavePoint();
+      }
+    }
+    if (revision == revision_) return;  // nothing changed
+    std::string encoded;
+    internal::AppendUint64(revision, &encoded);
+    absl::Status s = FromRocksDB(batch.Put(meta_, internal::kRevisionKey, encoded),
+                                 "staging the revision");
+    if (s.ok()) {
+      s = FromRocksDB(db_->Write(write_options_, batch.GetWriteBatch()), "committing");
+    }
+    if (!s.ok()) {
+      // Nothing of the group was written: every write that was to change
+      // something fails with the storage error.
+      for (PendingWrite* w : group) {
+        if (w->status.ok() && w->result.changed) w->status = s;
+      }
+      return;
+    }
+    revision_ = revision;
+  }
+
+  // Runs one write against the state of the database plus the writes before
+  // it in `batch`, staging its changes in `batch`.
+  absl::Status Apply(PendingWrite* w, rocksdb::WriteBatchWithIndex* batch,
+                     uint64_t* revision) {
+    std::optional<ClaimRecord> current;
+    {
+      rocksdb::PinnableSlice value;
+      rocksdb::Status s = batch->GetFromBatchAndDB(db_.get(), rocksdb::ReadOptions(),
+                                                   records_, w->record_key, &value);
+      if (!s.IsNotFound()) {
+        CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the claim"));
+        absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(ToView(value)));
+        if (!record.ok()) return Corrupt(w->key, record.status());
+        current = *std::move(record);
+      }
+    }
+    CS_RETURN_IF_ERROR(CheckPreconditions(w->key, *w->pre, current ? &*current : nullptr));
+    CS_ASSIGN_OR_RETURN(Mutation mutation, (*w->mutate)(current ? &*current : nullptr));
+    switch (mutation.kind) {
+      case Mutation::Kind::kNoop:
+        w->result = WriteResult{current ? current->mod_revision() : *revision, false};
+        return absl::OkStatus();
+      case Mutation::Kind::kDelete:
+        return StageDelete(*current, batch, revision, &w->result);
+      case Mutation::Kind::kWrite:
+        return StageWrite(w->key, current ? &*current : nullptr, std::move(mutation.bytes),
+                          batch, revision, &w->result);
+    }
+    return absl::InternalError("unknown mutation");
+  }
+
+  absl::Status CheckPreconditions(const ClaimKey& key, const Preconditions& pre,
+                                  const ClaimRecord* current) {
+    if (!pre.mod_revision.has_value() && !pre.uid.has_value()) return absl::OkStatus();
+    if (current == nullptr) {
+      if (pre.mod_revision.has_value() && *pre.mod_revision == 0 && !pre.uid.has_value()) {
+        return absl::OkStatus();  // "must not exist yet", as a create
+      }
+      return NotFound(key);
+    }
+    if (pre.mod_revision.has_value() && *pre.mod_revision != current->mod_revision()) {
+      return RevisionMismatch(key, absl::StrCat("expected revision ", *pre.mod_revision),
+                              current->mod_revision());
+    }
+    if (pre.uid.has_value() && *pre.uid != current->uid()) {
+      return RevisionMismatch(
+          key, absl::StrCat("expected uid ", *pre.uid, ", found ", current->uid()),
+          current->mod_revision());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status StageWrite(const ClaimKey& key, const ClaimRecord* current, std::string bytes,
+                          rocksdb::WriteBatchWithIndex* batch, uint64_t* revision,
+                          WriteResult* result) {
+    const fb::ClaimRecord& updated = *fb::GetClaimRecord(bytes.data());
+    CS_RETURN_IF_ERROR(internal::ValidateStoreWrite(
+        current != nullptr ? &current->table() : nullptr, updated));
+    const internal::IndexEntries before =
+        current != nullptr ? internal::ComputeIndexEntries(current->table())
+                           : internal::IndexEntries{};
+    const internal::IndexEntries after = internal::ComputeIndexEntries(updated);
+    const std::vector<std::string> new_devices = internal::Minus(after.devices, before.devices);
+    for (const std::string& device_key : new_devices) {
+      CS_RETURN_IF_ERROR(CheckDeviceConflict(key, device_key, batch));
+    }
+    const uint64_t next = *revision + 1;
+    const uint64_t create = current != nullptr ? current->create_revision() : next;
+    const uint64_t version = current != nullptr ? current->version() + 1 : 1;
+    const std::string stamped = internal::StampRevisions(bytes, create, next, version);
+    const std::string record_key = internal::RecordKey(key.claim_namespace, key.name);
+    CS_RETURN_IF_ERROR(FromRocksDB(batch->Put(records_, record_key, stamped), "staging"));
+    CS_RETURN_IF_ERROR(StageIndexChanges(before, after, batch));
+    *revision = next;
+    *result = WriteResult{next, true};
+    return absl::OkStatus();
+  }
+
+  absl::Status StageDelete(const ClaimRecord& current, rocksdb::WriteBatchWithIndex* batch,
+                           uint64_t* revision, WriteResult* result) {
+    const internal::IndexEntries before = internal::ComputeIndexEntries(current.table());
+    CS_RETURN_IF_ERROR(FromRocksDB(
+        batch->Delete(records_, internal::RecordKey(current.claim_namespace(), current.name())),
+        "staging"));
+    CS_RETURN_IF_ERROR(StageIndexChanges(before, internal::IndexEntries{}, batch));
+    *revision += 1;
+    *result = WriteResult{*revision, true};
+    return absl::OkStatus();
+  }
+
+  absl::Status StageIndexChanges(const internal::IndexEntries& before,
+                                 const internal::IndexEntries& after,
+                                 rocksdb::WriteBatchWithIndex* batch) {
+    const struct {
+      rocksdb::ColumnFamilyHandle* family;
+      const std::vector<std::string>& old_keys;
+      const std::vector<std::string>& new_keys;
+    } indexes[] = {{consumers_, before.consumers, after.consumers},
+                   {devices_, before.devices, after.devices}};
+    for (const auto& index : indexes) {
+      for (const std::string& k : internal::Minus(index.old_keys, index.new_keys)) {
+        CS_RETURN_IF_ERROR(FromRocksDB(batch->Delete(index.family, k), "staging"));
+      }
+      for (const std::string& k : internal::Minus(index.new_keys, index.old_keys)) {
+        CS_RETURN_IF_ERROR(FromRocksDB(batch->Put(index.family, k, ""), "staging"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Refuses a new holding of a device that another claim holds in a way that
+  // excludes it (RULES.md b): an exclusive holding excludes every other
+  // holding but admin access; a share excludes exclusive holdings and the
+  // same shareID. Admin access neither conflicts nor is blocked.
+  absl::Status CheckDeviceConflict(const ClaimKey& key, const std::string& device_key,
+                                   rocksdb::WriteBatchWithIndex* batch) {
+    internal::DeviceKeyParts wanted;
+    if (!internal::ParseDeviceKey(device_key, &wanted)) {
+      return absl::InternalError("malformed device key");
+    }
+    if (wanted.kind == internal::HoldingKind::kAdmin) return absl::OkStatus();
+    std::string prefix;
+    internal::AppendComponent(wanted.driver, &prefix);
+    internal::AppendComponent(wanted.pool, &prefix);
+    internal::AppendComponent(wanted.device, &prefix);
+    const std::string bound = UpperBound(prefix);
+    const rocksdb::Slice bound_slice(bound);
+    rocksdb::ReadOptions options;
+    options.iterate_upper_bound = &bound_slice;
+    std::unique_ptr<rocksdb::Iterator> it(
+        batch->NewIteratorWithBase(devices_, db_->NewIterator(options, devices_)));
+    internal::DeviceKeyParts held;
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      if (!internal::ParseDeviceKey(ToView(it->key()), &held)) {
+        return absl::DataLossError("malformed device index key");
+      }
+      if (held.claim_namespace == key.claim_namespace && held.name == key.name) continue;
+      if (held.kind == internal::HoldingKind::kAdmin) continue;
+      const bool conflict =
+          wanted.kind == internal::HoldingKind::kExclusive ||
+          held.kind == internal::HoldingKind::kExclusive ||
+          held.share_id == wanted.share_id;
+      if (conflict) {
+        const char* how = held.kind == internal::HoldingKind::kExclusive ? "exclusively"
+                                                                        : "as share ";
+        return absl::AbortedError(absl::StrCat(
+            "device ", wanted.driver, "/", wanted.pool, "/", wanted.device,
+            " is allocated to claim ", held.claim_namespace, "/", held.name, " ", how,
+            held.kind == internal::HoldingKind::kShare ? held.share_id : ""));
+      }
+    }
+    return FromRocksDB(it->status(), "reading the device index");
+  }
+
+  static constexpr absl::Duration kGatherWindow = absl::Microseconds(200);
+  static constexpr size_t kMaxGroup = 64;
+
+  Options options_;
+  rocksdb::WriteOptions write_options_;
+  std::string secondary_dir_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  rocksdb::ColumnFamilyHandle* records_ = nullptr;
+  rocksdb::ColumnFamilyHandle* consumers_ = nullptr;
+  rocksdb::ColumnFamilyHandle* devices_ = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+
+  absl::Mutex mu_;
+  std::deque<PendingWrite*> queue_ ABSL_GUARDED_BY(mu_);
+  bool leading_ ABSL_GUARDED_BY(mu_) = false;
+  size_t expected_group_ ABSL_GUARDED_BY(mu_) = 1;
+  // The store revision of the last commit; read and written only by the
+  // leader of the group in flight (leadership is exclusive).
+  uint64_t revision_ = 0;
+
+  // Runs `f` while no write group is in flight and none can start.
+  template <typename F>
+  absl::Status Exclusively(F&& f) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      const auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !leading_; };
+      mu_.Await(absl::Condition(&idle));
+      leading_ = true;
+    }
+    absl::Status s = f();
+    absl::MutexLock lock(&mu_);
+    leading_ = false;
+    return s;
+  }
+
+  absl::Status ScanForVerify(VerifyReport* report, internal::IndexEntries* expected) const;
+  absl::Status CompareIndex(rocksdb::ColumnFamilyHandle* family, absl::string_view name,
+                            const std::vector<std::string>& expected, VerifyReport* report,
+                            std::vector<std::string>* actual) const;
+  absl::Status RewriteIndexes(const internal::IndexEntries& expected);
+};
+
+rocksdb::ColumnFamilyOptions FamilyOptions(const Options& options,
+                                           const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::ColumnFamilyOptions family;
+  family.write_buffer_size = options.write_buffer_bytes;
+  switch (options.compression) {
+    case Compression::kNone: family.compression = rocksdb::kNoCompression; break;
+    case Compression::kLZ4: family.compression = rocksdb::kLZ4Compression; break;
+    case Compression::kZstd: family.compression = rocksdb::kZSTD; break;
+  }
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache;
+  // Index and filter blocks live in the block cache too, so that memory stays
+  // within block_cache_bytes + memtables.
+  table.cache_index_and_filter_blocks = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  table.format_version = 5;
+  family.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return family;
+}
+
+absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_view,
+                                                       const Options& options) {
+  const std::string path(path_view);
+  auto store = std::unique_ptr<StoreImpl>(new StoreImpl());
+  store->options_ = options;
+  store->write_options_.sync = options.sync_writes;
+
+  const std::vector<std::string> families = {rocksdb::kDefaultColumnFamilyName,
+                                             internal::kRecordsFamily,
+                                             internal::kConsumersFamily,
+                                             internal::kDevicesFamily, internal::kMetaFamily};
+  const std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& name : families) {
+    descriptors.emplace_back(name, FamilyOptions(options, cache));
+  }
+  rocksdb::DBOptions db_options;
+  db_options.max_background_jobs = 2;
+  db_options.keep_log_file_num = 3;
+
+  // An existing database must have claimstore's column families.
+  std::vector<std::string> existing;
+  const bool exists =
+      rocksdb::DB::ListColumnFamilies(db_options, path, &existing).ok();
+  if (exists) {
+    for (const std::string& name : families) {
+      if (std::find(existing.begin(), existing.end(), name) == existing.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, " is not a claimstore database (it has no column family \"", name,
+            "\")"));
+      }
+    }
+  } else if (options.read_only || !options.create_if_missing) {
+    return absl::NotFoundError(absl::StrCat("no claimstore database at ", path));
+  }
+
+  rocksdb::DB* raw = nullptr;
+  if (options.read_only) {
+    char pattern[] = "/tmp/claimstore-secondary-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) {
+      return absl::InternalError("cannot create a directory for the secondary instance");
+    }
+    store->secondary_dir_ = pattern;
+    db_options.max_open_files = -1;  // required by secondary instances
+    CS_RETURN_IF_ERROR(FromRocksDB(
+        rocksdb::DB::OpenAsSecondary(db_options, path, store->secondary_dir_, descriptors,
+                                     &store->handles_, &raw),
+        absl::StrCat("opening ", path, " read-only")));
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    db_options.create_if_missing = true;
+    db_options.create_missing_column_families = !exists;
+    CS_RETURN_IF_ERROR(FromRocksDB(
+        rocksdb::DB::Open(db_options, path, descriptors, &store->handles_, &raw),
+        absl::StrCat("opening ", path)));
+  }
+  store->db_.reset(raw);
+  store->records_ = store->handles_[1];
+  store->consumers_ = store->handles_[2];
+  store->devices_ = store->handles_[3];
+  store->meta_ = store->handles_[4];
+
+  // The format version: written at creation, checked on every open.
+  rocksdb::PinnableSlice value;
+  rocksdb::Status s = store->db_->Get(rocksdb::ReadOptions(), store->meta_,
+                                      internal::kFormatVersionKey, &value);
+  if (s.IsNotFound()) {
+    if (exists || options.read_only) {
+      return absl::DataLossError(absl::StrCat(path, ": the format version is missing"));
+    }
+    std::string version;
+    internal::AppendUint64(internal::kFormatVersion, &version);
+    std::string zero;
+    internal::AppendUint64(0, &zero);
+    rocksdb::WriteBatch batch;
+    batch.Put(store->meta_, internal::kFormatVersionKey, version);
+    batch.Put(store->meta_, internal::kRevisionKey, zero);
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    CS_RETURN_IF_ERROR(FromRocksDB(store->db_->Write(sync, &batch), "initialising"));
+  } else {
+    CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the format version"));
+    uint64_t version = 0;
+    if (!internal::ParseUint64(ToView(value), &version)) {
+      return absl::DataLossError(absl::StrCat(path, ": the format version is malformed"));
+    }
+    if (version > internal::kFormatVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " has database format version ", version, "; this claimstore reads up to ",
+          internal::kFormatVersion, ": use a newer claimstore"));
+    }
+  }
+  value.Reset();
+  CS_RETURN_IF_ERROR(store->ParseRevision(
+      store->db_->Get(rocksdb::ReadOptions(), store->meta_, internal::kRevisionKey, &value),
+      value, &store->revision_));
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+absl::Status StoreImpl::ScanForVerify(VerifyReport* report,
+                                      internal::IndexEntries* expected) const {
+  rocksdb::ReadOptions options;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(options, records_));
+  std::string ns, name;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    ++report->records;
+    const std::string shown = absl::CHexEscape(ToView(it->key()));
+    if (!internal::ParseRecordKey(ToView(it->key()), &ns, &name)) {
+      report->problems.push_back(absl::StrCat("records: malformed key ", shown));
+      continue;
+    }
+    absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(ToView(it->value())));
+    if (!record.ok()) {
+      report->problems.push_back(
+          absl::StrCat("records: claim ", ns, "/", name, ": ", record.status().message()));
+      continue;
+    }
+    if (record->claim_namespace() != ns || record->name() != name) {
+      report->problems.push_back(absl::StrCat("records: claim ", ns, "/", name,
+                                              " holds the record of ",
+                                              record->claim_namespace(), "/", record->name()));
+    }
+    internal::IndexEntries entries = internal::ComputeIndexEntries(record->table());
+    for (std::string& k : entries.consumers) expected->consumers.push_back(std::move(k));
+    for (std::string& k : entries.devices) expected->devices.push_back(std::move(k));
+  }
+  CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "reading the records"));
+  std::sort(expected->consumers.begin(), expected->consumers.end());
+  std::sort(expected->devices.begin(), expected->devices.end());
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::CompareIndex(rocksdb::ColumnFamilyHandle* family,
+                                     absl::string_view name,
+                                     const std::vector<std::string>& expected,
+                                     VerifyReport* report,
+                                     std::vector<std::string>* actual) const {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), family));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) actual->emplace_back(ToView(it->key()));
+  CS_RETURN_IF_ERROR(FromRocksDB(it->status(), absl::StrCat("reading the ", name, " index")));
+  report->index_entries += actual->size();
+  for (const std::string& k : internal::Minus(expected, *actual)) {
+    report->problems.push_back(absl::StrCat(name, " index: missing entry ",
+                                            absl::CHexEscape(k)));
+  }
+  for (const std::string& k : internal::Minus(*actual, expected)) {
+    report->problems.push_back(absl::StrCat(name, " index: entry ", absl::CHexEscape(k),
+                                            " has no record holding it"));
+  }
+  return absl::OkStatus();
+}
+
+// Device holdings that exclude each other (RULES.md b), from the sorted keys
+// of the devices index: per device, the claims holding it other than by
+// admin access, and whether each holds it exclusively or by which share.
+void ReportDoubleHoldings(const std::vector<std::string>& device_keys, VerifyReport* report) {
+  std::vector<internal::DeviceKeyParts> group;
+  const auto flush = [&]() {
+    for (size_t i = 0; i < group.size(); ++i) {
+      for (size_t j = i + 1; j < group.size(); ++j) {
+        const internal::DeviceKeyParts& a = group[i];
+        const internal::DeviceKeyParts& b = group[j];
+        if (a.claim_namespace == b.claim_namespace && a.name == b.name) continue;
+        const bool exclusive = a.kind == internal::HoldingKind::kExclusive ||
+                               b.kind == internal::HoldingKind::kExclusive;
+        if (exclusive || a.share_id == b.share_id) {
+          report->problems.push_back(absl::StrCat(
+              "device ", a.driver, "/", a.pool, "/", a.device, " is held by both ",
+              a.claim_namespace, "/", a.name, " and ", b.claim_namespace, "/", b.name,
+              exclusive ? " (one exclusively)" : " (the same shareID)"));
+        }
+      }
+    }
+    group.clear();
+  };
+  internal::DeviceKeyParts parts;
+  for (const std::string& key : device_keys) {
+    if (!internal::ParseDeviceKey(key, &parts)) {
+      report->problems.push_back(absl::StrCat("devices index: malformed key ",
+                                              absl::CHexEscape(key)));
+      continue;
+    }
+    if (parts.kind == internal::HoldingKind::kAdmin) continue;
+    if (!group.empty() && (group[0].driver != parts.driver || group[0].pool != parts.pool ||
+                           group[0].device != parts.device)) {
+      flush();
+    }
+    group.push_back(parts);
+  }
+  flush();
+}
+
+absl::Status StoreImpl::RewriteIndexes(const internal::IndexEntries& expected) {
+  constexpr size_t kChunk = 10000;
+  for (rocksdb::ColumnFamilyHandle* family : {consumers_, devices_}) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), family));
+    rocksdb::WriteBatch batch;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      batch.Delete(family, it->key());
+      if (batch.Count() >= kChunk) {
+        CS_RETURN_IF_ERROR(FromRocksDB(db_->Write(write_options_, &batch), "repairing"));
+        batch.Clear();
+      }
+    }
+    CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "repairing"));
+    const std::vector<std::string>& keys =
+        family == consumers_ ? expected.consumers : expected.devices;
+    for (const std::string& k : keys) {
+      batch.Put(family, k, "");
+      if (batch.Count() >= kChunk) {
+        CS_RETURN_IF_ERROR(FromRocksDB(db_->Write(write_options_, &batch), "repairing"));
+        batch.Clear();
+      }
+    }
+    CS_RETURN_IF_ERROR(FromRocksDB(db_->Write(write_options_, &batch), "repairing"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VerifyReport> StoreImpl::Verify(bool repair) {
+  VerifyReport report;
+  const auto check = [&]() -> absl::Status {
+    internal::IndexEntries expected;
+    CS_RETURN_IF_ERROR(ScanForVerify(&report, &expected));
+    std::vector<std::string> consumers, devices;
+    CS_RETURN_IF_ERROR(CompareIndex(consumers_, "consumers", expected.consumers, &report,
+                                    &consumers));
+    CS_RETURN_IF_ERROR(CompareIndex(devices_, "devices", expected.devices, &report, &devices));
+    ReportDoubleHoldings(devices, &report);
+    if (repair && !report.problems.empty()) {
+      CS_RETURN_IF_ERROR(RewriteIndexes(expected));
+      report.repaired = true;
+    }
+    return absl::OkStatus();
+  };
+  if (repair) {
+    if (options_.read_only) return absl::FailedPreconditionError("the store is open read-only");
+    CS_RETURN_IF_ERROR(Exclusively(check));  // no write may interleave
+  } else {
+    CS_RETURN_IF_ERROR(check());
+  }
+  return report;
+}
+
+absl::StatusOr<StoreStats> StoreImpl::Stats() const {
+  ReadView view(this);
+  CS_RETURN_IF_ERROR(view.status());
+  StoreStats stats;
+  stats.revision = view.revision();
+  std::unique_ptr<rocksdb::Iterator> it = view.Scan(records_, "");
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(ToView(it->value())));
+    if (!record.ok()) return record.status();
+    ++stats.claims;
+    const fb::ResourceClaimStatus* status = record->table().status();
+    if (status != nullptr && status->allocation() != nullptr) ++stats.allocated;
+    if (status != nullptr && status->reserved_for() != nullptr &&
+        status->reserved_for()->size() > 0) {
+      ++stats.reserved;
+    }
+  }
+  CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "reading the records"));
+  for (auto [family, count] : {std::pair{consumers_, &stats.consumer_entries},
+                               std::pair{devices_, &stats.device_entries}}) {
+    std::unique_ptr<rocksdb::Iterator> index = view.Scan(family, "");
+    for (index->SeekToFirst(); index->Valid(); index->Next()) ++*count;
+    CS_RETURN_IF_ERROR(FromRocksDB(index->status(), "reading an index"));
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(db_->GetName(), ec)) {
+    if (entry.is_regular_file(ec)) stats.size_on_disk_bytes += entry.file_size(ec);
+  }
+  return stats;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(absl::string_view path,
+                                                   const Options& options) {
+  return StoreImpl::Open(path, options);
+}
+
+}  // namespace claimstore

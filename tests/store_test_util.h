@@ -1,0 +1,48 @@
+// Claims and stores for the store tests.
+#ifndef CLAIMSTORE_TESTS_STORE_TEST_UTIL_H_
+#define CLAIMSTORE_TESTS_STORE_TEST_UTIL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "claimstore/codec.h"
+#include "claimstore/store.h"
+#include "test_util.h"
+
+namespace claimstore::testing {
+
+// A device as driver/pool/device, with an optional shareID or admin access.
+struct Dev {
+  std::string driver = "gpu.example.com";
+  std::string pool = "pool-a";
+  std::string device;
+  std::string share_id;  // non-empty: a share
+  bool admin = false;
+};
+
+// An allocation of `devices`, request "req".
+Allocation AllocationOf(const std::vector<Dev>& devices);
+
+// A claim ns/name with the given status JSON (and optional metadata members,
+// e.g. R"("deletionTimestamp":"2026-01-01T00:00:00Z")").
+ClaimRecord ClaimJson(const std::string& ns, const std::string& name,
+                      const std::string& status_json = "{}",
+                      const std::string& extra_metadata = "");
+
+ConsumerRef Pod(const std::string& uid);
+
+// A store in a fresh directory, reopened on demand.
+class StoreFixture : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+  void Reopen(const Options& options = {});
+  std::string db_path() const { return dir_.path() + "/db"; }
+
+  ScopedTempDir dir_;
+  std::unique_ptr<Store> store_;
+};
+
+}  // namespace claimstore::testing
+
+#endif  // CLAIMSTORE_TESTS_STORE_TEST_UTIL_H_
