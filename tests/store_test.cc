@@ -328,7 +328,8 @@ TEST_F(StoreTest, DeallocateNeedsNoReservationsAndFreesTheDevices) {
               StatusIs(absl::StatusCode::kFailedPrecondition, "still reserved for 1"));
   ASSERT_THAT(store_->Unreserve(a, "u"), IsOk());
   ASSERT_THAT(store_->Deallocate(a), IsOk());
-  const fb::ResourceClaimStatus* status = store_->Get(a)->record.table().status();
+  const ClaimRead read = *store_->Get(a);  // keeps the record alive
+  const fb::ResourceClaimStatus* status = read.record.table().status();
   EXPECT_EQ(status->allocation(), nullptr);
   EXPECT_EQ(status->devices(), nullptr);  // stale device statuses dropped
   EXPECT_TRUE(store_->ClaimsUsingDevice({.driver = "gpu.example.com"})->holdings.empty());
@@ -354,7 +355,8 @@ TEST_F(StoreTest, SetDeviceStatusReplacesEntriesByDeviceKey) {
                        "conditions":[{"type":"Ready","status":"True","lastTransitionTime":null,
                                       "reason":"Up","message":""}]}])"),
               IsOk());
-  const auto* devices = store_->Get(kKey)->record.table().status()->devices();
+  const ClaimRead read = *store_->Get(kKey);
+  const auto* devices = read.record.table().status()->devices();
   ASSERT_EQ(devices->size(), 2u);
   EXPECT_EQ(devices->Get(0)->device()->str(), "gpu-1");  // untouched entry kept
   EXPECT_EQ(devices->Get(1)->conditions()->Get(0)->status()->str(), "True");

@@ -10,24 +10,24 @@
 // sync_writes, one fsync).
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/store.h"
 #include "index_entries.h"
@@ -534,34 +534,30 @@ class StoreImpl final : public Store {
 
   // Queues `write` and returns when it has been committed or refused. The
   // first queued writer when no group is in flight leads the next group.
-  void Submit(PendingWrite* write) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+  void Submit(PendingWrite* write) {
+    std::unique_lock<std::mutex> lock(mu_);
     queue_.push_back(write);
-    const auto can_go = [this, write]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return write->done || (!leading_ && queue_.front() == write);
-    };
-    mu_.Await(absl::Condition(&can_go));
+    changed_.notify_all();  // a gathering leader may be waiting for this one
+    changed_.wait(lock, [&] { return write->done || (!leading_ && queue_.front() == write); });
     if (write->done) return;
     leading_ = true;
     if (options_.sync_writes && expected_group_ > queue_.size()) {
       // Group commit: writers that were in the last group (or arrived while
       // it was written) are likely coming back; wait briefly for them so
       // they share this fsync instead of each paying for one.
-      const auto gathered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return queue_.size() >= expected_group_;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&gathered), kGatherWindow);
+      changed_.wait_for(lock, kGatherWindow, [&] { return queue_.size() >= expected_group_; });
     }
     std::vector<PendingWrite*> group(queue_.begin(), queue_.end());
     queue_.clear();
-    mu_.Unlock();
+    lock.unlock();
     CommitGroup(group);
-    mu_.Lock();
+    lock.lock();
     // The next group should expect this one's writers back, plus those who
     // arrived meanwhile.
     expected_group_ = std::min<size_t>(group.size() + queue_.size(), kMaxGroup);
     for (PendingWrite* w : group) w->done = true;
     leading_ = false;
+    changed_.notify_all();
   }
 
   void CommitGroup(const std::vector<PendingWrite*>& group) {
@@ -750,7 +746,7 @@ class StoreImpl final : public Store {
     return FromRocksDB(it->status(), "reading the device index");
   }
 
-  static constexpr absl::Duration kGatherWindow = absl::Microseconds(200);
+  static constexpr std::chrono::microseconds kGatherWindow{200};
   static constexpr size_t kMaxGroup = 64;
 
   Options options_;
@@ -763,26 +759,30 @@ class StoreImpl final : public Store {
   rocksdb::ColumnFamilyHandle* devices_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
 
-  absl::Mutex mu_;
-  std::deque<PendingWrite*> queue_ ABSL_GUARDED_BY(mu_);
-  bool leading_ ABSL_GUARDED_BY(mu_) = false;
-  size_t expected_group_ ABSL_GUARDED_BY(mu_) = 1;
+  // The write queue. std::mutex rather than absl::Mutex: ThreadSanitizer
+  // sees pthread-based locks, but not Debian's Abseil, which is built
+  // without its TSAN annotations, and the race tests run under TSAN.
+  std::mutex mu_;
+  std::condition_variable changed_;  // queue, leadership or a write's state changed
+  std::deque<PendingWrite*> queue_;  // guarded by mu_
+  bool leading_ = false;             // guarded by mu_
+  size_t expected_group_ = 1;        // guarded by mu_
   // The store revision of the last commit; read and written only by the
   // leader of the group in flight (leadership is exclusive).
   uint64_t revision_ = 0;
 
   // Runs `f` while no write group is in flight and none can start.
   template <typename F>
-  absl::Status Exclusively(F&& f) ABSL_LOCKS_EXCLUDED(mu_) {
+  absl::Status Exclusively(F&& f) {
     {
-      absl::MutexLock lock(&mu_);
-      const auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !leading_; };
-      mu_.Await(absl::Condition(&idle));
+      std::unique_lock<std::mutex> lock(mu_);
+      changed_.wait(lock, [&] { return !leading_; });
       leading_ = true;
     }
     absl::Status s = f();
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     leading_ = false;
+    changed_.notify_all();
     return s;
   }
 
