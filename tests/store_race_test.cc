@@ -231,6 +231,24 @@ TEST_F(StoreRaceTest, RandomConcurrentWorkloadKeepsIndexesExact) {
   EXPECT_EQ(Snapshot(*store_), before);
 }
 
+TEST_F(StoreRaceTest, VerifyDuringWritesSeesOneConsistentState) {
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    WorkloadCounts counts;
+    RunRandomWorkload(*store_, 2, 1500, 7, &counts);
+    stop = true;
+  });
+  int verified = 0;
+  while (!stop) {
+    absl::StatusOr<VerifyReport> report = store_->Verify(false);
+    ASSERT_THAT(report, IsOk());
+    EXPECT_TRUE(report->problems.empty()) << absl::StrJoin(report->problems, "\n");
+    ++verified;
+  }
+  writer.join();
+  EXPECT_GT(verified, 1);
+}
+
 TEST_F(StoreRaceTest, SyncedWritersShareCommitsAndStayConsistent) {
   Reopen({.sync_writes = true});
   WorkloadCounts counts;

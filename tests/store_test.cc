@@ -425,6 +425,35 @@ TEST_F(StoreTest, DeleteRemovesTheRecordAndItsIndexEntries) {
   EXPECT_EQ(store_->Get(kKey)->record.version(), 1u);
 }
 
+TEST_F(StoreTest, PutAllWritesEverythingOrNothing) {
+  std::vector<ClaimRecord> good = {ClaimJson("ns", "a"), ClaimJson("ns", "b"),
+                                   ClaimJson("other", "c")};
+  absl::StatusOr<std::vector<WriteResult>> written = store_->PutAll(good);
+  ASSERT_THAT(written, IsOk());
+  ASSERT_EQ(written->size(), 3u);
+  EXPECT_EQ((*written)[0].revision, 1u);
+  EXPECT_EQ((*written)[2].revision, 3u);
+  EXPECT_EQ(store_->Get({"other", "c"})->revision, 3u);
+
+  const std::string gpu0 =
+      R"({"allocation":{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"gpu-0"}]}}})";
+  // A refused record (reservedFor without allocation) refuses the batch.
+  std::vector<ClaimRecord> bad = {
+      ClaimJson("ns", "d"), ClaimJson("ns", "e", gpu0),
+      ClaimJson("ns", "f", R"({"reservedFor":[{"resource":"pods","name":"p","uid":"u"}]})")};
+  EXPECT_THAT(store_->PutAll(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument, "item 2 (ns/f): status.reservedFor"));
+  // Two records of one batch taking one device exclusively: refused too.
+  std::vector<ClaimRecord> clash = {ClaimJson("ns", "g", gpu0), ClaimJson("ns", "h", gpu0)};
+  EXPECT_THAT(store_->PutAll(clash),
+              StatusIs(absl::StatusCode::kAborted, "item 1 (ns/h): device d/p/gpu-0 is allocated to claim ns/g"));
+  for (const char* name : {"d", "e", "f", "g", "h"}) {
+    EXPECT_THAT(store_->Get({"ns", name}), StatusIs(absl::StatusCode::kNotFound, "")) << name;
+  }
+  EXPECT_EQ(store_->Get({"ns", "a"})->revision, 3u);
+  EXPECT_TRUE(store_->ClaimsUsingDevice({.driver = "d"})->holdings.empty());
+}
+
 // --- Maintenance ----------------------------------------------------------------------
 
 TEST_F(StoreTest, VerifyFindsAndRepairsDamagedIndexes) {
@@ -490,6 +519,15 @@ TEST_F(StoreTest, StatsCountClaimsAndIndexEntries) {
   EXPECT_EQ(stats->device_entries, 2u);
   EXPECT_EQ(stats->revision, 4u);
   EXPECT_GT(stats->size_on_disk_bytes, 0u);
+}
+
+TEST_F(StoreTest, CompactKeepsEverything) {
+  for (int i = 0; i < 50; ++i) PutClaim(*store_, absl::StrCat("c", i));
+  ASSERT_THAT(store_->Allocate({"ns", "c7"}, AllocationOf({{.device = "gpu-0"}})), IsOk());
+  ASSERT_THAT(store_->Compact(), IsOk());
+  EXPECT_EQ(store_->Stats()->claims, 50u);
+  EXPECT_EQ(store_->Get({"ns", "c7"})->revision, 51u);
+  EXPECT_TRUE(store_->Verify(false)->problems.empty());
 }
 
 TEST_F(StoreTest, BackupOpensAsADatabase) {

@@ -95,15 +95,24 @@ struct Mutation {
 
 using MutateFn = std::function<absl::StatusOr<Mutation>(const ClaimRecord* current)>;
 
-// One write waiting in the pipeline.
-struct PendingWrite {
+// One mutation of one claim.
+struct WriteStep {
   std::string record_key;
   ClaimKey key;
   const Preconditions* pre;
   const MutateFn* mutate;
-  absl::Status status;
   WriteResult result;
+};
+
+// One call waiting in the pipeline: its steps commit together or not at all.
+struct PendingWrite {
+  std::vector<WriteStep> steps;
+  absl::Status status;
   bool done = false;
+  bool Changed() const {
+    return std::any_of(steps.begin(), steps.end(),
+                       [](const WriteStep& s) { return s.result.changed; });
+  }
 };
 
 absl::Status RevisionMismatch(const ClaimKey& key, absl::string_view what,
@@ -286,6 +295,37 @@ class StoreImpl final : public Store {
     return Write(key, pre, mutate);
   }
 
+  absl::StatusOr<std::vector<WriteResult>> PutAll(absl::Span<const ClaimRecord> records) override {
+    if (options_.read_only) {
+      return absl::FailedPreconditionError("the store is open read-only");
+    }
+    static const Preconditions kNone;
+    std::vector<MutateFn> mutations;
+    mutations.reserve(records.size());
+    PendingWrite write;
+    write.steps.reserve(records.size());
+    for (const ClaimRecord& record : records) {
+      ClaimKey key{std::string(record.claim_namespace()), std::string(record.name())};
+      if (key.claim_namespace.empty() || key.name.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "item ", write.steps.size(),
+            ": metadata.namespace and metadata.name: Required value"));
+      }
+      mutations.push_back([&record](const ClaimRecord*) -> absl::StatusOr<Mutation> {
+        return Mutation{Mutation::Kind::kWrite, std::string(record.bytes())};
+      });
+      std::string record_key = internal::RecordKey(key.claim_namespace, key.name);
+      write.steps.push_back(WriteStep{std::move(record_key), std::move(key), &kNone, nullptr, {}});
+    }
+    for (size_t i = 0; i < write.steps.size(); ++i) write.steps[i].mutate = &mutations[i];
+    Submit(&write);
+    if (!write.status.ok()) return write.status;
+    std::vector<WriteResult> results;
+    results.reserve(write.steps.size());
+    for (const WriteStep& step : write.steps) results.push_back(step.result);
+    return results;
+  }
+
   absl::StatusOr<WriteResult> Delete(const ClaimKey& key, const Preconditions& pre) override {
     const MutateFn mutate = [&](const ClaimRecord* current) -> absl::StatusOr<Mutation> {
       if (current == nullptr) return NotFound(key);
@@ -430,6 +470,17 @@ class StoreImpl final : public Store {
     return FromRocksDB(db_->TryCatchUpWithPrimary(), "catching up with the writer");
   }
 
+  absl::Status Compact() override {
+    if (options_.read_only) return absl::FailedPreconditionError("the store is open read-only");
+    rocksdb::CompactRangeOptions options;
+    options.change_level = true;
+    for (rocksdb::ColumnFamilyHandle* family : {records_, consumers_, devices_, meta_}) {
+      CS_RETURN_IF_ERROR(FromRocksDB(db_->CompactRange(options, family, nullptr, nullptr),
+                                     "compacting"));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Backup(absl::string_view dir) override {
     rocksdb::Checkpoint* raw = nullptr;
     CS_RETURN_IF_ERROR(FromRocksDB(rocksdb::Checkpoint::Create(db_.get(), &raw),
@@ -523,13 +574,11 @@ class StoreImpl final : public Store {
       return absl::FailedPreconditionError("the store is open read-only");
     }
     PendingWrite write;
-    write.record_key = internal::RecordKey(key.claim_namespace, key.name);
-    write.key = key;
-    write.pre = &pre;
-    write.mutate = &mutate;
+    write.steps.push_back(
+        WriteStep{internal::RecordKey(key.claim_namespace, key.name), key, &pre, &mutate, {}});
     Submit(&write);
     if (!write.status.ok()) return write.status;
-    return write.result;
+    return write.steps[0].result;
   }
 
   // Queues `write` and returns when it has been committed or refused. The
@@ -585,7 +634,7 @@ class StoreImpl final : public Store {
       // Nothing of the group was written: every write that was to change
       // something fails with the storage error.
       for (PendingWrite* w : group) {
-        if (w->status.ok() && w->result.changed) w->status = s;
+        if (w->status.ok() && w->Changed()) w->status = s;
       }
       return;
     }
@@ -594,8 +643,25 @@ class StoreImpl final : public Store {
 
   // Runs one write against the state of the database plus the writes before
   // it in `batch`, staging its changes in `batch`.
+  // Runs every step of `w` in order; the first refusal fails them all (the
+  // caller rolls the batch back to before `w`).
   absl::Status Apply(PendingWrite* w, rocksdb::WriteBatchWithIndex* batch,
                      uint64_t* revision) {
+    const uint64_t before = *revision;
+    for (size_t i = 0; i < w->steps.size(); ++i) {
+      absl::Status s = ApplyStep(&w->steps[i], batch, revision);
+      if (!s.ok()) {
+        *revision = before;
+        if (w->steps.size() == 1) return s;
+        return absl::Status(s.code(), absl::StrCat("item ", i, " (", w->steps[i].key.ToString(),
+                                                   "): ", s.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ApplyStep(WriteStep* w, rocksdb::WriteBatchWithIndex* batch,
+                         uint64_t* revision) {
     std::optional<ClaimRecord> current;
     {
       rocksdb::PinnableSlice value;
@@ -786,8 +852,10 @@ class StoreImpl final : public Store {
     return s;
   }
 
-  absl::Status ScanForVerify(VerifyReport* report, internal::IndexEntries* expected) const;
-  absl::Status CompareIndex(rocksdb::ColumnFamilyHandle* family, absl::string_view name,
+  absl::Status ScanForVerify(const rocksdb::ReadOptions& options, VerifyReport* report,
+                             internal::IndexEntries* expected) const;
+  absl::Status CompareIndex(const rocksdb::ReadOptions& options,
+                            rocksdb::ColumnFamilyHandle* family, absl::string_view name,
                             const std::vector<std::string>& expected, VerifyReport* report,
                             std::vector<std::string>* actual) const;
   absl::Status RewriteIndexes(const internal::IndexEntries& expected);
@@ -807,6 +875,7 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const Options& options,
   // Index and filter blocks live in the block cache too, so that memory stays
   // within block_cache_bytes + memtables.
   table.cache_index_and_filter_blocks = true;
+  table.cache_index_and_filter_blocks_with_high_priority = true;  // evicted last
   table.pin_l0_filter_and_index_blocks_in_cache = true;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   table.format_version = 5;
@@ -825,7 +894,11 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
                                              internal::kRecordsFamily,
                                              internal::kConsumersFamily,
                                              internal::kDevicesFamily, internal::kMetaFamily};
-  const std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  // A tenth of the cache is reserved for index and filter blocks, so that
+  // data blocks cannot push them out.
+  const std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(
+      options.block_cache_bytes, /*num_shard_bits=*/-1, /*strict_capacity_limit=*/false,
+      /*high_pri_pool_ratio=*/0.1);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const std::string& name : families) {
     descriptors.emplace_back(name, FamilyOptions(options, cache));
@@ -833,6 +906,11 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
   rocksdb::DBOptions db_options;
   db_options.max_background_jobs = 2;
   db_options.keep_log_file_num = 3;
+  // The meta family takes a few bytes per write and would never fill its
+  // memtable, keeping every WAL file alive; past this total RocksDB flushes
+  // the families that hold the oldest WAL, which bounds disk use and the
+  // replay at the next open.
+  db_options.max_total_wal_size = 4 * options.write_buffer_bytes;
 
   // An existing database must have claimstore's column families.
   std::vector<std::string> existing;
@@ -914,9 +992,9 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
   return std::unique_ptr<Store>(std::move(store));
 }
 
-absl::Status StoreImpl::ScanForVerify(VerifyReport* report,
+absl::Status StoreImpl::ScanForVerify(const rocksdb::ReadOptions& options,
+                                      VerifyReport* report,
                                       internal::IndexEntries* expected) const {
-  rocksdb::ReadOptions options;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(options, records_));
   std::string ns, name;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -947,12 +1025,13 @@ absl::Status StoreImpl::ScanForVerify(VerifyReport* report,
   return absl::OkStatus();
 }
 
-absl::Status StoreImpl::CompareIndex(rocksdb::ColumnFamilyHandle* family,
+absl::Status StoreImpl::CompareIndex(const rocksdb::ReadOptions& options,
+                                     rocksdb::ColumnFamilyHandle* family,
                                      absl::string_view name,
                                      const std::vector<std::string>& expected,
                                      VerifyReport* report,
                                      std::vector<std::string>* actual) const {
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), family));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(options, family));
   for (it->SeekToFirst(); it->Valid(); it->Next()) actual->emplace_back(ToView(it->key()));
   CS_RETURN_IF_ERROR(FromRocksDB(it->status(), absl::StrCat("reading the ", name, " index")));
   report->index_entries += actual->size();
@@ -1037,12 +1116,21 @@ absl::Status StoreImpl::RewriteIndexes(const internal::IndexEntries& expected) {
 absl::StatusOr<VerifyReport> StoreImpl::Verify(bool repair) {
   VerifyReport report;
   const auto check = [&]() -> absl::Status {
+    // Records and both indexes at one snapshot: writers may go on meanwhile.
+    const rocksdb::Snapshot* snapshot = db_->GetSnapshot();
+    rocksdb::ReadOptions options;
+    options.snapshot = snapshot;
     internal::IndexEntries expected;
-    CS_RETURN_IF_ERROR(ScanForVerify(&report, &expected));
     std::vector<std::string> consumers, devices;
-    CS_RETURN_IF_ERROR(CompareIndex(consumers_, "consumers", expected.consumers, &report,
-                                    &consumers));
-    CS_RETURN_IF_ERROR(CompareIndex(devices_, "devices", expected.devices, &report, &devices));
+    absl::Status s = ScanForVerify(options, &report, &expected);
+    if (s.ok()) {
+      s = CompareIndex(options, consumers_, "consumers", expected.consumers, &report, &consumers);
+    }
+    if (s.ok()) {
+      s = CompareIndex(options, devices_, "devices", expected.devices, &report, &devices);
+    }
+    db_->ReleaseSnapshot(snapshot);
+    CS_RETURN_IF_ERROR(s);
     ReportDoubleHoldings(devices, &report);
     if (repair && !report.problems.empty()) {
       CS_RETURN_IF_ERROR(RewriteIndexes(expected));

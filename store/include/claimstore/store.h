@@ -209,6 +209,13 @@ class Store {
   // The key is the record's namespace/name.
   virtual absl::StatusOr<WriteResult> Put(const ClaimRecord& record,
                                           const Preconditions& pre = {}) = 0;
+  // Writes many whole records atomically: one WriteBatch, all or none. A
+  // refused record fails the call with "item I (ns/name): ..." and nothing
+  // is written. Records are applied in order (a later one of the same claim
+  // wins). For restores; the batch is held in memory, so callers chunk
+  // (thousands, not millions, per call).
+  virtual absl::StatusOr<std::vector<WriteResult>> PutAll(
+      absl::Span<const ClaimRecord> records) = 0;
   virtual absl::StatusOr<WriteResult> Delete(const ClaimKey& key,
                                              const Preconditions& pre = {}) = 0;
   // Adds `consumer` to reservedFor; a no-op when its uid is there already.
@@ -247,6 +254,9 @@ class Store {
   virtual absl::StatusOr<StoreStats> Stats() const = 0;
   // Read-only stores: catch up with the writer. OK no-op otherwise.
   virtual absl::Status Refresh() = 0;
+  // Compacts all data into its final shape now instead of in the background
+  // (after a bulk restore, so that reads do not wait behind compaction).
+  virtual absl::Status Compact() = 0;
   // A consistent copy of the database at `dir` (must not exist), which
   // opens as a database (RocksDB checkpoint).
   virtual absl::Status Backup(absl::string_view dir) = 0;
