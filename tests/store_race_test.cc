@@ -81,7 +81,7 @@ TEST_F(StoreRaceTest, SameDeviceAllocatedByManyClaimsHasExactlyOneWinner) {
       // winner excludes every other asker, since exclusive and share holdings
       // exclude each other and the shareID is the same.
       Dev dev{.device = device};
-      if (t % 2 == 1) dev.share_id = "same-share";
+      if (t % 2 == 1) dev.share_id = testing::kShare1;
       results[t] = store_->Allocate({"ns", absl::StrCat("r", round, "-c", t)},
                                     AllocationOf({dev}))
                        .status();
@@ -159,7 +159,7 @@ void RunRandomWorkload(Store& store, int threads, int ops_per_thread, uint64_t s
           for (int d = 0, n = 1 + pick(3); d < n; ++d) {
             Dev dev{.device = absl::StrCat("gpu-", pick(kDevices))};
             const int kind = pick(4);
-            if (kind == 1) dev.share_id = absl::StrCat("s", pick(3));
+            if (kind == 1) dev.share_id = testing::ShareId(pick(3));
             if (kind == 2) dev.admin = true;
             devices.push_back(dev);
           }

@@ -249,7 +249,7 @@ TEST_F(StoreTest, ReserveStopsAt256Consumers) {
 TEST_F(StoreTest, AllocateIndexesDevicesByKindOfHolding) {
   PutClaim(*store_, "claim");
   ASSERT_THAT(store_->Allocate(kKey, AllocationOf({{.device = "gpu-0"},
-                                                   {.device = "gpu-1", .share_id = "s1"},
+                                                   {.device = "gpu-1", .share_id = testing::kShare1},
                                                    {.device = "gpu-2", .admin = true},
                                                    {.pool = "pool-b", .device = "gpu-0"}})),
               IsOk());
@@ -260,7 +260,7 @@ TEST_F(StoreTest, AllocateIndexesDevicesByKindOfHolding) {
   EXPECT_EQ(pool_a->holdings[0].device, "gpu-0");
   EXPECT_EQ(pool_a->holdings[0].kind, HoldingKind::kExclusive);
   EXPECT_EQ(pool_a->holdings[1].kind, HoldingKind::kShare);
-  EXPECT_EQ(pool_a->holdings[1].share_id, "s1");
+  EXPECT_EQ(pool_a->holdings[1].share_id, testing::kShare1);
   EXPECT_EQ(pool_a->holdings[2].kind, HoldingKind::kAdminAccess);
   EXPECT_EQ(pool_a->holdings[2].claim, kKey);
   EXPECT_EQ(store_->ClaimsUsingDevice({.driver = "gpu.example.com"})->holdings.size(), 4u);
@@ -269,7 +269,7 @@ TEST_F(StoreTest, AllocateIndexesDevicesByKindOfHolding) {
                 ->holdings.size(),
             1u);
   EXPECT_EQ(store_->ClaimsUsingDevice({.driver = "gpu.example.com", .pool = "pool-a",
-                                       .device = "gpu-1", .share_id = "other"})
+                                       .device = "gpu-1", .share_id = testing::kShare9})
                 ->holdings.size(),
             0u);
   EXPECT_TRUE(store_->ClaimsUsingDevice({.driver = "gpu"})->holdings.empty());
@@ -280,18 +280,18 @@ TEST_F(StoreTest, AllocateIndexesDevicesByKindOfHolding) {
 TEST_F(StoreTest, AllocateRefusesDevicesHeldByAnotherClaim) {
   for (const char* name : {"a", "b"}) PutClaim(*store_, name);
   ASSERT_THAT(store_->Allocate({"ns", "a"}, AllocationOf({{.device = "gpu-0"},
-                                                         {.device = "gpu-1", .share_id = "s1"}})),
+                                                         {.device = "gpu-1", .share_id = testing::kShare1}})),
               IsOk());
   const ClaimKey b{"ns", "b"};
   EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-0"}})),
               StatusIs(absl::StatusCode::kAborted,
                        "device gpu.example.com/pool-a/gpu-0 is allocated to claim ns/a exclusively"));
-  EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-0", .share_id = "s9"}})),
+  EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-0", .share_id = testing::kShare9}})),
               StatusIs(absl::StatusCode::kAborted, "ns/a exclusively"));
   EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-1"}})),
-              StatusIs(absl::StatusCode::kAborted, "ns/a as share s1"));
-  EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-1", .share_id = "s1"}})),
-              StatusIs(absl::StatusCode::kAborted, "ns/a as share s1"));
+              StatusIs(absl::StatusCode::kAborted, absl::StrCat("ns/a as share ", testing::kShare1)));
+  EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-1", .share_id = testing::kShare1}})),
+              StatusIs(absl::StatusCode::kAborted, absl::StrCat("ns/a as share ", testing::kShare1)));
   // One conflicting device refuses the whole allocation: nothing was taken.
   EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-5"}, {.device = "gpu-0"}})),
               StatusIs(absl::StatusCode::kAborted, "gpu-0"));
@@ -299,7 +299,7 @@ TEST_F(StoreTest, AllocateRefusesDevicesHeldByAnotherClaim) {
                                          .device = "gpu-5"})
                   ->holdings.empty());
   // Another share of a shared device, and admin access, are fine.
-  EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-1", .share_id = "s2"},
+  EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-1", .share_id = testing::kShare2},
                                                 {.device = "gpu-0", .admin = true}})),
               IsOk());
   // Admin access never blocks: a third claim can take gpu-5 despite b's admin
@@ -347,12 +347,12 @@ TEST_F(StoreTest, SetDeviceStatusReplacesEntriesByDeviceKey) {
     return store_->SetDeviceStatus(kKey, *entries);
   };
   ASSERT_THAT(set(R"([{"driver":"gpu.example.com","pool":"pool-a","device":"gpu-0",
-                       "conditions":[{"type":"Ready","status":"False","lastTransitionTime":null,
+                       "conditions":[{"type":"Ready","status":"False","lastTransitionTime":"2026-01-01T00:00:00Z",
                                       "reason":"Init","message":""}]},
                       {"driver":"gpu.example.com","pool":"pool-a","device":"gpu-1"}])"),
               IsOk());
   ASSERT_THAT(set(R"([{"driver":"gpu.example.com","pool":"pool-a","device":"gpu-0",
-                       "conditions":[{"type":"Ready","status":"True","lastTransitionTime":null,
+                       "conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2026-01-01T00:00:01Z",
                                       "reason":"Up","message":""}]}])"),
               IsOk());
   const ClaimRead read = *store_->Get(kKey);

@@ -26,6 +26,10 @@ ClaimRecord ClaimJson(const std::string& ns, const std::string& name,
   return *std::move(record);
 }
 
+std::string ShareId(int n) {
+  return absl::StrCat("0000000", n % 10, "-0000-4000-8000-000000000000");
+}
+
 ConsumerRef Pod(const std::string& uid) { return ConsumerRef{"", "pods", "pod-" + uid, uid}; }
 
 void StoreFixture::Reopen(const Options& options) {

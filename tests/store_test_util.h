@@ -21,6 +21,13 @@ struct Dev {
   bool admin = false;
 };
 
+// ShareIDs (lower-case RFC 4122 UUIDs, as validation requires).
+inline constexpr char kShare1[] = "11111111-1111-4111-8111-111111111111";
+inline constexpr char kShare2[] = "22222222-2222-4222-8222-222222222222";
+inline constexpr char kShare9[] = "99999999-9999-4999-8999-999999999999";
+// The n-th of a few shareIDs.
+std::string ShareId(int n);
+
 // An allocation of `devices`, request "req".
 Allocation AllocationOf(const std::vector<Dev>& devices);
 

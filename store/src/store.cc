@@ -713,9 +713,14 @@ class StoreImpl final : public Store {
   absl::Status StageWrite(const ClaimKey& key, const ClaimRecord* current, std::string bytes,
                           rocksdb::WriteBatchWithIndex* batch, uint64_t* revision,
                           WriteResult* result) {
+    const fb::ClaimRecord* old_table = current != nullptr ? &current->table() : nullptr;
+    if (std::optional<std::string> pruned =
+            internal::DropStaleDeviceStatuses(old_table, *fb::GetClaimRecord(bytes.data()));
+        pruned.has_value()) {
+      bytes = *std::move(pruned);
+    }
     const fb::ClaimRecord& updated = *fb::GetClaimRecord(bytes.data());
-    CS_RETURN_IF_ERROR(internal::ValidateStoreWrite(
-        current != nullptr ? &current->table() : nullptr, updated));
+    CS_RETURN_IF_ERROR(internal::ValidateStoreWrite(old_table, updated));
     const internal::IndexEntries before =
         current != nullptr ? internal::ComputeIndexEntries(current->table())
                            : internal::IndexEntries{};

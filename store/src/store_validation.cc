@@ -1,7 +1,9 @@
 #include "store_validation.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
+#include "record_edit.h"
 
 namespace claimstore::internal {
 namespace {
@@ -24,19 +26,41 @@ absl::Status ValidateStoreWrite(const fb::ClaimRecord* current,
                              View(current->name()) != View(updated.name()))) {
     return absl::InvalidArgumentError("metadata.name: Invalid value: may not change");
   }
+  return ValidationStatus(ValidateStatusTables(current, updated));
+}
+
+std::optional<std::string> DropStaleDeviceStatuses(const fb::ClaimRecord* current,
+                                                   const fb::ClaimRecord& updated) {
   const fb::ResourceClaimStatus* status = updated.status();
-  const size_t reserved =
-      status == nullptr || status->reserved_for() == nullptr ? 0 : status->reserved_for()->size();
-  if (reserved > kMaxReservedFor) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "status.reservedFor: Too many: ", reserved, ": must have at most ",
-        kMaxReservedFor, " items"));
+  const fb::ResourceClaimStatus* old = current != nullptr ? current->status() : nullptr;
+  if (status == nullptr || status->devices() == nullptr || old == nullptr ||
+      old->allocation() == nullptr || old->allocation()->results() == nullptr) {
+    return std::nullopt;
   }
-  if (reserved > 0 && status->allocation() == nullptr) {
-    return absl::InvalidArgumentError(
-        "status.reservedFor: Forbidden: may not be specified when `allocated` is not set");
+  const auto key = [](absl::string_view driver, absl::string_view pool,
+                      absl::string_view device, const flatbuffers::String* share) {
+    return absl::StrCat(driver, "\x1f", pool, "\x1f", device, "\x1f", share != nullptr ? "1" : "0",
+                        View(share));
+  };
+  absl::flat_hash_set<std::string> still_allocated, deallocated;
+  if (status->allocation() != nullptr && status->allocation()->results() != nullptr) {
+    for (const auto* r : *status->allocation()->results()) {
+      still_allocated.insert(key(View(r->driver()), View(r->pool()), View(r->device()), r->share_id()));
+    }
   }
-  return absl::OkStatus();
+  for (const auto* r : *old->allocation()->results()) {
+    std::string k = key(View(r->driver()), View(r->pool()), View(r->device()), r->share_id());
+    if (!still_allocated.contains(k)) deallocated.insert(std::move(k));
+  }
+  StatusEdit edit;
+  edit.devices = StatusEdit::Part::kReplace;
+  for (const auto* d : *status->devices()) {
+    if (!deallocated.contains(key(View(d->driver()), View(d->pool()), View(d->device()), d->share_id()))) {
+      edit.new_devices.push_back(d);
+    }
+  }
+  if (edit.new_devices.size() == status->devices()->size()) return std::nullopt;
+  return RebuildRecord(updated, edit);
 }
 
 }  // namespace claimstore::internal

@@ -7,9 +7,13 @@
 #define CLAIMSTORE_SRC_STORE_VALIDATION_H_
 
 #include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "claimstore/claim_generated.h"
+#include "claimstore/validation.h"
 
 namespace claimstore::internal {
 
@@ -17,10 +21,22 @@ namespace claimstore::internal {
 inline constexpr size_t kMaxReservedFor = 256;
 
 // Checks `updated` (and the change from `current`, null for a new claim):
-// namespace and name present and unchanged, reservedFor at most 256 entries
-// and only on an allocated claim. Returns InvalidArgument naming the field.
+// namespace and name present and unchanged, then every status rule
+// (ValidateClaimStatus). Returns InvalidArgument (FailedPrecondition for an
+// update rule) listing the errors, with the structured list as payload.
 absl::Status ValidateStoreWrite(const fb::ClaimRecord* current,
                                 const fb::ClaimRecord& updated);
+
+// ValidateClaimStatus on FlatBuffers tables.
+std::vector<FieldError> ValidateStatusTables(const fb::ClaimRecord* current,
+                                             const fb::ClaimRecord& updated);
+
+// What the API server does to a status update before validating it
+// (PrepareForUpdate): device statuses of devices that `current` allocated and
+// `updated` no longer does are dropped silently. Returns the new record bytes
+// when something was dropped, nullopt otherwise.
+std::optional<std::string> DropStaleDeviceStatuses(const fb::ClaimRecord* current,
+                                                   const fb::ClaimRecord& updated);
 
 }  // namespace claimstore::internal
 

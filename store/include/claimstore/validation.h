@@ -1,0 +1,67 @@
+// Validation of a claim's status with Kubernetes parity (RULES.md section a):
+// the rules the API server applies to a status write, with its error wording.
+//
+// Every store write goes through it (Store::Put, PutAll, Reserve, Allocate,
+// SetDeviceStatus, ...), and so does restore. Callers can also run it alone.
+//
+// Not checked, because the store cannot know: adminAccess needs a namespace
+// label (`resource.kubernetes.io/admin-access: "true"`) that lives on the
+// Namespace object; writers' authorisation (resourceclaims/binding and
+// /driver); feature gates. Results and config requests are checked against
+// the spec's request names only when the record carries them.
+//
+// Thread-safety: pure functions.
+#ifndef CLAIMSTORE_VALIDATION_H_
+#define CLAIMSTORE_VALIDATION_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "claimstore/claim_record.h"
+
+namespace claimstore {
+
+// One Kubernetes field error: `<field>: <Type>[: <value>][: <detail>]`.
+struct FieldError {
+  enum class Type {
+    kRequired,      // "Required value"
+    kInvalid,       // "Invalid value"
+    kDuplicate,     // "Duplicate value"
+    kTooMany,       // "Too many"
+    kTooLong,       // "Too long"
+    kNotSupported,  // "Unsupported value"
+    kForbidden,     // "Forbidden"
+  };
+  Type type = Type::kInvalid;
+  std::string field;      // e.g. status.reservedFor[3].uid
+  std::string value;      // as Kubernetes prints it ("\"x\"", 257), or empty
+  std::string detail;
+  std::string rule;       // claimstore's name for the rule, e.g. "reservedFor.unique"
+  bool update_rule = false;  // a rule about the change (immutability, deletion)
+
+  std::string ToString() const;
+};
+
+// Every rule the validator knows, by name (FieldError::rule).
+const std::vector<std::string>& ValidationRules();
+
+// Checks `updated` as a status write on top of `current` (nullptr for a new
+// claim or a restore). Returns the errors in Kubernetes' order; empty when
+// valid. A list over its limit yields one TooMany error and its items are
+// not walked. An allocation that both records have is only compared
+// (semantically: quantities by value), never re-validated.
+std::vector<FieldError> ValidateClaimStatus(const ClaimRecord* current,
+                                            const ClaimRecord& updated);
+
+// OK for no errors; otherwise InvalidArgument (FailedPrecondition when any
+// error is an update rule) whose message lists every error ("3 errors:
+// a; b; c") and whose payload carries them for FieldErrorsOf().
+absl::Status ValidationStatus(const std::vector<FieldError>& errors);
+
+// The errors carried by a status from ValidationStatus (empty if none).
+std::vector<FieldError> FieldErrorsOf(const absl::Status& status);
+
+}  // namespace claimstore
+
+#endif  // CLAIMSTORE_VALIDATION_H_

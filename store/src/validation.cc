@@ -1,0 +1,751 @@
+// The status rules of RULES.md section (a), in the order the API server
+// applies them (validateResourceClaimStatusUpdate): reservedFor, devices,
+// the reservedFor invariants, then the allocation.
+#include "claimstore/validation.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "claimstore/claim_generated.h"
+#include "k8s_formats.h"
+#include "quantity.h"
+
+namespace claimstore {
+namespace {
+
+using internal::GoQuote;
+using Type = FieldError::Type;
+
+constexpr char kPayloadUrl[] = "type.claimstore.dev/field-errors";
+
+absl::string_view View(const flatbuffers::String* s) {
+  return s == nullptr ? absl::string_view() : absl::string_view(s->data(), s->size());
+}
+
+template <typename T>
+size_t Size(const flatbuffers::Vector<T>* v) {
+  return v == nullptr ? 0 : v->size();
+}
+
+// Limits (RULES.md A.3).
+constexpr size_t kMaxReservedFor = 256;
+constexpr size_t kMaxResults = 32;
+constexpr size_t kMaxConfig = 64;
+constexpr size_t kMaxConfigRequests = 32;
+constexpr size_t kMaxBindingConditions = 4;
+constexpr size_t kMaxConditions = 8;
+constexpr size_t kMaxIps = 16;
+constexpr size_t kMaxRawBytes = 10240;
+constexpr size_t kMaxInterfaceName = 256;
+constexpr size_t kMaxHardwareAddress = 128;
+constexpr size_t kMaxReason = 1024;
+constexpr size_t kMaxMessage = 32768;
+constexpr size_t kMaxDriver = 63;
+constexpr size_t kMaxPool = 253;
+
+constexpr char kRequestRefDetail[] =
+    "must be the name of a request in the claim or the name of a request and a "
+    "subrequest separated by '/'";
+
+class Validator {
+ public:
+  Validator(const fb::ClaimRecord* current, const fb::ClaimRecord& updated)
+      : current_(current), updated_(updated) {
+    if (const auto* requests = updated.spec_requests(); requests != nullptr) {
+      has_request_names_ = true;
+      for (const fb::SpecRequest* r : *requests) {
+        request_names_.insert(std::string(View(r->name())));
+        if (r->subrequests() != nullptr) {
+          for (const flatbuffers::String* sub : *r->subrequests()) {
+            request_names_.insert(absl::StrCat(View(r->name()), "/", View(sub)));
+          }
+        }
+      }
+    }
+  }
+
+  std::vector<FieldError> Run() {
+    const fb::ResourceClaimStatus* status = updated_.status();
+    if (status == nullptr) return std::move(errors_);
+    ReservedFor(status);
+    Devices(status);
+    ReservedForInvariants(status);
+    Allocation(status);
+    return std::move(errors_);
+  }
+
+ private:
+  // Errors ------------------------------------------------------------------
+
+  void Add(const char* rule, Type type, std::string field, std::string value,
+           std::string detail, bool update_rule = false) {
+    errors_.push_back(FieldError{type, std::move(field), std::move(value), std::move(detail),
+                                 rule, update_rule});
+  }
+  void Required(const char* rule, std::string field, std::string detail = "") {
+    Add(rule, Type::kRequired, std::move(field), "", std::move(detail));
+  }
+  void Invalid(const char* rule, std::string field, absl::string_view value,
+               std::string detail) {
+    Add(rule, Type::kInvalid, std::move(field), GoQuote(value), std::move(detail));
+  }
+  void TooMany(const char* rule, std::string field, size_t actual, size_t limit) {
+    Add(rule, Type::kTooMany, std::move(field), absl::StrCat(actual),
+        absl::StrCat("must have at most ", limit, " items"));
+  }
+  void TooLong(const char* rule, std::string field, size_t limit) {
+    Add(rule, Type::kTooLong, std::move(field), "",
+        absl::StrCat("may not be more than ", limit, " bytes"));
+  }
+  void Duplicate(const char* rule, std::string field, absl::string_view value) {
+    Add(rule, Type::kDuplicate, std::move(field), GoQuote(value), "");
+  }
+  void NotSupported(const char* rule, std::string field, absl::string_view value,
+                    std::initializer_list<const char*> supported) {
+    std::vector<std::string> quoted;
+    for (const char* s : supported) quoted.push_back(GoQuote(s));
+    Add(rule, Type::kNotSupported, std::move(field), GoQuote(value),
+        absl::StrCat("supported values: ", absl::StrJoin(quoted, ", ")));
+  }
+  void Forbidden(const char* rule, std::string field, std::string detail, bool update = false) {
+    Add(rule, Type::kForbidden, std::move(field), "", std::move(detail), update);
+  }
+  void EachInvalid(const char* rule, const std::string& field, absl::string_view value,
+                   const std::vector<std::string>& messages) {
+    for (const std::string& m : messages) Invalid(rule, field, value, m);
+  }
+
+  // Names -----------------------------------------------------------------
+
+  // ValidateCSIDriverName: required, at most 63, a DNS subdomain once lower-cased.
+  void DriverName(absl::string_view name, const std::string& field) {
+    if (name.empty()) Required("driver.format", field);
+    if (name.size() > kMaxDriver) TooLong("driver.format", field, kMaxDriver);
+    std::string lower(name);
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    EachInvalid("driver.format", field, name, internal::IsDns1123Subdomain(lower));
+  }
+
+  void PoolName(absl::string_view name, const std::string& field) {
+    if (name.empty()) return Required("pool.format", field);
+    if (name.size() > kMaxPool) TooLong("pool.format", field, kMaxPool);
+    for (absl::string_view part : absl::StrSplit(name, '/')) {
+      EachInvalid("pool.format", field, part, internal::IsDns1123Subdomain(part));
+    }
+  }
+
+  void DeviceName(absl::string_view name, const std::string& field) {
+    if (name.empty()) return Required("device.format", field);
+    EachInvalid("device.format", field, name, internal::IsDns1123Label(name));
+  }
+
+  void ShareId(const flatbuffers::String* share, const std::string& field) {
+    if (share == nullptr || internal::IsLowercaseUuid(View(share))) return;
+    Invalid("shareID.format", field, View(share),
+            "uid must be in RFC 4122 normalized form, "
+            "`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase hexadecimal characters");
+  }
+
+  void QualifiedName(const char* rule, absl::string_view name, const std::string& field) {
+    EachInvalid(rule, field, name, internal::IsQualifiedName(name));
+  }
+
+  // validateRequestNameRef.
+  void RequestRef(const char* rule, absl::string_view name, const std::string& field) {
+    if (name.empty()) return Required(rule, field);
+    std::vector<absl::string_view> segments = absl::StrSplit(name, '/');
+    if (segments.size() > 2) return Invalid(rule, field, name, kRequestRefDetail);
+    for (absl::string_view s : segments) {
+      EachInvalid(rule, field, s, internal::IsDns1123Label(s));
+    }
+    if (has_request_names_ && !request_names_.contains(name)) {
+      Invalid("request.in_spec", field, name, kRequestRefDetail);
+    }
+  }
+
+  // RawExtension (data, parameters): present, at most 10 KiB as stored, a JSON
+  // object.
+  void RawObject(const char* rule, const flatbuffers::String* raw, const std::string& field) {
+    if (raw == nullptr || raw->size() == 0) return Required(rule, field);
+    if (raw->size() > kMaxRawBytes) return TooLong(rule, field, kMaxRawBytes);
+    const absl::string_view text = View(raw);
+    if (text == "null") return Required(rule, field);
+    if (text.front() != '{') {
+      Add(rule, Type::kInvalid, field, "\"<value omitted>\"",
+          "parameters must be a valid JSON object");
+    }
+  }
+
+  // status.reservedFor ---------------------------------------------------------
+
+  void ReservedFor(const fb::ResourceClaimStatus* status) {
+    const auto* reserved = status->reserved_for();
+    const std::string field = "status.reservedFor";
+    if (Size(reserved) > kMaxReservedFor) {
+      return TooMany("reservedFor.max", field, reserved->size(), kMaxReservedFor);
+    }
+    if (reserved == nullptr) return;
+    absl::flat_hash_set<absl::string_view> uids;
+    uids.reserve(reserved->size());
+    for (size_t i = 0; i < reserved->size(); ++i) {
+      const fb::ResourceClaimConsumerReference* r = reserved->Get(i);
+      const std::string item = absl::StrCat(field, "[", i, "]");
+      if (View(r->resource()).empty()) Required("reservedFor.required", item + ".resource");
+      if (View(r->name()).empty()) Required("reservedFor.required", item + ".name");
+      if (View(r->uid()).empty()) Required("reservedFor.required", item + ".uid");
+    }
+    for (size_t i = 0; i < reserved->size(); ++i) {
+      const absl::string_view uid = View(reserved->Get(i)->uid());
+      if (!uids.insert(uid).second) {
+        Duplicate("reservedFor.unique", absl::StrCat(field, "[", i, "]"), uid);
+      }
+    }
+  }
+
+  void ReservedForInvariants(const fb::ResourceClaimStatus* status) {
+    const auto* reserved = status->reserved_for();
+    if (Size(reserved) == 0) return;
+    if (status->allocation() == nullptr) {
+      return Forbidden("reservedFor.needs_allocation", "status.reservedFor",
+                       "may not be specified when `allocated` is not set");
+    }
+    if (!updated_.deletion_timestamp().has_value()) return;
+    // While the claim is being deleted, entries may go but none may come.
+    absl::flat_hash_set<std::string> before;
+    const fb::ResourceClaimStatus* old = current_ != nullptr ? current_->status() : nullptr;
+    if (old != nullptr && old->reserved_for() != nullptr) {
+      for (const auto* r : *old->reserved_for()) before.insert(ConsumerKey(*r));
+    }
+    for (const auto* r : *reserved) {
+      if (!before.contains(ConsumerKey(*r))) {
+        return Forbidden("reservedFor.no_add_while_deleting", "status.reservedFor",
+                         "new entries may not be added while `deallocationRequested` or "
+                         "`deletionTimestamp` are set",
+                         /*update=*/true);
+      }
+    }
+  }
+
+  static std::string ConsumerKey(const fb::ResourceClaimConsumerReference& r) {
+    return absl::StrCat(View(r.api_group()), "\x1f", View(r.resource()), "\x1f",
+                        View(r.name()), "\x1f", View(r.uid()));
+  }
+
+  // status.devices ----------------------------------------------------------------
+
+  static std::string DeviceId(absl::string_view driver, absl::string_view pool,
+                              absl::string_view device, const flatbuffers::String* share) {
+    std::string id = absl::StrCat(driver, "/", pool, "/", device);
+    if (share != nullptr) absl::StrAppend(&id, "/", View(share));
+    return id;
+  }
+
+  void Devices(const fb::ResourceClaimStatus* status) {
+    const auto* devices = status->devices();
+    if (devices == nullptr) return;
+    absl::flat_hash_set<std::string> allocated;
+    if (status->allocation() != nullptr && status->allocation()->results() != nullptr) {
+      for (const auto* r : *status->allocation()->results()) {
+        allocated.insert(DeviceId(View(r->driver()), View(r->pool()), View(r->device()),
+                                  r->share_id()));
+      }
+    }
+    absl::flat_hash_set<std::string> seen;
+    for (size_t i = 0; i < devices->size(); ++i) {
+      const fb::AllocatedDeviceStatus* d = devices->Get(i);
+      const std::string item = absl::StrCat("status.devices[", i, "]");
+      DriverName(View(d->driver()), item + ".driver");
+      PoolName(View(d->pool()), item + ".pool");
+      DeviceName(View(d->device()), item + ".device");
+      ShareId(d->share_id(), item + ".shareID");
+      const std::string id =
+          DeviceId(View(d->driver()), View(d->pool()), View(d->device()), d->share_id());
+      if (!allocated.contains(id)) {
+        Invalid("devices.allocated", item, id, "must be an allocated device in the claim");
+      }
+      Conditions(d->conditions(), item + ".conditions");
+      if (d->data() != nullptr) RawObject("devices.data", d->data(), item + ".data");
+      NetworkData(d->network_data(), item + ".networkData");
+    }
+    for (size_t i = 0; i < devices->size(); ++i) {
+      const fb::AllocatedDeviceStatus* d = devices->Get(i);
+      std::string id =
+          DeviceId(View(d->driver()), View(d->pool()), View(d->device()), d->share_id());
+      if (!seen.insert(id).second) {
+        Duplicate("devices.unique", absl::StrCat("status.devices[", i, "]"), id);
+      }
+    }
+  }
+
+  void Conditions(const flatbuffers::Vector<flatbuffers::Offset<fb::Condition>>* conditions,
+                  const std::string& field) {
+    if (Size(conditions) > kMaxConditions) {
+      return TooMany("conditions.max", field, conditions->size(), kMaxConditions);
+    }
+    if (conditions == nullptr) return;
+    absl::flat_hash_set<absl::string_view> types;
+    for (size_t i = 0; i < conditions->size(); ++i) {
+      const fb::Condition* c = conditions->Get(i);
+      const std::string item = absl::StrCat(field, "[", i, "]");
+      if (!types.insert(View(c->type())).second) {
+        Duplicate("conditions.type_unique", item + ".type", View(c->type()));
+      }
+      QualifiedName("conditions.type", View(c->type()), item + ".type");
+      const absl::string_view st = View(c->status());
+      if (st != "True" && st != "False" && st != "Unknown") {
+        NotSupported("conditions.status", item + ".status", st, {"False", "True", "Unknown"});
+      }
+      if (c->observed_generation() < 0) {
+        Add("conditions.observed_generation", Type::kInvalid, item + ".observedGeneration",
+            absl::StrCat(c->observed_generation()), "must be greater than or equal to zero");
+      }
+      if (!c->last_transition_time().has_value()) {
+        Required("conditions.last_transition_time", item + ".lastTransitionTime", "must be set");
+      }
+      const absl::string_view reason = View(c->reason());
+      if (reason.empty()) {
+        Required("conditions.reason", item + ".reason", "must be set");
+      } else {
+        EachInvalid("conditions.reason", item + ".reason", reason,
+                    internal::IsValidConditionReason(reason));
+        if (reason.size() > kMaxReason) TooLong("conditions.reason", item + ".reason", kMaxReason);
+      }
+      if (View(c->message()).size() > kMaxMessage) {
+        TooLong("conditions.message", item + ".message", kMaxMessage);
+      }
+    }
+  }
+
+  void NetworkData(const fb::NetworkDeviceData* n, const std::string& field) {
+    if (n == nullptr) return;
+    if (View(n->interface_name()).size() > kMaxInterfaceName) {
+      TooLong("networkData.interfaceName", field + ".interfaceName", kMaxInterfaceName);
+    }
+    if (View(n->hardware_address()).size() > kMaxHardwareAddress) {
+      TooLong("networkData.hardwareAddress", field + ".hardwareAddress", kMaxHardwareAddress);
+    }
+    const auto* ips = n->ips();
+    if (Size(ips) > kMaxIps) return TooMany("networkData.ips.max", field + ".ips", ips->size(), kMaxIps);
+    if (ips == nullptr) return;
+    absl::flat_hash_set<absl::string_view> seen;
+    for (size_t i = 0; i < ips->size(); ++i) {
+      const absl::string_view ip = View(ips->Get(i));
+      const std::string item = absl::StrCat(field, ".ips[", i, "]");
+      if (std::string problem = internal::InterfaceAddressProblem(ip); !problem.empty()) {
+        Invalid("networkData.ips.format", item, ip, problem);
+      }
+    }
+    for (size_t i = 0; i < ips->size(); ++i) {
+      const absl::string_view ip = View(ips->Get(i));
+      if (!seen.insert(ip).second) {
+        Duplicate("networkData.ips.unique", absl::StrCat(field, ".ips[", i, "]"), ip);
+      }
+    }
+  }
+
+  // status.allocation -------------------------------------------------------------
+
+  void Allocation(const fb::ResourceClaimStatus* status) {
+    const fb::AllocationResult* allocation = status->allocation();
+    if (allocation == nullptr) return;
+    const fb::ResourceClaimStatus* old = current_ != nullptr ? current_->status() : nullptr;
+    if (old != nullptr && old->allocation() != nullptr) {
+      // Ratcheting: a stored allocation is only compared, never re-validated.
+      if (!AllocationsEqual(*old->allocation(), *allocation)) {
+        Add("allocation.immutable", Type::kInvalid, "status.allocation", "",
+            "field is immutable", /*update_rule=*/true);
+      }
+      return;
+    }
+    const std::string field = "status.allocation.devices";
+    const auto* results = allocation->results();
+    if (Size(results) > kMaxResults) {
+      TooMany("results.max", field + ".results", results->size(), kMaxResults);
+    } else if (results != nullptr) {
+      for (size_t i = 0; i < results->size(); ++i) {
+        Result(*results->Get(i), absl::StrCat(field, ".results[", i, "]"));
+      }
+    }
+    const auto* config = allocation->config();
+    if (Size(config) > kMaxConfig) {
+      TooMany("config.max", field + ".config", config->size(), kMaxConfig);
+    } else if (config != nullptr) {
+      for (size_t i = 0; i < config->size(); ++i) {
+        Config(*config->Get(i), absl::StrCat(field, ".config[", i, "]"));
+      }
+    }
+    if (allocation->node_selector() != nullptr) {
+      NodeSelector(*allocation->node_selector(), "status.allocation.nodeSelector");
+    }
+  }
+
+  void Result(const fb::DeviceRequestAllocationResult& r, const std::string& item) {
+    RequestRef("request.format", View(r.request()), item + ".request");
+    DriverName(View(r.driver()), item + ".driver");
+    PoolName(View(r.pool()), item + ".pool");
+    DeviceName(View(r.device()), item + ".device");
+    ShareId(r.share_id(), item + ".shareID");
+    if (const auto* tolerations = r.tolerations(); tolerations != nullptr) {
+      for (size_t i = 0; i < tolerations->size(); ++i) {
+        Toleration(*tolerations->Get(i), absl::StrCat(item, ".tolerations[", i, "]"));
+      }
+    }
+    BindingConditions(r, item);
+    if (const auto* skip = r.skip_node_operations(); skip != nullptr) {
+      absl::flat_hash_set<absl::string_view> seen;
+      for (size_t i = 0; i < skip->size(); ++i) {
+        const absl::string_view op = View(skip->Get(i));
+        const std::string field = absl::StrCat(item, ".skipNodeOperations[", i, "]");
+        if (op != "NodePrepareResources" && op != "NodeUnprepareResources" && op != "*") {
+          NotSupported("skipNodeOperations.values", field, op,
+                       {"*", "NodePrepareResources", "NodeUnprepareResources"});
+        }
+        if (!seen.insert(op).second) Duplicate("skipNodeOperations.unique", field, op);
+      }
+    }
+  }
+
+  void Toleration(const fb::DeviceToleration& t, const std::string& item) {
+    if (!View(t.key()).empty()) QualifiedName("tolerations.key", View(t.key()), item + ".key");
+    const absl::string_view op = View(t.operator_());
+    if (!op.empty() && op != "Equal" && op != "Exists") {  // empty defaults to Equal
+      NotSupported("tolerations.operator", item + ".operator", op, {"Equal", "Exists"});
+    }
+    const absl::string_view effect = View(t.effect());
+    if (!effect.empty() && effect != "None" && effect != "NoSchedule" && effect != "NoExecute") {
+      NotSupported("tolerations.effect", item + ".effect", effect,
+                   {"NoExecute", "NoSchedule", "None"});
+    }
+  }
+
+  void BindingConditions(const fb::DeviceRequestAllocationResult& r, const std::string& item) {
+    const auto* binding = r.binding_conditions();
+    const auto* failure = r.binding_failure_conditions();
+    struct List {
+      const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* values;
+      const char* name;
+    };
+    bool over = false;
+    absl::flat_hash_set<absl::string_view> binding_set;
+    for (const List& list : {List{binding, "bindingConditions"}, List{failure, "bindingFailureConditions"}}) {
+      const std::string field = absl::StrCat(item, ".", list.name);
+      if (Size(list.values) > kMaxBindingConditions) {
+        TooMany("bindingConditions.max", field, list.values->size(), kMaxBindingConditions);
+        over = true;
+        continue;
+      }
+      if (list.values == nullptr) continue;
+      absl::flat_hash_set<absl::string_view> seen;
+      for (size_t i = 0; i < list.values->size(); ++i) {
+        const absl::string_view v = View(list.values->Get(i));
+        const std::string entry = absl::StrCat(field, "[", i, "]");
+        QualifiedName("bindingConditions.format", v, entry);
+        if (!seen.insert(v).second) Duplicate("bindingConditions.unique", entry, v);
+        if (list.values == binding) {
+          binding_set.insert(v);
+        } else if (binding_set.contains(v)) {
+          Invalid("bindingConditions.no_overlap", entry, v,
+                  "bindingFailureConditions must not overlap with bindingConditions");
+        }
+      }
+    }
+    if (over) return;
+    if (Size(binding) == 0 && Size(failure) > 0) {
+      Add("bindingConditions.both_or_neither", Type::kInvalid, item + ".bindingConditions",
+          "null", "bindingConditions are required to use bindingFailureConditions");
+    }
+    if (Size(failure) == 0 && Size(binding) > 0) {
+      Add("bindingConditions.both_or_neither", Type::kInvalid,
+          item + ".bindingFailureConditions", "null",
+          "bindingFailureConditions are required to use bindingConditions");
+    }
+  }
+
+  void Config(const fb::DeviceAllocationConfiguration& c, const std::string& item) {
+    const absl::string_view source = View(c.source());
+    if (source.empty()) {
+      Required("config.source", item + ".source");
+    } else if (source != "FromClaim" && source != "FromClass") {
+      NotSupported("config.source", item + ".source", source, {"FromClaim", "FromClass"});
+    }
+    const auto* requests = c.requests();
+    if (Size(requests) > kMaxConfigRequests) {
+      TooMany("config.requests.max", item + ".requests", requests->size(), kMaxConfigRequests);
+    } else if (requests != nullptr) {
+      absl::flat_hash_set<absl::string_view> seen;
+      for (size_t i = 0; i < requests->size(); ++i) {
+        const absl::string_view name = View(requests->Get(i));
+        const std::string entry = absl::StrCat(item, ".requests[", i, "]");
+        RequestRef("config.requests.format", name, entry);
+        if (!seen.insert(name).second) Duplicate("config.requests.unique", entry, name);
+      }
+    }
+    if (!c.opaque_present()) return Required("config.opaque", item + ".opaque");
+    DriverName(View(c.opaque_driver()), item + ".opaque.driver");
+    RawObject("config.parameters", c.opaque_parameters(), item + ".opaque.parameters");
+  }
+
+  void NodeSelector(const fb::NodeSelector& s, const std::string& field) {
+    const auto* terms = s.node_selector_terms();
+    if (Size(terms) == 0) {
+      return Required("nodeSelector.terms", field + ".nodeSelectorTerms",
+                      "must have at least one node selector term");
+    }
+    for (size_t i = 0; i < terms->size(); ++i) {
+      const fb::NodeSelectorTerm* term = terms->Get(i);
+      const std::string t = absl::StrCat(field, ".nodeSelectorTerms[", i, "]");
+      if (const auto* e = term->match_expressions(); e != nullptr) {
+        for (size_t j = 0; j < e->size(); ++j) {
+          Expression(*e->Get(j), absl::StrCat(t, ".matchExpressions[", j, "]"));
+        }
+      }
+      if (const auto* f = term->match_fields(); f != nullptr) {
+        for (size_t j = 0; j < f->size(); ++j) {
+          FieldSelector(*f->Get(j), absl::StrCat(t, ".matchFields[", j, "]"));
+        }
+      }
+    }
+  }
+
+  void Expression(const fb::NodeSelectorRequirement& r, const std::string& item) {
+    const absl::string_view op = View(r.operator_());
+    const size_t n = Size(r.values());
+    if (op == "In" || op == "NotIn") {
+      if (n == 0) {
+        Required("nodeSelector.operator", item + ".values",
+                 "must be specified when `operator` is 'In' or 'NotIn'");
+      }
+    } else if (op == "Exists" || op == "DoesNotExist") {
+      if (n > 0) {
+        Forbidden("nodeSelector.operator", item + ".values",
+                  "may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
+      }
+    } else if (op == "Gt" || op == "Lt") {
+      if (n != 1) {
+        Required("nodeSelector.operator", item + ".values",
+                 "must be specified single value when `operator` is 'Lt' or 'Gt'");
+      }
+    } else {
+      Invalid("nodeSelector.operator", item + ".operator", op, "not a valid selector operator");
+    }
+    QualifiedName("nodeSelector.key", View(r.key()), item + ".key");
+    for (size_t k = 0; k < n; ++k) {
+      const absl::string_view v = View(r.values()->Get(k));
+      EachInvalid("nodeSelector.values", absl::StrCat(item, ".values[", k, "]"), v,
+                  internal::IsValidLabelValue(v));
+    }
+  }
+
+  void FieldSelector(const fb::NodeSelectorRequirement& r, const std::string& item) {
+    const absl::string_view op = View(r.operator_());
+    const size_t n = Size(r.values());
+    if (op == "In" || op == "NotIn") {
+      if (n != 1) {
+        Required("nodeSelector.field_values", item + ".values",
+                 "must be only one value when `operator` is 'In' or 'NotIn' for node field "
+                 "selector");
+      }
+    } else {
+      Invalid("nodeSelector.field_operator", item + ".operator", op,
+              "not a valid selector operator");
+    }
+    if (View(r.key()) != "metadata.name") {
+      return Invalid("nodeSelector.field_key", item + ".key", View(r.key()),
+                     "not a valid field selector key");
+    }
+    for (size_t k = 0; k < n; ++k) {
+      const absl::string_view v = View(r.values()->Get(k));
+      EachInvalid("nodeSelector.node_name", absl::StrCat(item, ".values[", k, "]"), v,
+                  internal::IsDns1123Subdomain(v));
+    }
+  }
+
+  // Semantic equality (apiequality.Semantic.DeepEqual) of two allocations:
+  // quantities by value, absent and empty lists alike, pointers (shareID,
+  // adminAccess, tolerationSeconds, nodeSelector, timestamp) by presence.
+  static bool StrEq(const flatbuffers::String* a, const flatbuffers::String* b) {
+    return View(a) == View(b);
+  }
+  static bool PtrStrEq(const flatbuffers::String* a, const flatbuffers::String* b) {
+    return (a == nullptr) == (b == nullptr) && View(a) == View(b);
+  }
+  template <typename T, typename Eq>
+  static bool ListEq(const flatbuffers::Vector<T>* a, const flatbuffers::Vector<T>* b, Eq&& eq) {
+    if (Size(a) != Size(b)) return false;
+    for (size_t i = 0; i < Size(a); ++i) {
+      if (!eq(a->Get(i), b->Get(i))) return false;
+    }
+    return true;
+  }
+  static bool StrListEq(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* a,
+                        const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>* b) {
+    return ListEq(a, b, [](auto x, auto y) { return View(x) == View(y); });
+  }
+  static bool QuantityEq(absl::string_view a, absl::string_view b) {
+    if (a == b) return true;
+    absl::StatusOr<internal::Quantity> qa = internal::Quantity::Parse(a);
+    absl::StatusOr<internal::Quantity> qb = internal::Quantity::Parse(b);
+    return qa.ok() && qb.ok() && qa->Compare(*qb) == 0;
+  }
+  static bool RequirementEq(const fb::NodeSelectorRequirement* a,
+                            const fb::NodeSelectorRequirement* b) {
+    return StrEq(a->key(), b->key()) && StrEq(a->operator_(), b->operator_()) &&
+           StrListEq(a->values(), b->values());
+  }
+  static bool ResultEq(const fb::DeviceRequestAllocationResult* a,
+                       const fb::DeviceRequestAllocationResult* b) {
+    return StrEq(a->request(), b->request()) && StrEq(a->driver(), b->driver()) &&
+           StrEq(a->pool(), b->pool()) && StrEq(a->device(), b->device()) &&
+           a->admin_access() == b->admin_access() && PtrStrEq(a->share_id(), b->share_id()) &&
+           ListEq(a->tolerations(), b->tolerations(),
+                  [](const fb::DeviceToleration* x, const fb::DeviceToleration* y) {
+                    return StrEq(x->key(), y->key()) && StrEq(x->operator_(), y->operator_()) &&
+                           StrEq(x->value(), y->value()) && StrEq(x->effect(), y->effect()) &&
+                           x->toleration_seconds() == y->toleration_seconds();
+                  }) &&
+           StrListEq(a->binding_conditions(), b->binding_conditions()) &&
+           StrListEq(a->binding_failure_conditions(), b->binding_failure_conditions()) &&
+           ListEq(a->consumed_capacity(), b->consumed_capacity(),
+                  [](const fb::QuantityEntry* x, const fb::QuantityEntry* y) {
+                    return StrEq(x->key(), y->key()) && QuantityEq(View(x->value()), View(y->value()));
+                  }) &&
+           StrListEq(a->skip_node_operations(), b->skip_node_operations());
+  }
+  static bool AllocationsEqual(const fb::AllocationResult& a, const fb::AllocationResult& b) {
+    const bool selectors_equal =
+        (a.node_selector() == nullptr) == (b.node_selector() == nullptr) &&
+        (a.node_selector() == nullptr ||
+         ListEq(a.node_selector()->node_selector_terms(), b.node_selector()->node_selector_terms(),
+                [](const fb::NodeSelectorTerm* x, const fb::NodeSelectorTerm* y) {
+                  return ListEq(x->match_expressions(), y->match_expressions(), RequirementEq) &&
+                         ListEq(x->match_fields(), y->match_fields(), RequirementEq);
+                }));
+    return selectors_equal && a.allocation_timestamp() == b.allocation_timestamp() &&
+           ListEq(a.results(), b.results(), ResultEq) &&
+           ListEq(a.config(), b.config(),
+                  [](const fb::DeviceAllocationConfiguration* x,
+                     const fb::DeviceAllocationConfiguration* y) {
+                    return StrEq(x->source(), y->source()) &&
+                           StrListEq(x->requests(), y->requests()) &&
+                           x->opaque_present() == y->opaque_present() &&
+                           StrEq(x->opaque_driver(), y->opaque_driver()) &&
+                           PtrStrEq(x->opaque_parameters(), y->opaque_parameters());
+                  });
+  }
+
+  const fb::ClaimRecord* current_;
+  const fb::ClaimRecord& updated_;
+  bool has_request_names_ = false;
+  absl::flat_hash_set<std::string> request_names_;
+  std::vector<FieldError> errors_;
+};
+
+const char* TypeName(Type type) {
+  switch (type) {
+    case Type::kRequired: return "Required value";
+    case Type::kInvalid: return "Invalid value";
+    case Type::kDuplicate: return "Duplicate value";
+    case Type::kTooMany: return "Too many";
+    case Type::kTooLong: return "Too long";
+    case Type::kNotSupported: return "Unsupported value";
+    case Type::kForbidden: return "Forbidden";
+  }
+  return "Invalid value";
+}
+
+}  // namespace
+
+std::string FieldError::ToString() const {
+  std::string out = absl::StrCat(field, ": ", TypeName(type));
+  if (!value.empty()) absl::StrAppend(&out, ": ", value);
+  if (!detail.empty()) absl::StrAppend(&out, ": ", detail);
+  return out;
+}
+
+const std::vector<std::string>& ValidationRules() {
+  static const auto* rules = new std::vector<std::string>{
+      "reservedFor.max", "reservedFor.required", "reservedFor.unique",
+      "reservedFor.needs_allocation", "reservedFor.no_add_while_deleting",
+      "devices.allocated", "devices.unique", "devices.data",
+      "conditions.max", "conditions.type", "conditions.type_unique", "conditions.status",
+      "conditions.observed_generation", "conditions.last_transition_time",
+      "conditions.reason", "conditions.message",
+      "networkData.interfaceName", "networkData.hardwareAddress", "networkData.ips.max",
+      "networkData.ips.format", "networkData.ips.unique",
+      "allocation.immutable", "results.max", "request.format", "request.in_spec",
+      "driver.format", "pool.format", "device.format", "shareID.format",
+      "tolerations.key", "tolerations.operator", "tolerations.effect",
+      "bindingConditions.max", "bindingConditions.format", "bindingConditions.unique",
+      "bindingConditions.no_overlap", "bindingConditions.both_or_neither",
+      "skipNodeOperations.values", "skipNodeOperations.unique",
+      "config.max", "config.source", "config.requests.max", "config.requests.format",
+      "config.requests.unique", "config.opaque", "config.parameters",
+      "nodeSelector.terms", "nodeSelector.operator", "nodeSelector.key", "nodeSelector.values",
+      "nodeSelector.field_values", "nodeSelector.field_operator", "nodeSelector.field_key",
+      "nodeSelector.node_name"};
+  return *rules;
+}
+
+namespace internal {
+
+std::vector<FieldError> ValidateStatusTables(const fb::ClaimRecord* current,
+                                             const fb::ClaimRecord& updated) {
+  return Validator(current, updated).Run();
+}
+
+}  // namespace internal
+
+std::vector<FieldError> ValidateClaimStatus(const ClaimRecord* current,
+                                            const ClaimRecord& updated) {
+  return internal::ValidateStatusTables(current != nullptr ? &current->table() : nullptr,
+                                        updated.table());
+}
+
+absl::Status ValidationStatus(const std::vector<FieldError>& errors) {
+  if (errors.empty()) return absl::OkStatus();
+  const bool update = std::any_of(errors.begin(), errors.end(),
+                                  [](const FieldError& e) { return e.update_rule; });
+  std::vector<std::string> lines;
+  for (const FieldError& e : errors) lines.push_back(e.ToString());
+  std::string message = errors.size() == 1
+                            ? lines[0]
+                            : absl::StrCat(errors.size(), " errors: ", absl::StrJoin(lines, "; "));
+  absl::Status status = update ? absl::FailedPreconditionError(message)
+                               : absl::InvalidArgumentError(message);
+  // The payload: one error per line, fields separated by \x1f.
+  std::string payload;
+  for (const FieldError& e : errors) {
+    absl::StrAppend(&payload, static_cast<int>(e.type), "\x1f", e.field, "\x1f", e.value, "\x1f",
+                    e.detail, "\x1f", e.rule, "\x1f", e.update_rule ? "1" : "0", "\x1e");
+  }
+  status.SetPayload(kPayloadUrl, absl::Cord(payload));
+  return status;
+}
+
+std::vector<FieldError> FieldErrorsOf(const absl::Status& status) {
+  std::vector<FieldError> out;
+  absl::optional<absl::Cord> payload = status.GetPayload(kPayloadUrl);
+  if (!payload.has_value()) return out;
+  const std::string text(*payload);
+  for (absl::string_view line : absl::StrSplit(text, '\x1e', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, '\x1f');
+    if (f.size() != 6) continue;
+    FieldError e;
+    e.type = static_cast<Type>(std::atoi(f[0].c_str()));
+    e.field = f[1];
+    e.value = f[2];
+    e.detail = f[3];
+    e.rule = f[4];
+    e.update_rule = f[5] == "1";
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace claimstore
