@@ -15,6 +15,7 @@
 #include <string>
 
 #include "claimstore/codec.h"
+#include "claimstore/validation.h"
 
 namespace {
 
@@ -99,6 +100,15 @@ void EncodeRapidjson(benchmark::State& state, const std::string& json) {
   }
 }
 
+// Validation of a decoded claim, as every store write runs it.
+void ValidateClaimstore(benchmark::State& state, const std::string& json) {
+  const claimstore::ClaimRecord record = *claimstore::DecodeClaim(json);
+  for (auto _ : state) {
+    std::vector<claimstore::FieldError> errors = claimstore::ValidateClaimStatus(nullptr, record);
+    benchmark::DoNotOptimize(errors.data());
+  }
+}
+
 void Register() {
   static const Input* inputs = new Input[2]{
       {"typical", ReadFile(std::string(CLAIMSTORE_BENCH_DATA) + "/typical_claim.json")},
@@ -117,6 +127,7 @@ void Register() {
       {"CodecDecode", "rapidjson", DecodeRapidjson},
       {"CodecEncode", "claimstore", EncodeClaimstore},
       {"CodecEncode", "rapidjson", EncodeRapidjson},
+      {"Validate", "claimstore", ValidateClaimstore},
   };
   for (int i = 0; i < 2; ++i) {
     const Input& input = inputs[i];

@@ -457,12 +457,13 @@ class Validator {
     }
     if (over) return;
     if (Size(binding) == 0 && Size(failure) > 0) {
+      // Go prints the empty list with %#v.
       Add("bindingConditions.both_or_neither", Type::kInvalid, item + ".bindingConditions",
-          "null", "bindingConditions are required to use bindingFailureConditions");
+          "[]string(nil)", "bindingConditions are required to use bindingFailureConditions");
     }
     if (Size(failure) == 0 && Size(binding) > 0) {
       Add("bindingConditions.both_or_neither", Type::kInvalid,
-          item + ".bindingFailureConditions", "null",
+          item + ".bindingFailureConditions", "[]string(nil)",
           "bindingFailureConditions are required to use bindingConditions");
     }
   }
