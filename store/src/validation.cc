@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/cord.h"
@@ -48,6 +49,32 @@ constexpr size_t kMaxMessage = 32768;
 constexpr size_t kMaxDriver = 63;
 constexpr size_t kMaxPool = 253;
 
+// A field path, built on the stack as the validator descends and turned into
+// text only when an error names it: valid claims cost no string work.
+struct Path {
+  const Path* parent = nullptr;
+  absl::string_view name;  // a field name, or empty for an index
+  size_t index = 0;
+
+  Path Child(absl::string_view child) const { return Path{this, child, 0}; }
+  Path Index(size_t i) const { return Path{this, {}, i}; }
+
+  std::string ToString() const {
+    std::string out = parent != nullptr ? parent->ToString() : std::string();
+    if (name.empty()) {
+      absl::StrAppend(&out, "[", index, "]");
+    } else {
+      absl::StrAppend(&out, out.empty() ? "" : ".", name);
+    }
+    return out;
+  }
+};
+
+// A device as the API server keys it: driver, pool, device and shareID (an
+// absent shareID is distinct from every value).
+using DeviceKey = std::tuple<absl::string_view, absl::string_view, absl::string_view, bool,
+                             absl::string_view>;
+
 constexpr char kRequestRefDetail[] =
     "must be the name of a request in the claim or the name of a request and a "
     "subrequest separated by '/'";
@@ -72,50 +99,50 @@ class Validator {
   std::vector<FieldError> Run() {
     const fb::ResourceClaimStatus* status = updated_.status();
     if (status == nullptr) return std::move(errors_);
-    ReservedFor(status);
-    Devices(status);
-    ReservedForInvariants(status);
-    Allocation(status);
+    const Path root{nullptr, "status", 0};
+    ReservedFor(status, root);
+    Devices(status, root);
+    ReservedForInvariants(status, root);
+    Allocation(status, root);
     return std::move(errors_);
   }
 
  private:
   // Errors ------------------------------------------------------------------
 
-  void Add(const char* rule, Type type, std::string field, std::string value,
+  void Add(const char* rule, Type type, const Path& field, std::string value,
            std::string detail, bool update_rule = false) {
-    errors_.push_back(FieldError{type, std::move(field), std::move(value), std::move(detail),
+    errors_.push_back(FieldError{type, field.ToString(), std::move(value), std::move(detail),
                                  rule, update_rule});
   }
-  void Required(const char* rule, std::string field, std::string detail = "") {
-    Add(rule, Type::kRequired, std::move(field), "", std::move(detail));
+  void Required(const char* rule, const Path& field, std::string detail = "") {
+    Add(rule, Type::kRequired, field, "", std::move(detail));
   }
-  void Invalid(const char* rule, std::string field, absl::string_view value,
+  void Invalid(const char* rule, const Path& field, absl::string_view value,
                std::string detail) {
-    Add(rule, Type::kInvalid, std::move(field), GoQuote(value), std::move(detail));
+    Add(rule, Type::kInvalid, field, GoQuote(value), std::move(detail));
   }
-  void TooMany(const char* rule, std::string field, size_t actual, size_t limit) {
-    Add(rule, Type::kTooMany, std::move(field), absl::StrCat(actual),
+  void TooMany(const char* rule, const Path& field, size_t actual, size_t limit) {
+    Add(rule, Type::kTooMany, field, absl::StrCat(actual),
         absl::StrCat("must have at most ", limit, " items"));
   }
-  void TooLong(const char* rule, std::string field, size_t limit) {
-    Add(rule, Type::kTooLong, std::move(field), "",
-        absl::StrCat("may not be more than ", limit, " bytes"));
+  void TooLong(const char* rule, const Path& field, size_t limit) {
+    Add(rule, Type::kTooLong, field, "", absl::StrCat("may not be more than ", limit, " bytes"));
   }
-  void Duplicate(const char* rule, std::string field, absl::string_view value) {
-    Add(rule, Type::kDuplicate, std::move(field), GoQuote(value), "");
+  void Duplicate(const char* rule, const Path& field, absl::string_view value) {
+    Add(rule, Type::kDuplicate, field, GoQuote(value), "");
   }
-  void NotSupported(const char* rule, std::string field, absl::string_view value,
+  void NotSupported(const char* rule, const Path& field, absl::string_view value,
                     std::initializer_list<const char*> supported) {
     std::vector<std::string> quoted;
     for (const char* s : supported) quoted.push_back(GoQuote(s));
-    Add(rule, Type::kNotSupported, std::move(field), GoQuote(value),
+    Add(rule, Type::kNotSupported, field, GoQuote(value),
         absl::StrCat("supported values: ", absl::StrJoin(quoted, ", ")));
   }
-  void Forbidden(const char* rule, std::string field, std::string detail, bool update = false) {
-    Add(rule, Type::kForbidden, std::move(field), "", std::move(detail), update);
+  void Forbidden(const char* rule, const Path& field, std::string detail, bool update = false) {
+    Add(rule, Type::kForbidden, field, "", std::move(detail), update);
   }
-  void EachInvalid(const char* rule, const std::string& field, absl::string_view value,
+  void EachInvalid(const char* rule, const Path& field, absl::string_view value,
                    const std::vector<std::string>& messages) {
     for (const std::string& m : messages) Invalid(rule, field, value, m);
   }
@@ -123,16 +150,19 @@ class Validator {
   // Names -----------------------------------------------------------------
 
   // ValidateCSIDriverName: required, at most 63, a DNS subdomain once lower-cased.
-  void DriverName(absl::string_view name, const std::string& field) {
+  void DriverName(absl::string_view name, const Path& field) {
     if (name.empty()) Required("driver.format", field);
     if (name.size() > kMaxDriver) TooLong("driver.format", field, kMaxDriver);
-    std::string lower(name);
+    if (std::none_of(name.begin(), name.end(), [](char c) { return c >= 'A' && c <= 'Z'; })) {
+      return EachInvalid("driver.format", field, name, internal::IsDns1123Subdomain(name));
+    }
+    std::string lower(name);  // only names with upper case need the copy
     std::transform(lower.begin(), lower.end(), lower.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     EachInvalid("driver.format", field, name, internal::IsDns1123Subdomain(lower));
   }
 
-  void PoolName(absl::string_view name, const std::string& field) {
+  void PoolName(absl::string_view name, const Path& field) {
     if (name.empty()) return Required("pool.format", field);
     if (name.size() > kMaxPool) TooLong("pool.format", field, kMaxPool);
     for (absl::string_view part : absl::StrSplit(name, '/')) {
@@ -140,24 +170,24 @@ class Validator {
     }
   }
 
-  void DeviceName(absl::string_view name, const std::string& field) {
+  void DeviceName(absl::string_view name, const Path& field) {
     if (name.empty()) return Required("device.format", field);
     EachInvalid("device.format", field, name, internal::IsDns1123Label(name));
   }
 
-  void ShareId(const flatbuffers::String* share, const std::string& field) {
+  void ShareId(const flatbuffers::String* share, const Path& field) {
     if (share == nullptr || internal::IsLowercaseUuid(View(share))) return;
     Invalid("shareID.format", field, View(share),
             "uid must be in RFC 4122 normalized form, "
             "`xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase hexadecimal characters");
   }
 
-  void QualifiedName(const char* rule, absl::string_view name, const std::string& field) {
+  void QualifiedName(const char* rule, absl::string_view name, const Path& field) {
     EachInvalid(rule, field, name, internal::IsQualifiedName(name));
   }
 
   // validateRequestNameRef.
-  void RequestRef(const char* rule, absl::string_view name, const std::string& field) {
+  void RequestRef(const char* rule, absl::string_view name, const Path& field) {
     if (name.empty()) return Required(rule, field);
     std::vector<absl::string_view> segments = absl::StrSplit(name, '/');
     if (segments.size() > 2) return Invalid(rule, field, name, kRequestRefDetail);
@@ -171,7 +201,7 @@ class Validator {
 
   // RawExtension (data, parameters): present, at most 10 KiB as stored, a JSON
   // object.
-  void RawObject(const char* rule, const flatbuffers::String* raw, const std::string& field) {
+  void RawObject(const char* rule, const flatbuffers::String* raw, const Path& field) {
     if (raw == nullptr || raw->size() == 0) return Required(rule, field);
     if (raw->size() > kMaxRawBytes) return TooLong(rule, field, kMaxRawBytes);
     const absl::string_view text = View(raw);
@@ -184,9 +214,9 @@ class Validator {
 
   // status.reservedFor ---------------------------------------------------------
 
-  void ReservedFor(const fb::ResourceClaimStatus* status) {
+  void ReservedFor(const fb::ResourceClaimStatus* status, const Path& root) {
     const auto* reserved = status->reserved_for();
-    const std::string field = "status.reservedFor";
+    const Path field = root.Child("reservedFor");
     if (Size(reserved) > kMaxReservedFor) {
       return TooMany("reservedFor.max", field, reserved->size(), kMaxReservedFor);
     }
@@ -195,24 +225,24 @@ class Validator {
     uids.reserve(reserved->size());
     for (size_t i = 0; i < reserved->size(); ++i) {
       const fb::ResourceClaimConsumerReference* r = reserved->Get(i);
-      const std::string item = absl::StrCat(field, "[", i, "]");
-      if (View(r->resource()).empty()) Required("reservedFor.required", item + ".resource");
-      if (View(r->name()).empty()) Required("reservedFor.required", item + ".name");
-      if (View(r->uid()).empty()) Required("reservedFor.required", item + ".uid");
+      const Path item = field.Index(i);
+      if (View(r->resource()).empty()) Required("reservedFor.required", item.Child("resource"));
+      if (View(r->name()).empty()) Required("reservedFor.required", item.Child("name"));
+      if (View(r->uid()).empty()) Required("reservedFor.required", item.Child("uid"));
     }
     for (size_t i = 0; i < reserved->size(); ++i) {
       const absl::string_view uid = View(reserved->Get(i)->uid());
       if (!uids.insert(uid).second) {
-        Duplicate("reservedFor.unique", absl::StrCat(field, "[", i, "]"), uid);
+        Duplicate("reservedFor.unique", field.Index(i), uid);
       }
     }
   }
 
-  void ReservedForInvariants(const fb::ResourceClaimStatus* status) {
+  void ReservedForInvariants(const fb::ResourceClaimStatus* status, const Path& root) {
     const auto* reserved = status->reserved_for();
     if (Size(reserved) == 0) return;
     if (status->allocation() == nullptr) {
-      return Forbidden("reservedFor.needs_allocation", "status.reservedFor",
+      return Forbidden("reservedFor.needs_allocation", root.Child("reservedFor"),
                        "may not be specified when `allocated` is not set");
     }
     if (!updated_.deletion_timestamp().has_value()) return;
@@ -224,7 +254,7 @@ class Validator {
     }
     for (const auto* r : *reserved) {
       if (!before.contains(ConsumerKey(*r))) {
-        return Forbidden("reservedFor.no_add_while_deleting", "status.reservedFor",
+        return Forbidden("reservedFor.no_add_while_deleting", root.Child("reservedFor"),
                          "new entries may not be added while `deallocationRequested` or "
                          "`deletionTimestamp` are set",
                          /*update=*/true);
@@ -239,52 +269,51 @@ class Validator {
 
   // status.devices ----------------------------------------------------------------
 
-  static std::string DeviceId(absl::string_view driver, absl::string_view pool,
-                              absl::string_view device, const flatbuffers::String* share) {
-    std::string id = absl::StrCat(driver, "/", pool, "/", device);
-    if (share != nullptr) absl::StrAppend(&id, "/", View(share));
+  static DeviceKey KeyOf(absl::string_view driver, absl::string_view pool,
+                         absl::string_view device, const flatbuffers::String* share) {
+    return DeviceKey{driver, pool, device, share != nullptr, View(share)};
+  }
+  static std::string DeviceId(const DeviceKey& k) {
+    std::string id = absl::StrCat(std::get<0>(k), "/", std::get<1>(k), "/", std::get<2>(k));
+    if (std::get<3>(k)) absl::StrAppend(&id, "/", std::get<4>(k));
     return id;
   }
 
-  void Devices(const fb::ResourceClaimStatus* status) {
+  void Devices(const fb::ResourceClaimStatus* status, const Path& root) {
     const auto* devices = status->devices();
     if (devices == nullptr) return;
-    absl::flat_hash_set<std::string> allocated;
+    const Path field = root.Child("devices");
+    absl::flat_hash_set<DeviceKey> allocated;
     if (status->allocation() != nullptr && status->allocation()->results() != nullptr) {
       for (const auto* r : *status->allocation()->results()) {
-        allocated.insert(DeviceId(View(r->driver()), View(r->pool()), View(r->device()),
-                                  r->share_id()));
+        allocated.insert(KeyOf(View(r->driver()), View(r->pool()), View(r->device()), r->share_id()));
       }
     }
-    absl::flat_hash_set<std::string> seen;
+    absl::flat_hash_set<DeviceKey> seen;
     for (size_t i = 0; i < devices->size(); ++i) {
       const fb::AllocatedDeviceStatus* d = devices->Get(i);
-      const std::string item = absl::StrCat("status.devices[", i, "]");
-      DriverName(View(d->driver()), item + ".driver");
-      PoolName(View(d->pool()), item + ".pool");
-      DeviceName(View(d->device()), item + ".device");
-      ShareId(d->share_id(), item + ".shareID");
-      const std::string id =
-          DeviceId(View(d->driver()), View(d->pool()), View(d->device()), d->share_id());
-      if (!allocated.contains(id)) {
-        Invalid("devices.allocated", item, id, "must be an allocated device in the claim");
+      const Path item = field.Index(i);
+      DriverName(View(d->driver()), item.Child("driver"));
+      PoolName(View(d->pool()), item.Child("pool"));
+      DeviceName(View(d->device()), item.Child("device"));
+      ShareId(d->share_id(), item.Child("shareID"));
+      const DeviceKey key = KeyOf(View(d->driver()), View(d->pool()), View(d->device()), d->share_id());
+      if (!allocated.contains(key)) {
+        Invalid("devices.allocated", item, DeviceId(key), "must be an allocated device in the claim");
       }
-      Conditions(d->conditions(), item + ".conditions");
-      if (d->data() != nullptr) RawObject("devices.data", d->data(), item + ".data");
-      NetworkData(d->network_data(), item + ".networkData");
+      Conditions(d->conditions(), item.Child("conditions"));
+      if (d->data() != nullptr) RawObject("devices.data", d->data(), item.Child("data"));
+      NetworkData(d->network_data(), item.Child("networkData"));
     }
     for (size_t i = 0; i < devices->size(); ++i) {
       const fb::AllocatedDeviceStatus* d = devices->Get(i);
-      std::string id =
-          DeviceId(View(d->driver()), View(d->pool()), View(d->device()), d->share_id());
-      if (!seen.insert(id).second) {
-        Duplicate("devices.unique", absl::StrCat("status.devices[", i, "]"), id);
-      }
+      const DeviceKey key = KeyOf(View(d->driver()), View(d->pool()), View(d->device()), d->share_id());
+      if (!seen.insert(key).second) Duplicate("devices.unique", field.Index(i), DeviceId(key));
     }
   }
 
   void Conditions(const flatbuffers::Vector<flatbuffers::Offset<fb::Condition>>* conditions,
-                  const std::string& field) {
+                  const Path& field) {
     if (Size(conditions) > kMaxConditions) {
       return TooMany("conditions.max", field, conditions->size(), kMaxConditions);
     }
@@ -292,116 +321,115 @@ class Validator {
     absl::flat_hash_set<absl::string_view> types;
     for (size_t i = 0; i < conditions->size(); ++i) {
       const fb::Condition* c = conditions->Get(i);
-      const std::string item = absl::StrCat(field, "[", i, "]");
+      const Path item = field.Index(i);
       if (!types.insert(View(c->type())).second) {
-        Duplicate("conditions.type_unique", item + ".type", View(c->type()));
+        Duplicate("conditions.type_unique", item.Child("type"), View(c->type()));
       }
-      QualifiedName("conditions.type", View(c->type()), item + ".type");
+      QualifiedName("conditions.type", View(c->type()), item.Child("type"));
       const absl::string_view st = View(c->status());
       if (st != "True" && st != "False" && st != "Unknown") {
-        NotSupported("conditions.status", item + ".status", st, {"False", "True", "Unknown"});
+        NotSupported("conditions.status", item.Child("status"), st, {"False", "True", "Unknown"});
       }
       if (c->observed_generation() < 0) {
-        Add("conditions.observed_generation", Type::kInvalid, item + ".observedGeneration",
+        Add("conditions.observed_generation", Type::kInvalid, item.Child("observedGeneration"),
             absl::StrCat(c->observed_generation()), "must be greater than or equal to zero");
       }
       if (!c->last_transition_time().has_value()) {
-        Required("conditions.last_transition_time", item + ".lastTransitionTime", "must be set");
+        Required("conditions.last_transition_time", item.Child("lastTransitionTime"), "must be set");
       }
       const absl::string_view reason = View(c->reason());
       if (reason.empty()) {
-        Required("conditions.reason", item + ".reason", "must be set");
+        Required("conditions.reason", item.Child("reason"), "must be set");
       } else {
-        EachInvalid("conditions.reason", item + ".reason", reason,
+        EachInvalid("conditions.reason", item.Child("reason"), reason,
                     internal::IsValidConditionReason(reason));
-        if (reason.size() > kMaxReason) TooLong("conditions.reason", item + ".reason", kMaxReason);
+        if (reason.size() > kMaxReason) TooLong("conditions.reason", item.Child("reason"), kMaxReason);
       }
       if (View(c->message()).size() > kMaxMessage) {
-        TooLong("conditions.message", item + ".message", kMaxMessage);
+        TooLong("conditions.message", item.Child("message"), kMaxMessage);
       }
     }
   }
 
-  void NetworkData(const fb::NetworkDeviceData* n, const std::string& field) {
+  void NetworkData(const fb::NetworkDeviceData* n, const Path& field) {
     if (n == nullptr) return;
     if (View(n->interface_name()).size() > kMaxInterfaceName) {
-      TooLong("networkData.interfaceName", field + ".interfaceName", kMaxInterfaceName);
+      TooLong("networkData.interfaceName", field.Child("interfaceName"), kMaxInterfaceName);
     }
     if (View(n->hardware_address()).size() > kMaxHardwareAddress) {
-      TooLong("networkData.hardwareAddress", field + ".hardwareAddress", kMaxHardwareAddress);
+      TooLong("networkData.hardwareAddress", field.Child("hardwareAddress"), kMaxHardwareAddress);
     }
     const auto* ips = n->ips();
-    if (Size(ips) > kMaxIps) return TooMany("networkData.ips.max", field + ".ips", ips->size(), kMaxIps);
+    const Path ips_field = field.Child("ips");
+    if (Size(ips) > kMaxIps) return TooMany("networkData.ips.max", ips_field, ips->size(), kMaxIps);
     if (ips == nullptr) return;
     absl::flat_hash_set<absl::string_view> seen;
     for (size_t i = 0; i < ips->size(); ++i) {
       const absl::string_view ip = View(ips->Get(i));
-      const std::string item = absl::StrCat(field, ".ips[", i, "]");
       if (std::string problem = internal::InterfaceAddressProblem(ip); !problem.empty()) {
-        Invalid("networkData.ips.format", item, ip, problem);
+        Invalid("networkData.ips.format", ips_field.Index(i), ip, problem);
       }
     }
     for (size_t i = 0; i < ips->size(); ++i) {
       const absl::string_view ip = View(ips->Get(i));
       if (!seen.insert(ip).second) {
-        Duplicate("networkData.ips.unique", absl::StrCat(field, ".ips[", i, "]"), ip);
+        Duplicate("networkData.ips.unique", ips_field.Index(i), ip);
       }
     }
   }
 
   // status.allocation -------------------------------------------------------------
 
-  void Allocation(const fb::ResourceClaimStatus* status) {
+  void Allocation(const fb::ResourceClaimStatus* status, const Path& root) {
     const fb::AllocationResult* allocation = status->allocation();
     if (allocation == nullptr) return;
     const fb::ResourceClaimStatus* old = current_ != nullptr ? current_->status() : nullptr;
     if (old != nullptr && old->allocation() != nullptr) {
       // Ratcheting: a stored allocation is only compared, never re-validated.
       if (!AllocationsEqual(*old->allocation(), *allocation)) {
-        Add("allocation.immutable", Type::kInvalid, "status.allocation", "",
+        Add("allocation.immutable", Type::kInvalid, root.Child("allocation"), "",
             "field is immutable", /*update_rule=*/true);
       }
       return;
     }
-    const std::string field = "status.allocation.devices";
+    const Path alloc = root.Child("allocation");
+    const Path field = alloc.Child("devices");
+    const Path results_field = field.Child("results");
     const auto* results = allocation->results();
     if (Size(results) > kMaxResults) {
-      TooMany("results.max", field + ".results", results->size(), kMaxResults);
+      TooMany("results.max", results_field, results->size(), kMaxResults);
     } else if (results != nullptr) {
-      for (size_t i = 0; i < results->size(); ++i) {
-        Result(*results->Get(i), absl::StrCat(field, ".results[", i, "]"));
-      }
+      for (size_t i = 0; i < results->size(); ++i) Result(*results->Get(i), results_field.Index(i));
     }
+    const Path config_field = field.Child("config");
     const auto* config = allocation->config();
     if (Size(config) > kMaxConfig) {
-      TooMany("config.max", field + ".config", config->size(), kMaxConfig);
+      TooMany("config.max", config_field, config->size(), kMaxConfig);
     } else if (config != nullptr) {
-      for (size_t i = 0; i < config->size(); ++i) {
-        Config(*config->Get(i), absl::StrCat(field, ".config[", i, "]"));
-      }
+      for (size_t i = 0; i < config->size(); ++i) Config(*config->Get(i), config_field.Index(i));
     }
     if (allocation->node_selector() != nullptr) {
-      NodeSelector(*allocation->node_selector(), "status.allocation.nodeSelector");
+      NodeSelector(*allocation->node_selector(), alloc.Child("nodeSelector"));
     }
   }
 
-  void Result(const fb::DeviceRequestAllocationResult& r, const std::string& item) {
-    RequestRef("request.format", View(r.request()), item + ".request");
-    DriverName(View(r.driver()), item + ".driver");
-    PoolName(View(r.pool()), item + ".pool");
-    DeviceName(View(r.device()), item + ".device");
-    ShareId(r.share_id(), item + ".shareID");
+  void Result(const fb::DeviceRequestAllocationResult& r, const Path& item) {
+    RequestRef("request.format", View(r.request()), item.Child("request"));
+    DriverName(View(r.driver()), item.Child("driver"));
+    PoolName(View(r.pool()), item.Child("pool"));
+    DeviceName(View(r.device()), item.Child("device"));
+    ShareId(r.share_id(), item.Child("shareID"));
     if (const auto* tolerations = r.tolerations(); tolerations != nullptr) {
-      for (size_t i = 0; i < tolerations->size(); ++i) {
-        Toleration(*tolerations->Get(i), absl::StrCat(item, ".tolerations[", i, "]"));
-      }
+      const Path list = item.Child("tolerations");
+      for (size_t i = 0; i < tolerations->size(); ++i) Toleration(*tolerations->Get(i), list.Index(i));
     }
     BindingConditions(r, item);
     if (const auto* skip = r.skip_node_operations(); skip != nullptr) {
       absl::flat_hash_set<absl::string_view> seen;
+      const Path list = item.Child("skipNodeOperations");
       for (size_t i = 0; i < skip->size(); ++i) {
         const absl::string_view op = View(skip->Get(i));
-        const std::string field = absl::StrCat(item, ".skipNodeOperations[", i, "]");
+        const Path field = list.Index(i);
         if (op != "NodePrepareResources" && op != "NodeUnprepareResources" && op != "*") {
           NotSupported("skipNodeOperations.values", field, op,
                        {"*", "NodePrepareResources", "NodeUnprepareResources"});
@@ -411,20 +439,20 @@ class Validator {
     }
   }
 
-  void Toleration(const fb::DeviceToleration& t, const std::string& item) {
-    if (!View(t.key()).empty()) QualifiedName("tolerations.key", View(t.key()), item + ".key");
+  void Toleration(const fb::DeviceToleration& t, const Path& item) {
+    if (!View(t.key()).empty()) QualifiedName("tolerations.key", View(t.key()), item.Child("key"));
     const absl::string_view op = View(t.operator_());
     if (!op.empty() && op != "Equal" && op != "Exists") {  // empty defaults to Equal
-      NotSupported("tolerations.operator", item + ".operator", op, {"Equal", "Exists"});
+      NotSupported("tolerations.operator", item.Child("operator"), op, {"Equal", "Exists"});
     }
     const absl::string_view effect = View(t.effect());
     if (!effect.empty() && effect != "None" && effect != "NoSchedule" && effect != "NoExecute") {
-      NotSupported("tolerations.effect", item + ".effect", effect,
+      NotSupported("tolerations.effect", item.Child("effect"), effect,
                    {"NoExecute", "NoSchedule", "None"});
     }
   }
 
-  void BindingConditions(const fb::DeviceRequestAllocationResult& r, const std::string& item) {
+  void BindingConditions(const fb::DeviceRequestAllocationResult& r, const Path& item) {
     const auto* binding = r.binding_conditions();
     const auto* failure = r.binding_failure_conditions();
     struct List {
@@ -434,7 +462,7 @@ class Validator {
     bool over = false;
     absl::flat_hash_set<absl::string_view> binding_set;
     for (const List& list : {List{binding, "bindingConditions"}, List{failure, "bindingFailureConditions"}}) {
-      const std::string field = absl::StrCat(item, ".", list.name);
+      const Path field = item.Child(list.name);
       if (Size(list.values) > kMaxBindingConditions) {
         TooMany("bindingConditions.max", field, list.values->size(), kMaxBindingConditions);
         over = true;
@@ -444,7 +472,7 @@ class Validator {
       absl::flat_hash_set<absl::string_view> seen;
       for (size_t i = 0; i < list.values->size(); ++i) {
         const absl::string_view v = View(list.values->Get(i));
-        const std::string entry = absl::StrCat(field, "[", i, "]");
+        const Path entry = field.Index(i);
         QualifiedName("bindingConditions.format", v, entry);
         if (!seen.insert(v).second) Duplicate("bindingConditions.unique", entry, v);
         if (list.values == binding) {
@@ -458,112 +486,112 @@ class Validator {
     if (over) return;
     if (Size(binding) == 0 && Size(failure) > 0) {
       // Go prints the empty list with %#v.
-      Add("bindingConditions.both_or_neither", Type::kInvalid, item + ".bindingConditions",
+      Add("bindingConditions.both_or_neither", Type::kInvalid, item.Child("bindingConditions"),
           "[]string(nil)", "bindingConditions are required to use bindingFailureConditions");
     }
     if (Size(failure) == 0 && Size(binding) > 0) {
       Add("bindingConditions.both_or_neither", Type::kInvalid,
-          item + ".bindingFailureConditions", "[]string(nil)",
+          item.Child("bindingFailureConditions"), "[]string(nil)",
           "bindingFailureConditions are required to use bindingConditions");
     }
   }
 
-  void Config(const fb::DeviceAllocationConfiguration& c, const std::string& item) {
+  void Config(const fb::DeviceAllocationConfiguration& c, const Path& item) {
     const absl::string_view source = View(c.source());
     if (source.empty()) {
-      Required("config.source", item + ".source");
+      Required("config.source", item.Child("source"));
     } else if (source != "FromClaim" && source != "FromClass") {
-      NotSupported("config.source", item + ".source", source, {"FromClaim", "FromClass"});
+      NotSupported("config.source", item.Child("source"), source, {"FromClaim", "FromClass"});
     }
     const auto* requests = c.requests();
+    const Path requests_field = item.Child("requests");
     if (Size(requests) > kMaxConfigRequests) {
-      TooMany("config.requests.max", item + ".requests", requests->size(), kMaxConfigRequests);
+      TooMany("config.requests.max", requests_field, requests->size(), kMaxConfigRequests);
     } else if (requests != nullptr) {
       absl::flat_hash_set<absl::string_view> seen;
       for (size_t i = 0; i < requests->size(); ++i) {
         const absl::string_view name = View(requests->Get(i));
-        const std::string entry = absl::StrCat(item, ".requests[", i, "]");
+        const Path entry = requests_field.Index(i);
         RequestRef("config.requests.format", name, entry);
         if (!seen.insert(name).second) Duplicate("config.requests.unique", entry, name);
       }
     }
-    if (!c.opaque_present()) return Required("config.opaque", item + ".opaque");
-    DriverName(View(c.opaque_driver()), item + ".opaque.driver");
-    RawObject("config.parameters", c.opaque_parameters(), item + ".opaque.parameters");
+    const Path opaque = item.Child("opaque");
+    if (!c.opaque_present()) return Required("config.opaque", opaque);
+    DriverName(View(c.opaque_driver()), opaque.Child("driver"));
+    RawObject("config.parameters", c.opaque_parameters(), opaque.Child("parameters"));
   }
 
-  void NodeSelector(const fb::NodeSelector& s, const std::string& field) {
+  void NodeSelector(const fb::NodeSelector& s, const Path& field) {
     const auto* terms = s.node_selector_terms();
+    const Path terms_field = field.Child("nodeSelectorTerms");
     if (Size(terms) == 0) {
-      return Required("nodeSelector.terms", field + ".nodeSelectorTerms",
-                      "must have at least one node selector term");
+      return Required("nodeSelector.terms", terms_field, "must have at least one node selector term");
     }
     for (size_t i = 0; i < terms->size(); ++i) {
       const fb::NodeSelectorTerm* term = terms->Get(i);
-      const std::string t = absl::StrCat(field, ".nodeSelectorTerms[", i, "]");
+      const Path t = terms_field.Index(i);
       if (const auto* e = term->match_expressions(); e != nullptr) {
-        for (size_t j = 0; j < e->size(); ++j) {
-          Expression(*e->Get(j), absl::StrCat(t, ".matchExpressions[", j, "]"));
-        }
+        const Path list = t.Child("matchExpressions");
+        for (size_t j = 0; j < e->size(); ++j) Expression(*e->Get(j), list.Index(j));
       }
       if (const auto* f = term->match_fields(); f != nullptr) {
-        for (size_t j = 0; j < f->size(); ++j) {
-          FieldSelector(*f->Get(j), absl::StrCat(t, ".matchFields[", j, "]"));
-        }
+        const Path list = t.Child("matchFields");
+        for (size_t j = 0; j < f->size(); ++j) FieldSelector(*f->Get(j), list.Index(j));
       }
     }
   }
 
-  void Expression(const fb::NodeSelectorRequirement& r, const std::string& item) {
+  void Expression(const fb::NodeSelectorRequirement& r, const Path& item) {
     const absl::string_view op = View(r.operator_());
     const size_t n = Size(r.values());
     if (op == "In" || op == "NotIn") {
       if (n == 0) {
-        Required("nodeSelector.operator", item + ".values",
+        Required("nodeSelector.operator", item.Child("values"),
                  "must be specified when `operator` is 'In' or 'NotIn'");
       }
     } else if (op == "Exists" || op == "DoesNotExist") {
       if (n > 0) {
-        Forbidden("nodeSelector.operator", item + ".values",
+        Forbidden("nodeSelector.operator", item.Child("values"),
                   "may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
       }
     } else if (op == "Gt" || op == "Lt") {
       if (n != 1) {
-        Required("nodeSelector.operator", item + ".values",
+        Required("nodeSelector.operator", item.Child("values"),
                  "must be specified single value when `operator` is 'Lt' or 'Gt'");
       }
     } else {
-      Invalid("nodeSelector.operator", item + ".operator", op, "not a valid selector operator");
+      Invalid("nodeSelector.operator", item.Child("operator"), op, "not a valid selector operator");
     }
-    QualifiedName("nodeSelector.key", View(r.key()), item + ".key");
+    QualifiedName("nodeSelector.key", View(r.key()), item.Child("key"));
+    const Path values = item.Child("values");
     for (size_t k = 0; k < n; ++k) {
       const absl::string_view v = View(r.values()->Get(k));
-      EachInvalid("nodeSelector.values", absl::StrCat(item, ".values[", k, "]"), v,
-                  internal::IsValidLabelValue(v));
+      EachInvalid("nodeSelector.values", values.Index(k), v, internal::IsValidLabelValue(v));
     }
   }
 
-  void FieldSelector(const fb::NodeSelectorRequirement& r, const std::string& item) {
+  void FieldSelector(const fb::NodeSelectorRequirement& r, const Path& item) {
     const absl::string_view op = View(r.operator_());
     const size_t n = Size(r.values());
     if (op == "In" || op == "NotIn") {
       if (n != 1) {
-        Required("nodeSelector.field_values", item + ".values",
+        Required("nodeSelector.field_values", item.Child("values"),
                  "must be only one value when `operator` is 'In' or 'NotIn' for node field "
                  "selector");
       }
     } else {
-      Invalid("nodeSelector.field_operator", item + ".operator", op,
+      Invalid("nodeSelector.field_operator", item.Child("operator"), op,
               "not a valid selector operator");
     }
     if (View(r.key()) != "metadata.name") {
-      return Invalid("nodeSelector.field_key", item + ".key", View(r.key()),
+      return Invalid("nodeSelector.field_key", item.Child("key"), View(r.key()),
                      "not a valid field selector key");
     }
+    const Path values = item.Child("values");
     for (size_t k = 0; k < n; ++k) {
       const absl::string_view v = View(r.values()->Get(k));
-      EachInvalid("nodeSelector.node_name", absl::StrCat(item, ".values[", k, "]"), v,
-                  internal::IsDns1123Subdomain(v));
+      EachInvalid("nodeSelector.node_name", values.Index(k), v, internal::IsDns1123Subdomain(v));
     }
   }
 
