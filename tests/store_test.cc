@@ -548,8 +548,18 @@ TEST_F(StoreTest, ReadOnlyStoreReadsWhileTheWriterRuns) {
   ASSERT_THAT(reader, IsOk());
   EXPECT_THAT((*reader)->Get(kKey), IsOk());
   PutClaim(*store_, "later");
+  ASSERT_THAT(store_->Allocate({"ns", "later"}, AllocationOf({{.device = "gpu-0"}})), IsOk());
+  ASSERT_THAT(store_->Reserve({"ns", "later"}, Pod("u")), IsOk());
   ASSERT_THAT((*reader)->Refresh(), IsOk());
   EXPECT_THAT((*reader)->Get({"ns", "later"}), IsOk());
+  // Every kind of read works on a read-only store.
+  EXPECT_EQ((*reader)->List({})->records.size(), 2u);
+  EXPECT_EQ((*reader)->ClaimsReservedFor("u")->claims.size(), 1u);
+  EXPECT_EQ((*reader)->ClaimsUsingDevice({.driver = "gpu.example.com"})->holdings.size(), 1u);
+  EXPECT_EQ((*reader)->Stats()->claims, 2u);
+  absl::StatusOr<VerifyReport> report = (*reader)->Verify(false);
+  ASSERT_THAT(report, IsOk());
+  EXPECT_TRUE(report->problems.empty());
   EXPECT_THAT((*reader)->Put(ClaimJson("ns", "x")),
               StatusIs(absl::StatusCode::kFailedPrecondition, "read-only"));
   EXPECT_THAT(Store::Open(dir_.path() + "/none", {.read_only = true}),

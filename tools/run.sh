@@ -14,5 +14,7 @@ bin="$root/build/release/tools/cli/claimstore"
 if [ "$#" -gt 0 ]; then
   exec "$bin" "$@"
 fi
-# The main job: decode the bundled example claims and print them back.
-exec "$bin" decode "$root/tools/examples/claims.json"
+# The main job: a generated cluster of 10,000 claims restored into the default
+# database ($CLAIMSTORE_DB, else ./claimstore.db), then what a scheduler asks,
+# a reservation race, a dump and a verify, each step timed.
+exec "$bin" demo

@@ -497,14 +497,18 @@ class StoreImpl final : public Store {
   class ReadView {
    public:
     explicit ReadView(const StoreImpl* store) : store_(store) {
-      snapshot_ = store_->db_->GetSnapshot();
+      // A secondary (read-only) instance has no snapshots, and needs none: it
+      // does not change between Refresh() calls.
+      snapshot_ = store_->options_.read_only ? nullptr : store_->db_->GetSnapshot();
       options_.snapshot = snapshot_;
       rocksdb::PinnableSlice value;
       status_ = store_->ParseRevision(
           store_->db_->Get(options_, store_->meta_, internal::kRevisionKey, &value), value,
           &revision_);
     }
-    ~ReadView() { store_->db_->ReleaseSnapshot(snapshot_); }
+    ~ReadView() {
+      if (snapshot_ != nullptr) store_->db_->ReleaseSnapshot(snapshot_);
+    }
 
     const absl::Status& status() const { return status_; }
     uint64_t revision() const { return revision_; }
@@ -1122,7 +1126,7 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify(bool repair) {
   VerifyReport report;
   const auto check = [&]() -> absl::Status {
     // Records and both indexes at one snapshot: writers may go on meanwhile.
-    const rocksdb::Snapshot* snapshot = db_->GetSnapshot();
+    const rocksdb::Snapshot* snapshot = options_.read_only ? nullptr : db_->GetSnapshot();
     rocksdb::ReadOptions options;
     options.snapshot = snapshot;
     internal::IndexEntries expected;
@@ -1134,7 +1138,7 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify(bool repair) {
     if (s.ok()) {
       s = CompareIndex(options, devices_, "devices", expected.devices, &report, &devices);
     }
-    db_->ReleaseSnapshot(snapshot);
+    if (snapshot != nullptr) db_->ReleaseSnapshot(snapshot);
     CS_RETURN_IF_ERROR(s);
     ReportDoubleHoldings(devices, &report);
     if (repair && !report.problems.empty()) {

@@ -252,7 +252,9 @@ class Store {
   // records.
   virtual absl::StatusOr<VerifyReport> Verify(bool repair) = 0;
   virtual absl::StatusOr<StoreStats> Stats() const = 0;
-  // Read-only stores: catch up with the writer. OK no-op otherwise.
+  // Read-only stores: catch up with the writer. Reads of a read-only store see
+  // the state of the last Refresh(); call it while no read is running. OK
+  // no-op otherwise.
   virtual absl::Status Refresh() = 0;
   // Compacts all data into its final shape now instead of in the background
   // (after a bulk restore, so that reads do not wait behind compaction).

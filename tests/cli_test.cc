@@ -1,0 +1,134 @@
+// The claimstore tool, end to end through the binary: exit codes, stdout,
+// stderr, and the database unchanged after a refused command.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "test_util.h"
+
+namespace claimstore {
+namespace {
+
+using ::claimstore::testing::ReadFile;
+using ::claimstore::testing::ScopedTempDir;
+using ::testing::HasSubstr;
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  // Runs `claimstore --db <db> ARGS` with `stdin_text` on standard input.
+  CliRun Cli(const std::string& args, const std::string& stdin_text = "") {
+    const std::string in = dir_.path() + "/stdin", out = dir_.path() + "/stdout",
+                      err = dir_.path() + "/stderr";
+    std::ofstream(in) << stdin_text;
+    const std::string command = absl::StrCat(CLAIMSTORE_CLI, " --db ", db(), " ", args, " <", in,
+                                             " >", out, " 2>", err);
+    const int status = std::system(command.c_str());
+    return CliRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
+  }
+  std::string db() const { return dir_.path() + "/db"; }
+  std::string File(const std::string& name, const std::string& text) {
+    const std::string path = dir_.path() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  ScopedTempDir dir_;
+};
+
+TEST_F(CliTest, GenerateRestoreDumpRestoreDumpIsIdentical) {
+  const CliRun gen = Cli("generate --claims 300 --seed 4");
+  ASSERT_EQ(gen.code, 0) << gen.err;
+  const std::string input = File("cluster.json", gen.out);
+  const CliRun restore = Cli("restore " + input);
+  ASSERT_EQ(restore.code, 0) << restore.err;
+  EXPECT_THAT(restore.out, HasSubstr("restored 300 claim(s)"));
+  const CliRun dump1 = Cli("dump -o jsonl");
+  ASSERT_EQ(dump1.code, 0) << dump1.err;
+  // Into a second, empty database.
+  const std::string copy = dir_.path() + "/copy";
+  const std::string dump_file = File("dump.jsonl", dump1.out);
+  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " restore ", dump_file,
+                                     " >/dev/null").c_str()), 0);
+  const std::string dump2_path = dir_.path() + "/dump2";
+  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " dump -o jsonl >",
+                                     dump2_path).c_str()), 0);
+  EXPECT_EQ(ReadFile(dump2_path), dump1.out);
+  EXPECT_EQ(Cli("verify").code, 0);
+}
+
+TEST_F(CliTest, ExitCodesFollowTheKindOfError) {
+  ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 20").out)).code, 0);
+  EXPECT_EQ(Cli("get team-9/claim-999").code, 2);                       // not found
+  EXPECT_EQ(Cli("list --bogus").code, 1);                               // usage
+  EXPECT_EQ(Cli("reserve team-3/claim-3 --consumer pods/p/u1").code, 0);
+  const CliRun conflict = Cli("reserve team-3/claim-3 --consumer pods/p/u2 --if-revision 1");
+  EXPECT_EQ(conflict.code, 3);
+  EXPECT_THAT(conflict.err, HasSubstr("Error: claim team-3/claim-3 has changed: expected revision 1"));
+  EXPECT_EQ(Cli("deallocate team-3/claim-3").code, 4);                  // still reserved
+  const CliRun help = Cli("reserve --help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_THAT(help.out, HasSubstr("Usage: claimstore [--db DIR] reserve"));
+}
+
+TEST_F(CliTest, ARefusedRestoreWritesNothing) {
+  ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 10").out)).code, 0);
+  const std::string before = Cli("dump -o jsonl").out;
+  // Two bad fields in the second claim of a list: both reported, nothing written.
+  const CliRun bad = Cli("restore -", R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[
+      {"metadata":{"namespace":"a","name":"ok"},"status":{}},
+      {"metadata":{"namespace":"a","name":"bad"},"status":{"reservedFor":[
+        {"resource":"pods","name":"p","uid":"u"},{"resource":"pods","name":"p","uid":"u"}]}}]})");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_THAT(bad.err, HasSubstr(R"(Error: -: document 0, item 1 (a/bad): status.reservedFor[1]: Duplicate value: "u")"));
+  EXPECT_THAT(bad.err, HasSubstr("status.reservedFor: Forbidden"));
+  EXPECT_THAT(bad.err, HasSubstr("restore refused: nothing was written"));
+  EXPECT_EQ(Cli("dump -o jsonl").out, before);
+  // Two claims of the input holding one device exclusively.
+  const std::string claim = R"({"metadata":{"namespace":"x","name":"NAME"},"status":{"allocation":{"devices":{"results":[{"request":"r","driver":"d.example.com","pool":"p","device":"gpu-0"}]}}}})";
+  std::string a = claim, b = claim;
+  a.replace(a.find("NAME"), 4, "a");
+  b.replace(b.find("NAME"), 4, "b");
+  const CliRun clash = Cli("restore -", a + "\n" + b + "\n");
+  EXPECT_EQ(clash.code, 1);
+  EXPECT_THAT(clash.err, HasSubstr("device d.example.com/p/gpu-0 is held by both x/a and x/b"));
+  EXPECT_EQ(Cli("dump -o jsonl").out, before);
+  // Malformed JSON: decoding stays strict even with --no-validate.
+  EXPECT_EQ(Cli("restore --no-validate -", "{\"metadata\":").code, 1);
+  EXPECT_EQ(Cli("dump -o jsonl").out, before);
+}
+
+TEST_F(CliTest, RestoreReplacesByNameAndReplaceEmptiesFirst) {
+  ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 10").out)).code, 0);
+  const std::string one = R"({"metadata":{"namespace":"team-1","name":"claim-1","uid":"new"},"status":{}})";
+  ASSERT_EQ(Cli("restore -", one).code, 0);
+  EXPECT_THAT(Cli("list -o name").out, HasSubstr("team-9/claim-9"));  // others kept
+  EXPECT_THAT(Cli("get team-1/claim-1 -o json").out, HasSubstr(R"("uid": "new")"));
+  ASSERT_EQ(Cli("restore --replace -", one).code, 0);
+  EXPECT_EQ(Cli("list -o name").out, "team-1/claim-1\n");
+  const CliRun dry = Cli("restore --dry-run " + File("d.json", Cli("generate --claims 5").out));
+  EXPECT_EQ(dry.code, 0);
+  EXPECT_THAT(dry.out, HasSubstr("nothing written"));
+  EXPECT_EQ(Cli("list -o name").out, "team-1/claim-1\n");
+}
+
+TEST_F(CliTest, FindAndTables) {
+  ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 16").out)).code, 0);
+  const CliRun pool = Cli("find --device gpu.example.com/node-0");
+  EXPECT_EQ(pool.code, 0);
+  EXPECT_THAT(pool.out, HasSubstr("DEVICE"));
+  EXPECT_THAT(pool.out, HasSubstr("gpu.example.com/node-0/gpu-"));
+  const CliRun wide = Cli("list -o wide");
+  EXPECT_THAT(wide.out, HasSubstr("NAMESPACE   NAME"));
+  EXPECT_THAT(wide.out, HasSubstr("DEVICES"));
+  EXPECT_EQ(Cli("find").code, 1);
+}
+
+}  // namespace
+}  // namespace claimstore
