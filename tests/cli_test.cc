@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "claimstore/store.h"
 #include "test_util.h"
 
 namespace claimstore {
@@ -116,6 +117,22 @@ TEST_F(CliTest, RestoreReplacesByNameAndReplaceEmptiesFirst) {
   EXPECT_EQ(dry.code, 0);
   EXPECT_THAT(dry.out, HasSubstr("nothing written"));
   EXPECT_EQ(Cli("list -o name").out, "team-1/claim-1\n");
+}
+
+TEST_F(CliTest, ReadCommandsWorkWhileAWriterHoldsTheDatabase) {
+  ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 12").out)).code, 0);
+  // This process opens the database for writing and keeps it open.
+  absl::StatusOr<std::unique_ptr<Store>> writer = Store::Open(db(), {});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE((*writer)->Delete({"team-1", "claim-1"}).ok());
+  EXPECT_EQ(Cli("list -o name").out.find("team-1/claim-1"), std::string::npos);
+  EXPECT_EQ(Cli("get team-2/claim-2").code, 0);
+  EXPECT_EQ(Cli("verify").code, 0);
+  EXPECT_EQ(Cli("stats").code, 0);
+  // A second writer is refused while this one holds the database.
+  const CliRun refused = Cli("delete team-2/claim-2");
+  EXPECT_EQ(refused.code, 4);
+  EXPECT_THAT(refused.err, HasSubstr("another process"));
 }
 
 TEST_F(CliTest, FindAndTables) {

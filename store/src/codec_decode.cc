@@ -24,6 +24,7 @@
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
 #include "json_text.h"
+#include "codec_internal.h"
 #include "quantity.h"
 #include "record_factory.h"
 #include "rfc3339.h"
@@ -1298,10 +1299,201 @@ absl::Status DecodeDocuments(
   return absl::OkStatus();
 }
 
+// --- Streaming: large inputs, decoded a piece at a time ----------------------
+//
+// simdjson indexes a whole document at once, so a 2 GB list would need several
+// GB of parser memory. Large inputs are instead cut, with a light scanner that
+// only follows strings and brackets, into their top-level values and, for
+// lists, the elements of `items`; each piece is then decoded (and checked) on
+// its own, so memory is bounded by the largest claim.
+
+size_t SkipSpace(absl::string_view text, size_t pos) {
+  while (pos < text.size() &&
+         (text[pos] == ' ' || text[pos] == '\n' || text[pos] == '\r' || text[pos] == '\t')) {
+    ++pos;
+  }
+  return pos;
+}
+
+// The end of the string starting at text[pos] ('"'), or npos.
+size_t StringEnd(absl::string_view text, size_t pos) {
+  for (size_t i = pos + 1; i < text.size(); ++i) {
+    if (text[i] == '\\') {
+      ++i;
+    } else if (text[i] == '"') {
+      return i + 1;
+    }
+  }
+  return absl::string_view::npos;
+}
+
+// The end of the JSON value starting at text[pos], or npos when it is cut
+// off. Only brackets and strings are followed: the grammar inside is checked
+// later, when the piece is decoded.
+size_t ValueEnd(absl::string_view text, size_t pos) {
+  if (pos >= text.size()) return absl::string_view::npos;
+  const char c = text[pos];
+  if (c == '"') return StringEnd(text, pos);
+  if (c != '{' && c != '[') {
+    size_t i = pos;
+    while (i < text.size() && !absl::ascii_isspace(static_cast<unsigned char>(text[i])) &&
+           text[i] != ',' && text[i] != ']' && text[i] != '}') {
+      ++i;
+    }
+    return i;
+  }
+  size_t depth = 0;
+  for (size_t i = pos; i < text.size(); ++i) {
+    switch (text[i]) {
+      case '"':
+        i = StringEnd(text, i);
+        if (i == absl::string_view::npos) return i;
+        --i;
+        break;
+      case '{':
+      case '[':
+        ++depth;
+        break;
+      case '}':
+      case ']':
+        if (--depth == 0) return i + 1;
+        break;
+      default:
+        break;
+    }
+  }
+  return absl::string_view::npos;
+}
+
+// Where the array value of a top-level "items" member of the object `text`
+// starts and ends, if it has one.
+bool FindItems(absl::string_view text, size_t* begin, size_t* end) {
+  size_t i = SkipSpace(text, 1);
+  while (i < text.size() && text[i] == '"') {
+    const size_t key_end = StringEnd(text, i);
+    if (key_end == absl::string_view::npos) return false;
+    const absl::string_view key = text.substr(i, key_end - i);
+    i = SkipSpace(text, key_end);
+    if (i >= text.size() || text[i] != ':') return false;
+    i = SkipSpace(text, i + 1);
+    const size_t value_end = ValueEnd(text, i);
+    if (value_end == absl::string_view::npos) return false;
+    if (key == "\"items\"" && text[i] == '[') {
+      *begin = i;
+      *end = value_end;
+      return true;
+    }
+    i = SkipSpace(text, value_end);
+    if (i >= text.size() || text[i] != ',') return false;
+    i = SkipSpace(text, i + 1);
+  }
+  return false;
+}
+
+absl::Status AtDocument(const absl::Status& s, size_t document, size_t offset) {
+  return absl::Status(s.code(), absl::StrCat("document ", document, " (byte ", offset, "): ",
+                                             s.message()));
+}
+
+// Decodes one element of a list's items, as `items[index]` of `document`.
+absl::Status DecodeListItem(absl::string_view item, size_t document, size_t offset,
+                            int64_t index, absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
+  ParseState& state = State(/*nested=*/false);
+  const simdjson::padded_string_view input = state.input.Fill(item.data(), item.size());
+  od::parser& parser = state.parser;
+  if (parser.capacity() < item.size() || parser.max_depth() != internal::kMaxJsonDepth) {
+    if (auto e = parser.allocate(std::max<size_t>(item.size(), 4096), internal::kMaxJsonDepth)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot allocate the JSON parser: ", simdjson::error_message(e)));
+    }
+  }
+  Decoder decoder(&state.fbb, &state.pool);
+  decoder.path().PushField("items");
+  decoder.path().PushIndex(static_cast<size_t>(index));
+  od::document doc;
+  od::value root;
+  if (auto e = parser.iterate(input).get(doc)) return AtDocument(decoder.JsonFail(e), document, offset);
+  if (doc.get_value().get(root) != simdjson::SUCCESS) {
+    // A scalar item: say what it is, as the whole-document path does.
+    od::json_type type;
+    if (auto e = doc.type().get(type)) return AtDocument(decoder.JsonFail(e), document, offset);
+    return AtDocument(type == od::json_type::null
+                          ? decoder.Fail("expected a ResourceClaim object, got null")
+                          : decoder.TypeFail("an object", type),
+                      document, offset);
+  }
+  absl::StatusOr<ClaimRecord> record = decoder.ReadClaim(root);
+  if (!record.ok()) return AtDocument(record.status(), document, offset);
+  return sink(DecodedClaim{*std::move(record), WatchEventType::kNone, document, index});
+}
+
 }  // namespace
+
+namespace internal {
+
+absl::Status DecodeClaimsStreaming(absl::string_view text,
+                                   absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
+  size_t pos = SkipSpace(text, 0);
+  if (pos == text.size()) return absl::InvalidArgumentError("no JSON value in the input");
+  for (size_t document = 0; pos < text.size(); ++document) {
+    const size_t end = ValueEnd(text, pos);
+    if (end == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "document ", document, " (byte ", pos,
+          "): malformed JSON: an incomplete JSON value at the end (truncated input?)"));
+    }
+    const absl::string_view piece = text.substr(pos, end - pos);
+    size_t items_begin = 0, items_end = 0;
+    if (piece.front() == '{' && FindItems(piece, &items_begin, &items_end)) {
+      // The list without its items (checks kind, apiVersion, metadata), then
+      // each item on its own.
+      const std::string envelope = absl::StrCat(piece.substr(0, items_begin), "[]",
+                                                piece.substr(items_end));
+      absl::Status s = DecodeDocuments(envelope.data(), envelope.size(), /*nested=*/false,
+                                       [](DecodedClaim) { return absl::OkStatus(); });
+      if (!s.ok()) {
+        // Reported with this document's number and offset.
+        const absl::string_view m = s.message();
+        const size_t colon = m.find("): ");
+        return AtDocument(absl::Status(s.code(), colon == absl::string_view::npos
+                                                     ? m
+                                                     : m.substr(colon + 3)),
+                          document, pos);
+      }
+      const absl::string_view items = piece.substr(items_begin, items_end - items_begin);
+      size_t i = SkipSpace(items, 1);
+      for (int64_t index = 0; i < items.size() && items[i] != ']'; ++index) {
+        const size_t item_end = ValueEnd(items, i);
+        CS_RETURN_IF_ERROR(DecodeListItem(items.substr(i, item_end - i), document, pos, index, sink));
+        i = SkipSpace(items, item_end);
+        if (i < items.size() && items[i] == ',') i = SkipSpace(items, i + 1);
+      }
+    } else {
+      absl::Status s = DecodeDocuments(piece.data(), piece.size(), /*nested=*/false,
+                                       [&](DecodedClaim c) {
+                                         c.document = document;
+                                         return sink(std::move(c));
+                                       });
+      if (!s.ok()) {
+        const absl::string_view m = s.message();
+        const size_t colon = m.find("): ");
+        return AtDocument(
+            absl::Status(s.code(), colon == absl::string_view::npos ? m : m.substr(colon + 3)),
+            document, pos);
+      }
+    }
+    pos = SkipSpace(text, end);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
 
 absl::Status DecodeClaims(absl::string_view input,
                           absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
+  if (input.size() > internal::kStreamingThreshold) {
+    return internal::DecodeClaimsStreaming(input, sink);
+  }
   return DecodeDocuments(input.data(), input.size(), /*nested=*/false, sink);
 }
 

@@ -5,6 +5,9 @@
 // (revision mismatch, device held by another claim); 4 refused by a rule
 // (not allocated, still reserved, 256 consumers, being deleted); 5 storage
 // error or corruption. Errors go to stderr as "Error: ...", one per line.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -249,99 +252,205 @@ constexpr char kRestoreUsage[] =
     "  --no-validate  skip semantic validation (decoding stays strict)\n"
     "  --replace      empty the database first: afterwards it holds exactly the input\n";
 
+// An input's bytes, mapped read-only (stdin is spooled to a temporary file
+// first), so that even a multi-gigabyte dump is not copied onto the heap.
+class InputFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<InputFile>> Open(const std::string& path) {
+    auto file = std::unique_ptr<InputFile>(new InputFile());
+    std::string name = path;
+    if (path == "-") {
+      char pattern[] = "/tmp/claimstore-stdin-XXXXXX";
+      const int fd = mkstemp(pattern);
+      if (fd < 0) return absl::InternalError("cannot spool standard input");
+      file->spool_ = pattern;
+      char buf[1 << 16];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) {
+        if (write(fd, buf, n) != static_cast<ssize_t>(n)) {
+          close(fd);
+          return absl::InternalError("cannot spool standard input");
+        }
+      }
+      close(fd);
+      name = pattern;
+    }
+    file->fd_ = open(name.c_str(), O_RDONLY);
+    if (file->fd_ < 0) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+    struct stat st;
+    if (fstat(file->fd_, &st) != 0) return absl::InternalError(absl::StrCat(path, ": cannot stat"));
+    file->size_ = static_cast<size_t>(st.st_size);
+    if (file->size_ > 0) {
+      void* data = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, file->fd_, 0);
+      if (data == MAP_FAILED) return absl::InternalError(absl::StrCat(path, ": cannot map"));
+      file->data_ = static_cast<const char*>(data);
+      madvise(data, file->size_, MADV_SEQUENTIAL);  // read once, front to back
+    }
+    return file;
+  }
+  // Gives the pages read so far back to the kernel (they are re-read from
+  // the file on the next pass), so the input does not pile up in memory.
+  void Release() const {
+    if (data_ != nullptr) madvise(const_cast<char*>(data_), size_, MADV_DONTNEED);
+  }
+  ~InputFile() {
+    if (data_ != nullptr) munmap(const_cast<char*>(data_), size_);
+    if (fd_ >= 0) close(fd_);
+    if (!spool_.empty()) unlink(spool_.c_str());
+  }
+  absl::string_view text() const { return absl::string_view(data_ != nullptr ? data_ : "", size_); }
+
+ private:
+  InputFile() = default;
+  int fd_ = -1;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+  std::string spool_;
+};
+
+// What restore keeps of each claim between its two passes: where its final
+// version is, and what it holds (for the conflict check). Not the record.
+struct RestoreEntry {
+  uint64_t ordinal = 0;  // of the claim's last occurrence in the input
+  bool deleted = false;  // the last occurrence was a DELETED watch event
+  std::vector<std::string> exclusive, shares;  // device ids; "id\x1fshareID"
+};
+
+// A progress line on a terminal, nothing when stderr is piped.
+class Progress {
+ public:
+  explicit Progress(const char* what) : what_(what), tty_(isatty(STDERR_FILENO) != 0) {}
+  void Tick(uint64_t n) {
+    if (tty_ && n % 10000 == 0) std::fprintf(stderr, "\r%s: %llu claims", what_, (unsigned long long)n);
+  }
+  void Done(uint64_t n) {
+    if (tty_) std::fprintf(stderr, "\r%s: %llu claims, done\n", what_, (unsigned long long)n);
+  }
+
+ private:
+  const char* what_;
+  bool tty_;
+};
+
 int Restore(const std::vector<std::string>& argv, const Args& global) {
   Args args(argv, {}, {"--dry-run", "--no-validate", "--replace"});
   if (args.help()) return std::cout << kRestoreUsage, 0;
   if (!args.error().empty()) return Usage(args.error(), kRestoreUsage);
-  std::vector<std::string> files = args.positional();
-  if (files.empty()) files.push_back("-");
+  std::vector<std::string> names = args.positional();
+  if (names.empty()) names.push_back("-");
+  std::vector<std::unique_ptr<InputFile>> inputs;
+  for (const std::string& name : names) {
+    absl::StatusOr<std::unique_ptr<InputFile>> f = InputFile::Open(name);
+    if (!f.ok()) return Fail(f.status());
+    inputs.push_back(*std::move(f));
+  }
   const bool validate = !args.Has("--no-validate");
-  // The final state of each claim in the input (watch events fold in order).
-  std::map<ClaimKey, std::optional<ClaimRecord>> final_state;
-  size_t items = 0;
+
+  // Pass 1: decode and check everything; keep keys and holdings only.
+  std::map<ClaimKey, RestoreEntry> entries;
+  uint64_t ordinal = 0;
   bool reported = false;  // the errors were printed one per field already
-  for (const std::string& file : files) {
-    absl::StatusOr<std::string> input = ReadInput(file);
-    if (!input.ok()) return Fail(input.status());
-    absl::Status s = DecodeClaims(*input, [&](DecodedClaim c) -> absl::Status {
+  Progress check("checking");
+  for (size_t f = 0; f < inputs.size(); ++f) {
+    absl::Status s = DecodeClaims(inputs[f]->text(), [&](DecodedClaim c) -> absl::Status {
       const std::string where =
-          absl::StrCat(file, ": document ", c.document,
+          absl::StrCat(names[f], ": document ", c.document,
                        c.item >= 0 ? absl::StrCat(", item ", c.item) : std::string(), " (",
                        c.record.claim_namespace(), "/", c.record.name(), ")");
-      ++items;
+      check.Tick(++ordinal);
       if (c.record.claim_namespace().empty() || c.record.name().empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, ": metadata.namespace and metadata.name: Required value"));
       }
-      if (validate && c.event != WatchEventType::kDeleted) {
+      const bool deleted = c.event == WatchEventType::kDeleted;
+      if (validate && !deleted) {
         if (absl::Status v = ValidationStatus(ValidateClaimStatus(nullptr, c.record)); !v.ok()) {
-          std::vector<FieldError> errors = FieldErrorsOf(v);
-          for (const FieldError& e : errors) std::cerr << "Error: " << where << ": " << e.ToString() << "\n";
+          for (const FieldError& e : FieldErrorsOf(v)) {
+            std::cerr << "Error: " << where << ": " << e.ToString() << "\n";
+          }
           reported = true;
           return v;
         }
       }
-      ClaimKey key{std::string(c.record.claim_namespace()), std::string(c.record.name())};
-      if (c.event == WatchEventType::kDeleted) {
-        final_state[key] = std::nullopt;
-      } else {
-        final_state[key] = std::move(c.record);
+      RestoreEntry& entry = entries[ClaimKey{std::string(c.record.claim_namespace()),
+                                             std::string(c.record.name())}];
+      entry = RestoreEntry{ordinal, deleted, {}, {}};
+      const fb::ResourceClaimStatus* st = c.record.table().status();
+      if (deleted || st == nullptr || st->allocation() == nullptr ||
+          st->allocation()->results() == nullptr) {
+        return absl::OkStatus();
+      }
+      for (const auto* r : *st->allocation()->results()) {
+        if (r->admin_access().has_value() && *r->admin_access()) continue;  // never conflicts
+        std::string id = absl::StrCat(r->driver()->str(), "/", r->pool()->str(), "/", r->device()->str());
+        if (r->share_id() == nullptr) {
+          entry.exclusive.push_back(std::move(id));
+        } else {
+          entry.shares.push_back(absl::StrCat(id, "\x1f", r->share_id()->str()));
+        }
       }
       return absl::OkStatus();
     });
+    inputs[f]->Release();
     if (!s.ok()) {
-      if (!reported) std::cerr << "Error: " << file << ": " << s.message() << "\n";
+      if (!reported) std::cerr << "Error: " << names[f] << ": " << s.message() << "\n";
       std::cerr << "Error: restore refused: nothing was written\n";
       return ExitCode(s);
     }
   }
-  // Two claims of the input holding one device in conflicting ways.
+  check.Done(ordinal);
+
+  // Two claims of the input holding one device in conflicting ways (RULES.md b).
   if (validate) {
-    struct Holding { std::string claim, share; bool exclusive; };
-    std::map<std::string, std::vector<Holding>> by_device;
-    for (const auto& [key, record] : final_state) {
-      if (!record.has_value()) continue;
-      const fb::ResourceClaimStatus* st = record->table().status();
-      if (st == nullptr || st->allocation() == nullptr || st->allocation()->results() == nullptr) continue;
-      for (const auto* r : *st->allocation()->results()) {
-        if (r->admin_access().has_value() && *r->admin_access()) continue;
-        by_device[absl::StrCat(r->driver()->str(), "/", r->pool()->str(), "/",
-                               r->device()->str())]
-            .push_back({key.ToString(), r->share_id() ? r->share_id()->str() : "", r->share_id() == nullptr});
+    std::map<std::string, std::string> exclusive_holder;          // device → claim
+    std::map<std::string, std::set<std::string>> share_holders;   // device → claims
+    std::map<std::string, std::string> share_holder;              // device+share → claim
+    std::vector<std::string> clashes;
+    for (const auto& [key, entry] : entries) {
+      if (entry.deleted) continue;
+      const std::string claim = key.ToString();
+      for (const std::string& id : entry.exclusive) {
+        auto [it, fresh] = exclusive_holder.emplace(id, claim);
+        if (!fresh && it->second != claim) clashes.push_back(absl::StrCat(id, " is held by both ", it->second, " and ", claim));
+      }
+      for (const std::string& share : entry.shares) {
+        auto [it, fresh] = share_holder.emplace(share, claim);
+        if (!fresh && it->second != claim) {
+          clashes.push_back(absl::StrCat(share.substr(0, share.find('\x1f')), " is held by both ",
+                                         it->second, " and ", claim, " (the same shareID)"));
+        }
+        share_holders[share.substr(0, share.find('\x1f'))].insert(claim);
       }
     }
-    for (const auto& [device, holdings] : by_device) {
-      for (size_t i = 0; i < holdings.size(); ++i) {
-        for (size_t j = i + 1; j < holdings.size(); ++j) {
-          const Holding& a = holdings[i];
-          const Holding& b = holdings[j];
-          if (a.claim == b.claim) continue;
-          if (a.exclusive || b.exclusive || a.share == b.share) {
-            std::cerr << "Error: device " << device << " is held by both " << a.claim << " and "
-                      << b.claim << "\n"
-                      << "Error: restore refused: nothing was written\n";
-            return 1;
-          }
-        }
+    for (const auto& [id, claims] : share_holders) {
+      auto it = exclusive_holder.find(id);
+      if (it == exclusive_holder.end()) continue;
+      for (const std::string& claim : claims) {
+        if (claim != it->second) clashes.push_back(absl::StrCat(id, " is held by both ", it->second, " and ", claim));
       }
+    }
+    if (!clashes.empty()) {
+      for (const std::string& c : clashes) std::cerr << "Error: device " << c << "\n";
+      std::cerr << "Error: restore refused: nothing was written\n";
+      return 1;
     }
   }
   if (args.Has("--dry-run")) {
-    std::cout << "checked " << items << " item(s): " << final_state.size() << " claim(s), nothing written\n";
+    std::cout << "checked " << ordinal << " item(s): " << entries.size() << " claim(s), nothing written\n";
     return 0;
   }
+
   absl::StatusOr<std::unique_ptr<Store>> store = OpenForWriting(global);
   if (!store.ok()) return Fail(store.status());
-  // Claims that go: with --replace every stored claim, else those the input
-  // deletes or replaces (first, so that their devices are free for the new ones).
+  // The claims that go first: with --replace every stored claim, else those
+  // the input deletes or replaces, so that their devices are free.
   std::vector<ClaimKey> to_delete;
-  ListOptions page_options{.limit = 5000};
-  for (;;) {
+  for (ListOptions page_options{.limit = 5000};;) {
     absl::StatusOr<ListPage> page = (*store)->List(page_options);
     if (!page.ok()) return Fail(page.status());
     for (const ClaimRecord& r : page->records) {
       ClaimKey key{std::string(r.claim_namespace()), std::string(r.name())};
-      if (args.Has("--replace") || final_state.count(key)) to_delete.push_back(std::move(key));
+      if (args.Has("--replace") || entries.count(key)) to_delete.push_back(std::move(key));
     }
     if (page->continue_token.empty()) break;
     page_options.continue_token = page->continue_token;
@@ -350,27 +459,43 @@ int Restore(const std::vector<std::string>& argv, const Args& global) {
     absl::StatusOr<WriteResult> r = (*store)->Delete(key);
     if (!r.ok() && !absl::IsNotFound(r.status())) return Fail(r.status());
   }
+
+  // Pass 2: decode again, writing each claim's final version in batches.
   std::vector<ClaimRecord> chunk;
-  size_t written = 0;
+  uint64_t written = 0, seen = 0;
+  Progress progress("restoring");
   const auto flush = [&]() -> absl::Status {
     if (chunk.empty()) return absl::OkStatus();
     absl::StatusOr<std::vector<WriteResult>> r = (*store)->PutAll(chunk);
     if (!r.ok()) return r.status();
     written += chunk.size();
     chunk.clear();
+    progress.Tick(written - written % 10000);
     return absl::OkStatus();
   };
-  for (auto& [key, record] : final_state) {
-    if (!record.has_value()) continue;
-    chunk.push_back(*record);
-    if (chunk.size() == 5000) {
-      if (absl::Status s = flush(); !s.ok()) return Fail(s);
+  for (size_t f = 0; f < inputs.size(); ++f) {
+    absl::Status s = DecodeClaims(inputs[f]->text(), [&](DecodedClaim c) -> absl::Status {
+      ++seen;
+      const auto it = entries.find(ClaimKey{std::string(c.record.claim_namespace()),
+                                            std::string(c.record.name())});
+      if (it == entries.end() || it->second.ordinal != seen || it->second.deleted) {
+        return absl::OkStatus();  // a later version follows, or it was deleted
+      }
+      chunk.push_back(std::move(c.record));
+      return chunk.size() == 5000 ? flush() : absl::OkStatus();
+    });
+    if (s.ok()) s = flush();
+    inputs[f]->Release();
+    if (!s.ok()) {
+      std::cerr << "Error: restore stopped after " << written << " claim(s) were written: "
+                << s.message() << "\n";
+      return ExitCode(s);
     }
   }
-  if (absl::Status s = flush(); !s.ok()) return Fail(s);
+  progress.Done(written);
   if (absl::Status s = (*store)->Compact(); !s.ok()) return Fail(s);
   absl::StatusOr<StoreStats> stats = (*store)->Stats();
-  std::cout << "restored " << written << " claim(s) from " << items << " item(s); revision "
+  std::cout << "restored " << written << " claim(s) from " << ordinal << " item(s); revision "
             << (stats.ok() ? stats->revision : 0) << "\n";
   return 0;
 }

@@ -1,0 +1,123 @@
+// Large inputs are decoded a piece at a time; the result must not depend on
+// which path an input takes.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "claimstore/codec.h"
+#include "claimstore/generate.h"
+#include "codec_internal.h"
+#include "test_util.h"
+
+namespace claimstore {
+namespace {
+
+struct Outcome {
+  std::vector<std::string> claims;  // record bytes, event, document, item
+  std::string error;
+};
+
+template <typename Decode>
+Outcome Run(const std::string& input, Decode&& decode) {
+  Outcome out;
+  absl::Status s = decode(input, [&](DecodedClaim c) {
+    out.claims.push_back(absl::StrCat(c.record.bytes(), "|", static_cast<int>(c.event), "|",
+                                      c.document, "|", c.item));
+    return absl::OkStatus();
+  });
+  if (!s.ok()) out.error = s.ToString();
+  return out;
+}
+
+// Same claims and same error; with `prefix_only`, the piecewise path may stop
+// earlier (it checks a list's kind before its items), so its claims need only
+// be a prefix of the whole-document path's.
+void ExpectSamePaths(const std::string& input, bool prefix_only = false) {
+  const Outcome whole = Run(input, [](absl::string_view in, auto sink) { return DecodeClaims(in, sink); });
+  const Outcome pieces = Run(input, [](absl::string_view in, auto sink) {
+    return internal::DecodeClaimsStreaming(in, sink);
+  });
+  if (prefix_only) {
+    ASSERT_LE(pieces.claims.size(), whole.claims.size());
+    EXPECT_TRUE(std::equal(pieces.claims.begin(), pieces.claims.end(), whole.claims.begin()));
+  } else {
+    EXPECT_EQ(pieces.claims, whole.claims) << input.substr(0, 200);
+  }
+  EXPECT_EQ(pieces.error, whole.error) << input.substr(0, 200);
+}
+
+std::string ApiList(int n, int skip = -1, const std::string& bad_item = "") {
+  std::string out = R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","metadata":{"resourceVersion":"9"},"items":[)";
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) out += ",\n  ";
+    out += i == skip ? bad_item : GenerateClaimJson(i);
+  }
+  return out + "]}";
+}
+
+TEST(CodecStreamTest, EveryInputFormGivesTheSameClaims) {
+  ExpectSamePaths(ApiList(40));
+  ExpectSamePaths(ApiList(0));
+  // kubectl's List: items first, kind after them.
+  std::string kubectl = R"({"apiVersion":"v1","items":[)";
+  for (int i = 0; i < 10; ++i) kubectl += (i ? "," : "") + GenerateClaimJson(i);
+  ExpectSamePaths(kubectl + R"(],"kind":"List","metadata":{"resourceVersion":""}})");
+  std::string lines;
+  for (int i = 0; i < 25; ++i) lines += GenerateClaimJson(i) + "\n";
+  ExpectSamePaths(lines);
+  std::string events;
+  for (int i = 0; i < 5; ++i) {
+    events += absl::StrCat(R"({"type":")", i % 2 ? "MODIFIED" : "ADDED", R"(","object":)",
+                           GenerateClaimJson(i), "}\n");
+  }
+  events += R"({"type":"BOOKMARK","object":{"kind":"ResourceClaim","metadata":{"resourceVersion":"5"}}})";
+  ExpectSamePaths(events);
+  ExpectSamePaths(GenerateClaimJson(3));
+  // Strings holding brackets and escaped quotes do not confuse the scanner.
+  ExpectSamePaths(R"({"metadata":{"name":"a]}\"[{","namespace":"n","labels":{"x":"}}]]\\"}},"status":{}})");
+}
+
+TEST(CodecStreamTest, ErrorsAreTheSameWhicheverThePath) {
+  ExpectSamePaths(ApiList(5, 3, R"({"metadata":{"name":"x"},"status":{"reservedFor":[{"uid":7}]}})"));
+  ExpectSamePaths(ApiList(5, 2, "null"));
+  ExpectSamePaths(absl::StrCat(R"({"kind":"PodList","apiVersion":"v1","items":[)", GenerateClaimJson(1), "]}"),
+                  /*prefix_only=*/true);
+  ExpectSamePaths(ApiList(4, 1, "42"));
+  ExpectSamePaths(GenerateClaimJson(1) + "\n" + R"({"status":{"bogus":1}})");
+  ExpectSamePaths(R"({"type":"ERROR","object":{"kind":"Status","code":410}})");
+  ExpectSamePaths("");
+  ExpectSamePaths("  \n");
+}
+
+TEST(CodecStreamTest, TruncatedInputIsAnErrorOnBothPaths) {
+  const std::string list = ApiList(3);
+  for (size_t cut : {list.size() - 1, list.size() / 2, size_t{10}}) {
+    EXPECT_FALSE(internal::DecodeClaimsStreaming(list.substr(0, cut), [](DecodedClaim) {
+                   return absl::OkStatus();
+                 }).ok())
+        << cut;
+    EXPECT_FALSE(DecodeClaims(list.substr(0, cut), [](DecodedClaim) { return absl::OkStatus(); }).ok())
+        << cut;
+  }
+}
+
+TEST(CodecStreamTest, LargeInputsTakeThePiecewisePath) {
+  // Over the threshold: a list of ~17 MB decodes, claim by claim.
+  std::string big = R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[)";
+  int n = 0;
+  while (big.size() <= internal::kStreamingThreshold) {
+    big += (n ? "," : "") + GenerateClaimJson(n);
+    ++n;
+  }
+  big += "]}";
+  int seen = 0;
+  ASSERT_TRUE(DecodeClaims(big, [&](DecodedClaim c) {
+                EXPECT_EQ(c.item, seen++);
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(seen, n);
+}
+
+}  // namespace
+}  // namespace claimstore
