@@ -144,23 +144,17 @@ void BM_ClaimsReservedFor(benchmark::State& state) {
   }
 }
 
-void BM_ClaimsUsingDevice(benchmark::State& state) {
+// Holders of a device, or every holding in a pool: the same prefix scan.
+void DeviceLookups(benchmark::State& state, std::vector<DeviceQuery> Dataset::*queries) {
   Dataset& d = GetDataset(state.range(0));
   size_t i = 0;
   for (auto _ : state) {
-    absl::StatusOr<DeviceHoldings> h = d.store->ClaimsUsingDevice(Pick(d.devices, i++));
+    absl::StatusOr<DeviceHoldings> h = d.store->ClaimsUsingDevice(Pick(d.*queries, i++));
     benchmark::DoNotOptimize(h->holdings.size());
   }
 }
-
-void BM_PoolAllocations(benchmark::State& state) {
-  Dataset& d = GetDataset(state.range(0));
-  size_t i = 0;
-  for (auto _ : state) {
-    absl::StatusOr<DeviceHoldings> h = d.store->ClaimsUsingDevice(Pick(d.pools, i++));
-    benchmark::DoNotOptimize(h->holdings.size());
-  }
-}
+void BM_ClaimsUsingDevice(benchmark::State& state) { DeviceLookups(state, &Dataset::devices); }
+void BM_PoolAllocations(benchmark::State& state) { DeviceLookups(state, &Dataset::pools); }
 
 // A reservation added and removed again (two writes), so the database is
 // the same after every iteration.

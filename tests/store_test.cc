@@ -50,6 +50,33 @@ std::vector<std::string> Names(const ClaimKeys& keys) {
   return out;
 }
 
+// The database opened with plain RocksDB, behind the store's back (the store
+// must be closed): handles in the order default, records, consumers,
+// devices, meta.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name : {"default", "records", "consumers", "devices", "meta"}) {
+      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    }
+    rocksdb::DB* raw = nullptr;
+    status_ = rocksdb::DB::Open(rocksdb::DBOptions(), path, families, &handles_, &raw);
+    db_.reset(raw);
+  }
+  ~RawDb() {
+    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+  }
+  bool ok() const { return status_.ok(); }
+  rocksdb::DB* db() { return db_.get(); }
+  rocksdb::ColumnFamilyHandle* family(int i) { return handles_[i]; }
+
+ private:
+  rocksdb::Status status_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+};
+
 // --- Open ------------------------------------------------------------------------
 
 TEST_F(StoreTest, ReopenKeepsClaimsAndRevisions) {
@@ -72,18 +99,11 @@ TEST_F(StoreTest, ReopenKeepsClaimsAndRevisions) {
 TEST_F(StoreTest, OpenRefusesADatabaseOfANewerFormat) {
   store_.reset();
   {
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const char* name : {"default", "records", "consumers", "devices", "meta"}) {
-      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
-    }
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), db_path(), families, &handles, &raw).ok());
+    RawDb raw(db_path());
+    ASSERT_TRUE(raw.ok());
     std::string version;
     internal::AppendUint64(internal::kFormatVersion + 1, &version);
-    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), handles[4], "format_version", version).ok());
-    for (auto* h : handles) raw->DestroyColumnFamilyHandle(h);
-    delete raw;
+    ASSERT_TRUE(raw.db()->Put(rocksdb::WriteOptions(), raw.family(4), "format_version", version).ok());
   }
   EXPECT_THAT(Store::Open(db_path(), {}),
               StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -471,23 +491,16 @@ TEST_F(StoreTest, VerifyFindsAndRepairsDamagedIndexes) {
   // stray one, and record b as a second exclusive holder of gpu-0.
   store_.reset();
   {
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const char* name : {"default", "records", "consumers", "devices", "meta"}) {
-      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
-    }
-    std::vector<rocksdb::ColumnFamilyHandle*> h;
-    rocksdb::DB* raw = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), db_path(), families, &h, &raw).ok());
+    RawDb raw(db_path());
+    ASSERT_TRUE(raw.ok());
     const rocksdb::WriteOptions w;
-    ASSERT_TRUE(raw->Delete(w, h[2], internal::ConsumerKey("u", "ns", "a")).ok());
-    ASSERT_TRUE(raw->Put(w, h[2], internal::ConsumerKey("ghost", "ns", "b"), "").ok());
-    ASSERT_TRUE(raw->Put(w, h[3], internal::DeviceKey("gpu.example.com", "pool-a", "gpu-0",
-                                                      internal::HoldingKind::kExclusive, "",
-                                                      "ns", "b"),
-                         "")
+    ASSERT_TRUE(raw.db()->Delete(w, raw.family(2), internal::ConsumerKey("u", "ns", "a")).ok());
+    ASSERT_TRUE(raw.db()->Put(w, raw.family(2), internal::ConsumerKey("ghost", "ns", "b"), "").ok());
+    ASSERT_TRUE(raw.db()->Put(w, raw.family(3),
+                              internal::DeviceKey("gpu.example.com", "pool-a", "gpu-0",
+                                                  internal::HoldingKind::kExclusive, "", "ns", "b"),
+                              "")
                     .ok());
-    for (auto* handle : h) raw->DestroyColumnFamilyHandle(handle);
-    delete raw;
   }
   Reopen();
   absl::StatusOr<VerifyReport> damaged = store_->Verify(false);
