@@ -135,6 +135,30 @@ TEST_F(CliTest, ReadCommandsWorkWhileAWriterHoldsTheDatabase) {
   EXPECT_THAT(refused.err, HasSubstr("another process"));
 }
 
+TEST_F(CliTest, TheMainJobRunsAndNeverEmptiesSomeoneElsesDatabase) {
+  const CliRun demo = Cli("demo");
+  ASSERT_EQ(demo.code, 0) << demo.err;
+  EXPECT_THAT(demo.out, HasSubstr("exactly one winner: yes"));
+  EXPECT_THAT(demo.out, HasSubstr("verify: 0 problem(s) in 10000 claims"));
+  EXPECT_EQ(Cli("demo").code, 0);  // its own database: fine to run again
+  const std::string other = dir_.path() + "/real";
+  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", other, " restore ", CLAIMSTORE_EXAMPLES,
+                                     "/claims.json >/dev/null").c_str()), 0);
+  EXPECT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", other, " demo >/dev/null 2>&1").c_str()),
+            4 << 8);
+  EXPECT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", other, " stats | grep -q 'claims   *4'")
+                            .c_str()),
+            0);
+}
+
+TEST_F(CliTest, TheBundledExampleRestores) {
+  const CliRun r = Cli(std::string("restore ") + CLAIMSTORE_EXAMPLES "/claims.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Cli("list -o name").out,
+            "ml/pending\nml/trainer-0-gpus\nnet/router-nic\nserving/inference-shared-gpu\n");
+  EXPECT_THAT(Cli("find --device gpu.example.com/node-b").out, HasSubstr("share 2b0e6d1c"));
+}
+
 TEST_F(CliTest, FindAndTables) {
   ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 16").out)).code, 0);
   const CliRun pool = Cli("find --device gpu.example.com/node-0");

@@ -888,9 +888,24 @@ int Demo(const Args& global) {
   std::printf("generate + decode %d claims: %.0f ms\n", kClaims, ms(t));
 
   t = Clock::now();
+  // The demo empties its database first, so it only ever touches one it
+  // created itself: never an operator's real claim state.
+  const std::string marker = db + "/CLAIMSTORE_DEMO";
+  const bool ours = std::ifstream(marker).good();
   auto opened = Store::Open(db, {});
   if (!opened.ok()) return Fail(opened.status());
   Store& store = **opened;
+  if (!ours) {
+    auto stats = store.Stats();
+    if (!stats.ok()) return Fail(stats.status());
+    if (stats->claims > 0) {
+      std::cerr << "Error: " << db << " holds " << stats->claims
+                << " claim(s) the demo did not write; the demo empties its database, so it "
+                   "refuses this one (use --db to point it elsewhere)\n";
+      return 4;
+    }
+    std::ofstream(marker) << "created by claimstore demo\n";
+  }
   std::vector<ClaimKey> existing;
   for (ListOptions o{.limit = 5000};;) {  // start from an empty database
     auto page = store.List(o);
