@@ -1,6 +1,8 @@
 // The Store's API, one behaviour at a time.
 #include "claimstore/store.h"
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -124,6 +126,32 @@ TEST_F(StoreTest, OpenRefusesARocksDBThatIsNotClaimstore) {
 TEST_F(StoreTest, OpenWithoutCreateNeedsAnExistingDatabase) {
   EXPECT_THAT(Store::Open(dir_.path() + "/missing", {.create_if_missing = false}),
               StatusIs(absl::StatusCode::kNotFound, "no claimstore database"));
+}
+
+// Regression: a process killed while Open was creating the database left a
+// RocksDB with only some column families, which every later Open refused
+// (found by crash_test). Creation now happens aside and is renamed into place.
+TEST_F(StoreTest, AnInterruptedCreationLeavesNothingBehind) {
+  const std::string path = dir_.path() + "/fresh";
+  const std::string leftover = path + ".creating.424242";
+  std::filesystem::create_directories(leftover);
+  std::ofstream(leftover + "/CURRENT") << "half made\n";
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path, {});
+  ASSERT_THAT(store, IsOk());
+  EXPECT_FALSE(std::filesystem::exists(leftover));
+  EXPECT_THAT((*store)->Put(ClaimJson("ns", "c")), IsOk());
+}
+
+TEST_F(StoreTest, OpenDoesNotCreateADatabaseInsideOtherFiles) {
+  const std::string path = dir_.path() + "/not-empty";
+  std::filesystem::create_directories(path);
+  std::ofstream(path + "/notes.txt") << "an operator's file\n";
+  EXPECT_THAT(Store::Open(path, {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "not empty"));
+  EXPECT_TRUE(std::filesystem::exists(path + "/notes.txt"));
+  // An empty directory is fine.
+  std::filesystem::create_directories(dir_.path() + "/empty");
+  EXPECT_THAT(Store::Open(dir_.path() + "/empty", {}), IsOk());
 }
 
 TEST_F(StoreTest, ASecondWriterIsRefusedWhileTheFirstHasItOpen) {

@@ -13,7 +13,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -23,6 +26,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
@@ -892,6 +897,60 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const Options& options,
   return family;
 }
 
+// Creates a complete, empty database at `path`: built in a sibling directory
+// (all column families, the format version and revision 0, synced) and then
+// renamed into place, so that a process killed while creating leaves either
+// nothing or a whole database, never a half-made one that later opens refuse.
+absl::Status CreateDatabase(const std::string& path, rocksdb::DBOptions db_options,
+                            const std::vector<rocksdb::ColumnFamilyDescriptor>& descriptors) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target(path);
+  fs::create_directories(target.parent_path().empty() ? fs::path(".") : target.parent_path(), ec);
+  const std::string prefix = target.filename().string() + ".creating.";
+  // Leftovers of creations that were interrupted.
+  for (const auto& entry : fs::directory_iterator(
+           target.parent_path().empty() ? fs::path(".") : target.parent_path(), ec)) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove_all(entry.path(), ec);
+  }
+  const std::string staging = absl::StrCat(path, ".creating.", getpid());
+  fs::create_directories(staging, ec);
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  {
+    rocksdb::DB* raw = nullptr;
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    CS_RETURN_IF_ERROR(FromRocksDB(rocksdb::DB::Open(db_options, staging, descriptors, &handles, &raw),
+                                   absl::StrCat("creating ", path)));
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::string version, zero;
+    internal::AppendUint64(internal::kFormatVersion, &version);
+    internal::AppendUint64(0, &zero);
+    rocksdb::WriteBatch batch;
+    batch.Put(handles[4], internal::kFormatVersionKey, version);
+    batch.Put(handles[4], internal::kRevisionKey, zero);
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    rocksdb::Status s = db->Write(sync, &batch);
+    for (rocksdb::ColumnFamilyHandle* h : handles) db->DestroyColumnFamilyHandle(h);
+    if (s.ok()) s = db->Close();
+    CS_RETURN_IF_ERROR(FromRocksDB(s, absl::StrCat("creating ", path)));
+  }
+  // rename(2) is atomic, and replaces `path` if it is an empty directory.
+  if (std::rename(staging.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    fs::remove_all(staging, ec);
+    std::vector<std::string> existing;
+    if (rocksdb::DB::ListColumnFamilies(db_options, path, &existing).ok()) {
+      return absl::OkStatus();  // another process created it meanwhile
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create a database at ", path, ": ", std::strerror(error),
+        " (is it a directory that is not empty?)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_view,
                                                        const Options& options) {
   const std::string path(path_view);
@@ -950,10 +1009,7 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
                                      &store->handles_, &raw),
         absl::StrCat("opening ", path, " read-only")));
   } else {
-    std::error_code ec;
-    std::filesystem::create_directories(path, ec);
-    db_options.create_if_missing = true;
-    db_options.create_missing_column_families = !exists;
+    if (!exists) CS_RETURN_IF_ERROR(CreateDatabase(path, db_options, descriptors));
     CS_RETURN_IF_ERROR(FromRocksDB(
         rocksdb::DB::Open(db_options, path, descriptors, &store->handles_, &raw),
         absl::StrCat("opening ", path)));
@@ -969,19 +1025,7 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
   rocksdb::Status s = store->db_->Get(rocksdb::ReadOptions(), store->meta_,
                                       internal::kFormatVersionKey, &value);
   if (s.IsNotFound()) {
-    if (exists || options.read_only) {
-      return absl::DataLossError(absl::StrCat(path, ": the format version is missing"));
-    }
-    std::string version;
-    internal::AppendUint64(internal::kFormatVersion, &version);
-    std::string zero;
-    internal::AppendUint64(0, &zero);
-    rocksdb::WriteBatch batch;
-    batch.Put(store->meta_, internal::kFormatVersionKey, version);
-    batch.Put(store->meta_, internal::kRevisionKey, zero);
-    rocksdb::WriteOptions sync;
-    sync.sync = true;
-    CS_RETURN_IF_ERROR(FromRocksDB(store->db_->Write(sync, &batch), "initialising"));
+    return absl::DataLossError(absl::StrCat(path, ": the format version is missing"));
   } else {
     CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the format version"));
     uint64_t version = 0;
