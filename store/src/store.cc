@@ -31,6 +31,8 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
@@ -897,6 +899,27 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const Options& options,
   return family;
 }
 
+// RocksDB does not always say which file it found corrupt (WAL recovery
+// reports only "checksum mismatch"): then the error lists the files that can
+// hold it, the write-ahead logs and the manifest.
+absl::Status WithSuspectFiles(const std::string& path, absl::Status s) {
+  if (!absl::IsDataLoss(s)) return s;
+  const std::string message(s.message());
+  if (message.find(".log") != std::string::npos || message.find(".sst") != std::string::npos ||
+      message.find("MANIFEST") != std::string::npos) {
+    return s;
+  }
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::EndsWith(name, ".log") || absl::StartsWith(name, "MANIFEST-")) files.push_back(name);
+  }
+  std::sort(files.begin(), files.end());
+  return absl::DataLossError(absl::StrCat(message, " (in one of ", path, "/{",
+                                          absl::StrJoin(files, ","), "})"));
+}
+
 // Creates a complete, empty database at `path`: built in a sibling directory
 // (all column families, the format version and revision 0, synced) and then
 // renamed into place, so that a process killed while creating leaves either
@@ -979,12 +1002,22 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
   // the families that hold the oldest WAL, which bounds disk use and the
   // replay at the next open.
   db_options.max_total_wal_size = 4 * options.write_buffer_bytes;
+  // Recovery tolerates an incomplete last record (a write torn by a crash,
+  // never acknowledged) but not corruption before it: RocksDB's default
+  // (point-in-time) would silently drop every write after a bad record.
+  db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  db_options.paranoid_checks = true;
 
-  // An existing database must have claimstore's column families.
+  // An existing database (it has a CURRENT file) must have claimstore's
+  // column families; failing to list them is an error, not a reason to
+  // create a new database over it.
   std::vector<std::string> existing;
-  const bool exists =
-      rocksdb::DB::ListColumnFamilies(db_options, path, &existing).ok();
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(path + "/CURRENT", ec);
   if (exists) {
+    CS_RETURN_IF_ERROR(WithSuspectFiles(
+        path, FromRocksDB(rocksdb::DB::ListColumnFamilies(db_options, path, &existing),
+                          absl::StrCat("opening ", path))));
     for (const std::string& name : families) {
       if (std::find(existing.begin(), existing.end(), name) == existing.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -1004,15 +1037,15 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
     }
     store->secondary_dir_ = pattern;
     db_options.max_open_files = -1;  // required by secondary instances
-    CS_RETURN_IF_ERROR(FromRocksDB(
-        rocksdb::DB::OpenAsSecondary(db_options, path, store->secondary_dir_, descriptors,
-                                     &store->handles_, &raw),
-        absl::StrCat("opening ", path, " read-only")));
+    CS_RETURN_IF_ERROR(WithSuspectFiles(
+        path, FromRocksDB(rocksdb::DB::OpenAsSecondary(db_options, path, store->secondary_dir_,
+                                                       descriptors, &store->handles_, &raw),
+                          absl::StrCat("opening ", path, " read-only"))));
   } else {
     if (!exists) CS_RETURN_IF_ERROR(CreateDatabase(path, db_options, descriptors));
-    CS_RETURN_IF_ERROR(FromRocksDB(
-        rocksdb::DB::Open(db_options, path, descriptors, &store->handles_, &raw),
-        absl::StrCat("opening ", path)));
+    CS_RETURN_IF_ERROR(WithSuspectFiles(
+        path, FromRocksDB(rocksdb::DB::Open(db_options, path, descriptors, &store->handles_, &raw),
+                          absl::StrCat("opening ", path))));
   }
   store->db_.reset(raw);
   store->records_ = store->handles_[1];
@@ -1183,6 +1216,11 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify(bool repair) {
       s = CompareIndex(options, devices_, "devices", expected.devices, &report, &devices);
     }
     if (snapshot != nullptr) db_->ReleaseSnapshot(snapshot);
+    if (absl::IsDataLoss(s)) {
+      // Corrupt files are a finding, not a failure to verify.
+      report.problems.push_back(absl::StrCat("data loss: ", s.message()));
+      return absl::OkStatus();
+    }
     CS_RETURN_IF_ERROR(s);
     ReportDoubleHoldings(devices, &report);
     if (repair && !report.problems.empty()) {
