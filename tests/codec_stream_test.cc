@@ -90,6 +90,23 @@ TEST(CodecStreamTest, ErrorsAreTheSameWhicheverThePath) {
   ExpectSamePaths("  \n");
 }
 
+// Found by fuzz_restore: a stray separator or control character where a
+// value should start made the piecewise path read an empty piece (and, in a
+// release build, loop forever on it).
+TEST(CodecStreamTest, StraySeparatorsAreErrorsNotHangs) {
+  const std::string claim = GenerateClaimJson(1);
+  for (const std::string& input : std::vector<std::string>{
+           claim + " ,", claim + "\n]", "}" + claim, claim + "\f" + claim, std::string("\v"),
+        ApiList(2) + ",", R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[,]})"}) {
+    const absl::Status s = internal::DecodeClaimsStreaming(input, [](DecodedClaim) {
+      return absl::OkStatus();
+    });
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s << " for " << input.substr(0, 40);
+    EXPECT_THAT(s.message(), ::testing::HasSubstr("malformed JSON")) << s;
+    EXPECT_FALSE(DecodeClaims(input, [](DecodedClaim) { return absl::OkStatus(); }).ok()) << input;
+  }
+}
+
 TEST(CodecStreamTest, TruncatedInputIsAnErrorOnBothPaths) {
   const std::string list = ApiList(3);
   for (size_t cut : {list.size() - 1, list.size() / 2, size_t{10}}) {

@@ -1442,6 +1442,11 @@ absl::Status DecodeClaimsStreaming(absl::string_view text,
           "document ", document, " (byte ", pos,
           "): malformed JSON: an incomplete JSON value at the end (truncated input?)"));
     }
+    if (end == pos) {  // a stray ',', ']', '}' or control character: no value starts here
+      return absl::InvalidArgumentError(absl::StrCat(
+          "document ", document, " (byte ", pos, "): malformed JSON: unexpected character 0x",
+          absl::Hex(static_cast<unsigned char>(text[pos]), absl::kZeroPad2)));
+    }
     const absl::string_view piece = text.substr(pos, end - pos);
     size_t items_begin = 0, items_end = 0;
     if (piece.front() == '{' && FindItems(piece, &items_begin, &items_end)) {
@@ -1464,6 +1469,11 @@ absl::Status DecodeClaimsStreaming(absl::string_view text,
       size_t i = SkipSpace(items, 1);
       for (int64_t index = 0; i < items.size() && items[i] != ']'; ++index) {
         const size_t item_end = ValueEnd(items, i);
+        if (item_end == i || item_end == absl::string_view::npos) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "document ", document, " (byte ", pos + items_begin + i, "): malformed JSON: items[",
+              index, "]: no value"));
+        }
         CS_RETURN_IF_ERROR(DecodeListItem(items.substr(i, item_end - i), document, pos, index, sink));
         i = SkipSpace(items, item_end);
         if (i < items.size() && items[i] == ',') i = SkipSpace(items, i + 1);
