@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
@@ -105,6 +106,21 @@ TEST(CodecStreamTest, StraySeparatorsAreErrorsNotHangs) {
     EXPECT_THAT(s.message(), ::testing::HasSubstr("malformed JSON")) << s;
     EXPECT_FALSE(DecodeClaims(input, [](DecodedClaim) { return absl::OkStatus(); }).ok()) << input;
   }
+}
+
+// Found by fuzz_restore: simdjson reported a syntax error in any document of
+// a stream at document 0; both paths now name the document that has it.
+TEST(CodecStreamTest, SyntaxErrorsNameTheirDocument) {
+  const std::string bad = std::string(R"({"object":{"metadata":{"na)") + '\x1f' +
+                          R"(e":"a"},"status":{}},"type":"DELETED"})";
+  const std::string input = R"({"type":"ADDED","object":{"metadata":{"name":"a","namespace":"b"},"status":{}}})"
+                            "\n" + bad;
+  const absl::Status s = DecodeClaims(input, [](DecodedClaim) { return absl::OkStatus(); });
+  EXPECT_TRUE(absl::StartsWith(s.message(), "document 1 (byte 80): ")) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("malformed JSON")) << s;
+  // The same error on the piecewise path (which has passed document 0 on to
+  // its sink first: claims before an error may differ, the error may not).
+  EXPECT_EQ(internal::DecodeClaimsStreaming(input, [](DecodedClaim) { return absl::OkStatus(); }), s);
 }
 
 TEST(CodecStreamTest, TruncatedInputIsAnErrorOnBothPaths) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
@@ -1504,7 +1505,16 @@ absl::Status DecodeClaims(absl::string_view input,
   if (input.size() > internal::kStreamingThreshold) {
     return internal::DecodeClaimsStreaming(input, sink);
   }
-  return DecodeDocuments(input.data(), input.size(), /*nested=*/false, sink);
+  absl::Status s = DecodeDocuments(input.data(), input.size(), /*nested=*/false, sink);
+  if (!s.ok() && absl::StrContains(s.message(), "malformed JSON")) {
+    // simdjson checks a whole batch of documents before the first is parsed,
+    // so a syntax error anywhere is reported at document 0. Decoding piece by
+    // piece (the sink has seen its claims already) finds where it really is.
+    absl::Status located = internal::DecodeClaimsStreaming(
+        input, [](DecodedClaim) { return absl::OkStatus(); });
+    if (!located.ok()) return located;
+  }
+  return s;
 }
 
 absl::StatusOr<ClaimRecord> DecodeClaim(absl::string_view json) {
