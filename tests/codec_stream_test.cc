@@ -123,6 +123,21 @@ TEST(CodecStreamTest, SyntaxErrorsNameTheirDocument) {
   EXPECT_EQ(internal::DecodeClaimsStreaming(input, [](DecodedClaim) { return absl::OkStatus(); }), s);
 }
 
+// Found by fuzz_restore: a raw value (runtime.RawExtension) given as a scalar
+// was left unconsumed, and simdjson skipped it without checking what followed.
+TEST(CodecStreamTest, ScalarRawValuesAreFollowedByValidJson) {
+  for (const std::string input : {R"({"status":{"devices":[{"data":"":}}]}})",
+                                  R"({"status":{"devices":[{"data":12 "x"}]}})",
+                                  R"({"status":{"devices":[{"data":true:}]}})"}) {
+    EXPECT_EQ(DecodeClaims(input, [](DecodedClaim) { return absl::OkStatus(); }).code(),
+              absl::StatusCode::kInvalidArgument)
+        << input;
+    ExpectSamePaths(input);
+  }
+  // A scalar raw value that is well-formed still decodes.
+  EXPECT_TRUE(DecodeClaim(R"({"metadata":{"name":"a","namespace":"b"},"status":{"devices":[{"driver":"d","pool":"p","device":"x","data":"text"}]}})").ok());
+}
+
 TEST(CodecStreamTest, TruncatedInputIsAnErrorOnBothPaths) {
   const std::string list = ApiList(3);
   for (size_t cut : {list.size() - 1, list.size() / 2, size_t{10}}) {

@@ -965,6 +965,10 @@ class Decoder {
       if (auto e = array.raw_json().get(raw)) return JsonFail(e);
     } else {
       raw = v.raw_json_token();
+      // The token alone leaves the value unconsumed, and simdjson skips an
+      // unconsumed value without checking the grammar after it (`"data":"":}`
+      // was taken for a key); consuming it keeps the walk strict.
+      CS_RETURN_IF_ERROR(SkipValue(v));
     }
     return absl::string_view(raw.data(), raw.size());
   }
