@@ -138,6 +138,40 @@ TEST(CodecStreamTest, ScalarRawValuesAreFollowedByValidJson) {
   EXPECT_TRUE(DecodeClaim(R"({"metadata":{"name":"a","namespace":"b"},"status":{"devices":[{"driver":"d","pool":"p","device":"x","data":"text"}]}})").ok());
 }
 
+// Found by fuzz_decode: a sink that decodes again (a natural thing to do)
+// reused the thread's parser and input buffer while the outer decode was
+// still reading them: wrong claims, or a use after free.
+TEST(CodecStreamTest, ASinkMayDecodeAgain) {
+  std::string list = ApiList(3);
+  std::string jsonl = GenerateClaimJson(0) + "\n" + GenerateClaimJson(1);
+  std::string watch = R"({"type":"ADDED","object":)" + GenerateClaimJson(2) + "}\n" +
+                      R"({"type":"MODIFIED","object":)" + GenerateClaimJson(3) + "}";
+  for (const std::string& input : {list, jsonl, watch}) {
+    std::vector<std::string> plain, nested;
+    ASSERT_TRUE(DecodeClaims(input, [&](DecodedClaim c) {
+                  plain.emplace_back(c.record.bytes());
+                  return absl::OkStatus();
+                }).ok());
+    // A much larger inner input, so the inner decode must grow its buffer.
+    const std::string big = ApiList(40);
+    absl::Status s = DecodeClaims(input, [&](DecodedClaim c) {
+      absl::StatusOr<ClaimRecord> again = DecodeClaim(EncodeClaim(c.record));
+      if (!again.ok()) return again.status();
+      int inner = 0;
+      absl::Status t = DecodeClaims(big, [&](DecodedClaim) {
+        ++inner;
+        return absl::OkStatus();
+      });
+      if (!t.ok()) return t;
+      EXPECT_EQ(inner, 40);
+      nested.emplace_back(again->bytes());
+      return absl::OkStatus();
+    });
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(nested, plain);
+  }
+}
+
 TEST(CodecStreamTest, TruncatedInputIsAnErrorOnBothPaths) {
   const std::string list = ApiList(3);
   for (size_t cut : {list.size() - 1, list.size() / 2, size_t{10}}) {

@@ -1031,10 +1031,37 @@ struct ParseState {
   OffsetPool pool;
 };
 
-ParseState& State(bool nested) {
-  thread_local ParseState top, event;
-  return nested ? event : top;
-}
+// The thread's ParseState of a nesting level, or, when that one is in use
+// further up the stack (a sink that decodes again, as a caller may well do),
+// a fresh one: two decodes must never share an input buffer or a parser.
+class StateLease {
+ public:
+  explicit StateLease(bool nested) {
+    thread_local ParseState top, event;
+    thread_local bool top_busy = false, event_busy = false;
+    bool& busy = nested ? event_busy : top_busy;
+    if (!busy) {
+      busy = true;
+      busy_ = &busy;
+      state_ = nested ? &event : &top;
+    } else {
+      owned_ = std::make_unique<ParseState>();
+      state_ = owned_.get();
+    }
+  }
+  ~StateLease() {
+    if (busy_ != nullptr) *busy_ = false;
+  }
+  StateLease(const StateLease&) = delete;
+  StateLease& operator=(const StateLease&) = delete;
+
+  ParseState& operator*() const { return *state_; }
+
+ private:
+  ParseState* state_ = nullptr;
+  bool* busy_ = nullptr;
+  std::unique_ptr<ParseState> owned_;
+};
 
 absl::Status DecodeDocuments(const char* data, size_t size, bool nested,
                              absl::FunctionRef<absl::Status(DecodedClaim)> sink);
@@ -1248,7 +1275,8 @@ absl::Status DecodeDocuments(
         "input of ", size, " bytes is larger than the ", kMaxJsonDocumentBytes,
         "-byte limit of one JSON document; split it, e.g. into JSON lines"));
   }
-  ParseState& state = State(nested);
+  StateLease lease(nested);
+  ParseState& state = *lease;
   const simdjson::padded_string_view input = state.input.Fill(data, size);
   od::parser& parser = state.parser;
   if (parser.capacity() < size || parser.max_depth() != internal::kMaxJsonDepth) {
@@ -1403,7 +1431,8 @@ absl::Status AtDocument(const absl::Status& s, size_t document, size_t offset) {
 // Decodes one element of a list's items, as `items[index]` of `document`.
 absl::Status DecodeListItem(absl::string_view item, size_t document, size_t offset,
                             int64_t index, absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
-  ParseState& state = State(/*nested=*/false);
+  StateLease lease(/*nested=*/false);
+  ParseState& state = *lease;
   const simdjson::padded_string_view input = state.input.Fill(item.data(), item.size());
   od::parser& parser = state.parser;
   if (parser.capacity() < item.size() || parser.max_depth() != internal::kMaxJsonDepth) {

@@ -27,7 +27,8 @@
 // what is kept: the request names (and firstAvailable sub-request names).
 //
 // Thread-safety: every function here may be called concurrently from any
-// number of threads (each thread keeps its own parser and builder).
+// number of threads (each thread keeps its own parser and builder), and a
+// DecodeClaims sink may itself decode (it then gets a parser of its own).
 #ifndef CLAIMSTORE_CODEC_H_
 #define CLAIMSTORE_CODEC_H_
 
