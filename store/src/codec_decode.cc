@@ -1539,9 +1539,9 @@ absl::Status DecodeClaims(absl::string_view input,
     return internal::DecodeClaimsStreaming(input, sink);
   }
   absl::Status s = DecodeDocuments(input.data(), input.size(), /*nested=*/false, sink);
-  if (!s.ok() && absl::StrContains(s.message(), "malformed JSON")) {
+  if (!s.ok() && absl::StartsWith(s.message(), "document 0 (byte 0): malformed JSON")) {
     // simdjson checks a whole batch of documents before the first is parsed,
-    // so a syntax error anywhere is reported at document 0. Decoding piece by
+    // so a syntax error anywhere is reported at document 0, byte 0. Decoding piece by
     // piece (the sink has seen its claims already) finds where it really is.
     absl::Status located = internal::DecodeClaimsStreaming(
         input, [](DecodedClaim) { return absl::OkStatus(); });
