@@ -1022,7 +1022,7 @@ class PaddedBuffer {
   size_t capacity_ = 0;
 };
 
-// Parser state of one nesting level (the input, or a watch event's object
+// Parser state of one decode (the input, or a watch event's object
 // decoded after its event): kept per thread so that decoding reuses memory.
 struct ParseState {
   od::parser parser;
@@ -1031,37 +1031,30 @@ struct ParseState {
   OffsetPool pool;
 };
 
-// The thread's ParseState of a nesting level, or, when that one is in use
-// further up the stack (a sink that decodes again, as a caller may well do),
-// a fresh one: two decodes must never share an input buffer or a parser.
+// The thread's ParseState for the decode at this depth of the stack: a watch
+// event's object is decoded while its stream is, and a sink may decode again
+// (as a caller may well do), so two live decodes must never share an input
+// buffer or a parser. Each depth keeps its state, and so its memory, for the
+// next decode at that depth.
 class StateLease {
  public:
-  explicit StateLease(bool nested) {
-    thread_local ParseState top, event;
-    thread_local bool top_busy = false, event_busy = false;
-    bool& busy = nested ? event_busy : top_busy;
-    if (!busy) {
-      busy = true;
-      busy_ = &busy;
-      state_ = nested ? &event : &top;
-    } else {
-      owned_ = std::make_unique<ParseState>();
-      state_ = owned_.get();
-    }
+  StateLease() {
+    if (depth_ == states_.size()) states_.push_back(std::make_unique<ParseState>());
+    state_ = states_[depth_++].get();
   }
-  ~StateLease() {
-    if (busy_ != nullptr) *busy_ = false;
-  }
+  ~StateLease() { --depth_; }
   StateLease(const StateLease&) = delete;
   StateLease& operator=(const StateLease&) = delete;
 
   ParseState& operator*() const { return *state_; }
 
  private:
-  ParseState* state_ = nullptr;
-  bool* busy_ = nullptr;
-  std::unique_ptr<ParseState> owned_;
+  static thread_local std::vector<std::unique_ptr<ParseState>> states_;
+  static thread_local size_t depth_;
+  ParseState* state_;
 };
+thread_local std::vector<std::unique_ptr<ParseState>> StateLease::states_;
+thread_local size_t StateLease::depth_ = 0;
 
 absl::Status DecodeDocuments(const char* data, size_t size, bool nested,
                              absl::FunctionRef<absl::Status(DecodedClaim)> sink);
@@ -1275,7 +1268,7 @@ absl::Status DecodeDocuments(
         "input of ", size, " bytes is larger than the ", kMaxJsonDocumentBytes,
         "-byte limit of one JSON document; split it, e.g. into JSON lines"));
   }
-  StateLease lease(nested);
+  StateLease lease;
   ParseState& state = *lease;
   const simdjson::padded_string_view input = state.input.Fill(data, size);
   od::parser& parser = state.parser;
@@ -1431,7 +1424,7 @@ absl::Status AtDocument(const absl::Status& s, size_t document, size_t offset) {
 // Decodes one element of a list's items, as `items[index]` of `document`.
 absl::Status DecodeListItem(absl::string_view item, size_t document, size_t offset,
                             int64_t index, absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
-  StateLease lease(/*nested=*/false);
+  StateLease lease;
   ParseState& state = *lease;
   const simdjson::padded_string_view input = state.input.Fill(item.data(), item.size());
   od::parser& parser = state.parser;
@@ -1477,9 +1470,10 @@ absl::Status DecodeClaimsStreaming(absl::string_view text,
           "): malformed JSON: an incomplete JSON value at the end (truncated input?)"));
     }
     if (end == pos) {  // a stray ',', ']', '}' or control character: no value starts here
-      return absl::InvalidArgumentError(absl::StrCat(
-          "document ", document, " (byte ", pos, "): malformed JSON: unexpected character 0x",
-          absl::Hex(static_cast<unsigned char>(text[pos]), absl::kZeroPad2)));
+      return AtDocument(absl::InvalidArgumentError(absl::StrCat(
+                            "malformed JSON: unexpected character 0x",
+                            absl::Hex(static_cast<unsigned char>(text[pos]), absl::kZeroPad2))),
+                        document, pos);
     }
     const absl::string_view piece = text.substr(pos, end - pos);
     size_t items_begin = 0, items_end = 0;
@@ -1503,10 +1497,10 @@ absl::Status DecodeClaimsStreaming(absl::string_view text,
       size_t i = SkipSpace(items, 1);
       for (int64_t index = 0; i < items.size() && items[i] != ']'; ++index) {
         const size_t item_end = ValueEnd(items, i);
-        if (item_end == i || item_end == absl::string_view::npos) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "document ", document, " (byte ", pos + items_begin + i, "): malformed JSON: items[",
-              index, "]: no value"));
+        if (item_end == i) {  // a stray ',' or control character: no item starts here
+          return AtDocument(absl::InvalidArgumentError(
+                                absl::StrCat("malformed JSON: items[", index, "]: no value")),
+                            document, pos + items_begin + i);
         }
         CS_RETURN_IF_ERROR(DecodeListItem(items.substr(i, item_end - i), document, pos, index, sink));
         i = SkipSpace(items, item_end);
