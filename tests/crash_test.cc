@@ -1,28 +1,33 @@
 // kill -9 crash test: a writer process runs a random workload with
-// sync_writes and reports every acknowledged write; the parent kills it at a
-// random moment, reopens the database and checks that
+// sync_writes from three threads and reports each call to its parent before
+// making it ("I thread op") and when it returns ("D thread revision", 0 when
+// nothing changed); the parent kills it with SIGKILL at a random moment,
+// reopens the database and checks that
 //   - no acknowledged write is lost: the store revision is at least the
-//     highest acknowledged one, and every claim is at least as new as its
-//     last acknowledged write (or was deleted by a later write);
-//   - a claim whose revision is an acknowledged one has exactly the content
-//     that write produced;
+//     highest acknowledged one;
+//   - the state equals a replay, through the sequential model
+//     (claim_model.h), of a prefix of the history that holds every
+//     acknowledged write: revision by revision, each acknowledged write at
+//     its own revision, and each revision nobody acknowledged filled by one
+//     of the calls in flight at the kill (committed, not yet acknowledged);
+//     every claim's uid, allocation, reservedFor and revisions must match;
 //   - Verify is clean: indexes match the records, no device is held
 //     exclusively by two claims.
-// Then it continues the workload on the reopened database.
+// Then it continues the workload on the reopened database, and the model
+// carries over.
 //
 //   crash_test [--cycles N] [--seed S]      (prints "N passed, M failed")
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -32,87 +37,68 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "claimstore/codec.h"
+#include "claim_model.h"
 #include "claimstore/store.h"
 
 namespace claimstore {
 namespace {
 
+using testing::ClaimModel;
+using testing::ModelOp;
+
 constexpr int kClaims = 64;
 constexpr int kDevices = 10;
+constexpr int kThreads = 3;
 
-uint64_t Fnv(absl::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
+std::vector<std::string> ClaimNames() {
+  std::vector<std::string> names;
+  for (int i = 0; i < kClaims; ++i) names.push_back(absl::StrCat("c", i));
+  return names;
 }
 
-std::string ClaimName(int i) { return absl::StrCat("c", i); }
-
-ClaimRecord Pending(const std::string& name, int generation) {
-  return *DecodeClaim(absl::StrCat(R"({"metadata":{"namespace":"ns","name":")", name,
-                                   R"(","uid":"uid-)", name, "-", generation, R"("},"status":{}})"));
+// One write(2) per line: atomic on a pipe, so a kill never tears a line.
+void Report(int fd, const std::string& line) {
+  if (write(fd, line.data(), line.size()) < 0) _exit(3);
 }
 
 // --- The writer child -----------------------------------------------------------
 
-// Runs the workload until killed, writing "claim revision hash" per
-// acknowledged write (or "claim revision deleted") to `fd`.
 int Child(const std::string& db, int fd, uint64_t seed) {
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db, {.sync_writes = true});
   if (!store.ok()) {
     std::fprintf(stderr, "child: %s\n", store.status().ToString().c_str());
     return 2;
   }
-  Store& s = **store;
-  const auto report = [&](const ClaimKey& key, const absl::StatusOr<WriteResult>& r) {
-    if (!r.ok() || !r->changed) return;
-    // Read the content this write produced (the revision pins it).
-    std::string line;
-    absl::StatusOr<ClaimRead> read = s.Get(key);
-    if (read.ok() && read->record.mod_revision() == r->revision) {
-      line = absl::StrCat(key.name, " ", r->revision, " ", Fnv(read->record.bytes()), "\n");
-    } else if (read.ok() && read->record.mod_revision() < r->revision) {
-      // Read-your-writes broken: an acknowledged write is not visible.
-      line = absl::StrCat(key.name, " ", r->revision, " stale\n");
-    } else if (absl::IsNotFound(read.status())) {
-      line = absl::StrCat(key.name, " ", r->revision, " deleted\n");
-    } else {
-      line = absl::StrCat(key.name, " ", r->revision, " changed\n");  // overtaken already
-    }
-    // One write(2) per line: atomic on a pipe.
-    if (write(fd, line.data(), line.size()) < 0) _exit(3);
-  };
   std::vector<std::thread> threads;
-  for (int t = 0; t < 3; ++t) {
+  for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(seed * 7919 + t);
       for (int generation = 0;; ++generation) {
-        const ClaimKey key{"ns", ClaimName(static_cast<int>(rng() % kClaims))};
+        ModelOp op;
+        op.claim = absl::StrCat("c", rng() % kClaims);
         switch (rng() % 7) {
           case 0:
-            report(key, s.Put(Pending(key.name, generation)));
+            op.kind = ModelOp::Kind::kPut;
+            op.arg = absl::StrCat("uid-", seed, "-", t, "-", generation);
             break;
-          case 1:
-            report(key, s.Delete(key));
-            break;
+          case 1: op.kind = ModelOp::Kind::kDelete; break;
           case 2:
-          case 3: {
-            AllocationBuilder b;
-            b.AddResult({"req", "gpu.example.com", "pool-a", absl::StrCat("gpu-", rng() % kDevices),
-                         std::nullopt, std::nullopt});
-            report(key, s.Allocate(key, b.Build()));
+          case 3:
+            op.kind = ModelOp::Kind::kAllocate;
+            op.arg = absl::StrCat("gpu-", rng() % kDevices);
             break;
-          }
-          case 4:
-            report(key, s.Deallocate(key));
-            break;
+          case 4: op.kind = ModelOp::Kind::kDeallocate; break;
           case 5:
-            report(key, s.Reserve(key, {"", "pods", "p", absl::StrCat("pod-", rng() % 6)}));
+            op.kind = ModelOp::Kind::kReserve;
+            op.arg = absl::StrCat("pod-", rng() % 6);
             break;
           default:
-            report(key, s.Unreserve(key, absl::StrCat("pod-", rng() % 6)));
+            op.kind = ModelOp::Kind::kUnreserve;
+            op.arg = absl::StrCat("pod-", rng() % 6);
         }
+        Report(fd, absl::StrCat("I ", t, " ", op.ToString(), "\n"));
+        const testing::ModelOutcome outcome = testing::RunOnStore(**store, op);
+        Report(fd, absl::StrCat("D ", t, " ", outcome.changed ? outcome.revision : 0, "\n"));
       }
     });
   }
@@ -122,48 +108,115 @@ int Child(const std::string& db, int fd, uint64_t seed) {
 
 // --- The parent ---------------------------------------------------------------
 
-struct Ack {
-  uint64_t revision = 0;
-  std::string content;  // hash, "deleted" or "changed"
+// What one cycle's writer reported.
+struct CycleLog {
+  std::map<uint64_t, ModelOp> acknowledged;  // by revision
+  std::vector<ModelOp> in_flight;            // called, not returned at the kill
+  std::vector<std::string> problems;
 };
 
-// Checks the reopened database against the acknowledged writes. Returns the
-// problems found.
-std::vector<std::string> Check(const std::string& db, const std::map<std::string, Ack>& last_ack,
-                               uint64_t max_ack) {
-  std::vector<std::string> problems;
+CycleLog ParseLog(const std::string& buffer) {
+  CycleLog log;
+  std::map<int, ModelOp> pending;
+  for (absl::string_view line : absl::StrSplit(buffer, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits(' ', 2));
+    int thread = 0;
+    if (f.size() != 3 || !absl::SimpleAtoi(f[1], &thread)) {
+      log.problems.push_back(absl::StrCat("malformed report: ", line));
+      continue;
+    }
+    if (f[0] == "I") {
+      std::optional<ModelOp> op = ModelOp::Parse(f[2]);
+      if (!op.has_value()) log.problems.push_back(absl::StrCat("malformed report: ", line));
+      if (op.has_value()) pending[thread] = *op;
+      continue;
+    }
+    uint64_t revision = 0;
+    auto it = pending.find(thread);
+    if (f[0] != "D" || !absl::SimpleAtoi(f[2], &revision) || it == pending.end()) {
+      log.problems.push_back(absl::StrCat("malformed report: ", line));
+      continue;
+    }
+    if (revision > 0 && !log.acknowledged.emplace(revision, it->second).second) {
+      log.problems.push_back(absl::StrCat("two writes acknowledged at revision ", revision));
+    }
+    pending.erase(it);
+  }
+  for (const auto& [thread, op] : pending) log.in_flight.push_back(op);
+  return log;
+}
+
+// Replays revisions model.revision()+1 .. target: acknowledged writes at
+// their revisions, the gaps filled by unused in-flight calls, trying each
+// choice until the result agrees with `store`. On success `model` holds the
+// replayed state and `placed` counts the in-flight calls used.
+bool Replay(const Store& store, const CycleLog& log, uint64_t target, ClaimModel* model,
+            std::vector<bool>* used, int* placed, std::vector<std::string>* why) {
+  if (model->revision() == target) {
+    std::vector<std::string> diff = model->Diff(store, ClaimNames());
+    if (diff.empty()) return true;
+    if (why->empty()) *why = diff;  // the first full replay's differences
+    return false;
+  }
+  const uint64_t next = model->revision() + 1;
+  if (auto it = log.acknowledged.find(next); it != log.acknowledged.end()) {
+    ClaimModel after = *model;
+    const testing::ModelOutcome outcome = after.Apply(it->second);
+    if (!outcome.changed || outcome.revision != next) {
+      if (why->empty()) {
+        why->push_back(absl::StrCat("the write acknowledged at revision ", next, " (",
+                                    it->second.ToString(), ") replays as ", outcome.ToString()));
+      }
+      return false;
+    }
+    if (!Replay(store, log, target, &after, used, placed, why)) return false;
+    *model = std::move(after);
+    return true;
+  }
+  for (size_t i = 0; i < log.in_flight.size(); ++i) {
+    if ((*used)[i]) continue;
+    ClaimModel after = *model;
+    const testing::ModelOutcome outcome = after.Apply(log.in_flight[i]);
+    if (!outcome.changed) continue;
+    (*used)[i] = true;
+    if (Replay(store, log, target, &after, used, placed, why)) {
+      *model = std::move(after);
+      ++*placed;
+      return true;
+    }
+    (*used)[i] = false;
+  }
+  if (why->empty()) {
+    why->push_back(absl::StrCat("no write acknowledged at revision ", next,
+                                " and no call in flight explains it"));
+  }
+  return false;
+}
+
+// Checks the reopened database against the model and this cycle's log, and
+// advances the model. Returns the problems found.
+std::vector<std::string> Check(const std::string& db, const CycleLog& log, ClaimModel* model,
+                               int* placed) {
+  std::vector<std::string> problems = log.problems;
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db, {});
   if (!store.ok()) return {absl::StrCat("reopen: ", store.status().ToString())};
-  absl::StatusOr<StoreStats> stats = (*store)->Stats();
-  if (!stats.ok()) return {absl::StrCat("stats: ", stats.status().ToString())};
-  if (stats->revision < max_ack) {
-    problems.push_back(absl::StrCat("store revision ", stats->revision,
-                                    " is below the acknowledged revision ", max_ack));
-  }
-  for (const auto& [name, ack] : last_ack) {
-    absl::StatusOr<ClaimRead> read = (*store)->Get({"ns", name});
-    if (absl::IsNotFound(read.status())) {
-      // Absent: fine if the acknowledged write deleted it, or a later
-      // (unacknowledged but committed) write did.
-      if (ack.content != "deleted" && stats->revision <= ack.revision) {
-        problems.push_back(absl::StrCat(name, ": acknowledged at ", ack.revision, " but gone"));
-      }
-      continue;
-    }
-    if (!read.ok()) {
-      problems.push_back(absl::StrCat(name, ": ", read.status().ToString()));
-      continue;
-    }
-    const uint64_t rev = read->record.mod_revision();
-    if (rev < ack.revision) {  // includes a lost acknowledged delete
-      problems.push_back(absl::StrCat(name, ": at revision ", rev, ", older than the acknowledged ",
-                                      ack.content == "deleted" ? "delete at " : "write at ",
-                                      ack.revision));
-    }
-    if (rev == ack.revision && ack.content != "changed" &&
-        ack.content != absl::StrCat(Fnv(read->record.bytes()))) {
-      problems.push_back(absl::StrCat(name, ": content at revision ", rev,
-                                      " differs from what was acknowledged"));
+  absl::StatusOr<ClaimReads> now = (*store)->GetMany({});
+  if (!now.ok()) return {absl::StrCat("reading the revision: ", now.status().ToString())};
+  const uint64_t revision = now->revision;
+  if (!log.acknowledged.empty() && log.acknowledged.rbegin()->first > revision) {
+    problems.push_back(absl::StrCat("store revision ", revision,
+                                    " is below the acknowledged revision ",
+                                    log.acknowledged.rbegin()->first));
+  } else if (revision < model->revision()) {
+    problems.push_back(absl::StrCat("store revision ", revision, " went back from ",
+                                    model->revision()));
+  } else {
+    std::vector<bool> used(log.in_flight.size(), false);
+    std::vector<std::string> why;
+    if (!Replay(**store, log, revision, model, &used, placed, &why)) {
+      problems.push_back(absl::StrCat("the state at revision ", revision,
+                                      " is no replay of the history:"));
+      problems.insert(problems.end(), why.begin(), why.end());
     }
   }
   absl::StatusOr<VerifyReport> report = (*store)->Verify(false);
@@ -181,9 +234,9 @@ int Parent(const char* self, int cycles, uint64_t seed) {
   std::filesystem::remove_all(dir);
   const std::string db = dir + "/db";
   std::mt19937_64 rng(seed);
-  std::map<std::string, Ack> last_ack;  // across cycles: the database lives on
-  uint64_t max_ack = 0, acks = 0;
-  int passed = 0, failed = 0;
+  ClaimModel model;  // across cycles: the database lives on
+  uint64_t acks = 0;
+  int passed = 0, failed = 0, placed = 0;
   for (int cycle = 0; cycle < cycles; ++cycle) {
     int fds[2];
     if (pipe(fds) != 0) return 2;
@@ -224,33 +277,25 @@ int Parent(const char* self, int cycles, uint64_t seed) {
       ++failed;
       continue;
     }
-    std::vector<std::string> stale;
-    for (absl::string_view line : absl::StrSplit(buffer, '\n', absl::SkipEmpty())) {
-      std::vector<std::string> f = absl::StrSplit(line, ' ');
-      uint64_t revision = 0;
-      if (f.size() != 3 || !absl::SimpleAtoi(f[1], &revision)) continue;  // torn by the kill
-      if (f[2] == "stale") {
-        stale.push_back(absl::StrCat(f[0], ": the write acknowledged at ", revision,
-                                     " was not visible to the next read"));
-        continue;
-      }
-      Ack& ack = last_ack[f[0]];
-      if (revision > ack.revision) ack = Ack{revision, f[2]};
-      max_ack = std::max(max_ack, revision);
-      ++acks;
-    }
-    std::vector<std::string> problems = Check(db, last_ack, max_ack);
-    problems.insert(problems.end(), stale.begin(), stale.end());
+    const CycleLog log = ParseLog(buffer);
+    acks += log.acknowledged.size();
+    const std::vector<std::string> problems = Check(db, log, &model, &placed);
     if (problems.empty()) {
       ++passed;
     } else {
+      // The model no longer follows the database: later cycles would only
+      // repeat this failure.
       ++failed;
       std::fprintf(stderr, "cycle %d:\n  %s\n", cycle, absl::StrJoin(problems, "\n  ").c_str());
+      break;
     }
   }
   std::filesystem::remove_all(dir);
-  std::printf("kill -9 cycles: %d, acknowledged writes checked: %llu, store revision reached: %llu\n",
-              cycles, static_cast<unsigned long long>(acks), static_cast<unsigned long long>(max_ack));
+  std::printf(
+      "kill -9 cycles: %d, acknowledged writes replayed: %llu, committed but unacknowledged "
+      "writes placed: %d, store revision reached: %llu\n",
+      passed + failed, static_cast<unsigned long long>(acks), placed,
+      static_cast<unsigned long long>(model.revision()));
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
