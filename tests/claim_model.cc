@@ -185,6 +185,22 @@ std::vector<std::string> ClaimModel::Diff(const Store& store,
   return problems;
 }
 
+ModelOp RandomOp(std::mt19937_64& rng, int claims, int devices, int consumers) {
+  ModelOp op;
+  op.claim = absl::StrCat("c", rng() % claims);
+  switch (rng() % 8) {
+    case 0: op = {ModelOp::Kind::kPut, op.claim, absl::StrCat("uid-", rng() % 1000)}; break;
+    case 1: op = {ModelOp::Kind::kDelete, op.claim, ""}; break;
+    case 2: op = {ModelOp::Kind::kAllocate, op.claim, absl::StrCat("gpu-", rng() % devices)}; break;
+    case 3: op = {ModelOp::Kind::kDeallocate, op.claim, ""}; break;
+    case 4:
+    case 5: op = {ModelOp::Kind::kReserve, op.claim, absl::StrCat("pod-", rng() % consumers)}; break;
+    case 6: op = {ModelOp::Kind::kUnreserve, op.claim, absl::StrCat("pod-", rng() % consumers)}; break;
+    default: op = {ModelOp::Kind::kGet, op.claim, ""};
+  }
+  return op;
+}
+
 ModelOutcome RunOnStore(Store& store, const ModelOp& op) {
   using Kind = ModelOp::Kind;
   const ClaimKey key{kNamespace, op.claim};

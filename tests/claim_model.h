@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,10 @@ class ClaimModel {
   std::map<std::string, ModelClaim> claims_;
   uint64_t revision_ = 0;
 };
+
+// A random call on claims c0..c<claims-1>: devices gpu-<n>, consumers
+// pod-<n>, uids uid-<n>; writes 7 in 8, reads 1 in 8.
+ModelOp RandomOp(std::mt19937_64& rng, int claims, int devices, int consumers);
 
 // Runs `op` against `store` and returns what it returned, in the model's terms.
 ModelOutcome RunOnStore(Store& store, const ModelOp& op);

@@ -73,29 +73,8 @@ int Child(const std::string& db, int fd, uint64_t seed) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(seed * 7919 + t);
-      for (int generation = 0;; ++generation) {
-        ModelOp op;
-        op.claim = absl::StrCat("c", rng() % kClaims);
-        switch (rng() % 7) {
-          case 0:
-            op.kind = ModelOp::Kind::kPut;
-            op.arg = absl::StrCat("uid-", seed, "-", t, "-", generation);
-            break;
-          case 1: op.kind = ModelOp::Kind::kDelete; break;
-          case 2:
-          case 3:
-            op.kind = ModelOp::Kind::kAllocate;
-            op.arg = absl::StrCat("gpu-", rng() % kDevices);
-            break;
-          case 4: op.kind = ModelOp::Kind::kDeallocate; break;
-          case 5:
-            op.kind = ModelOp::Kind::kReserve;
-            op.arg = absl::StrCat("pod-", rng() % 6);
-            break;
-          default:
-            op.kind = ModelOp::Kind::kUnreserve;
-            op.arg = absl::StrCat("pod-", rng() % 6);
-        }
+      while (true) {
+        const ModelOp op = testing::RandomOp(rng, kClaims, kDevices, 6);
         Report(fd, absl::StrCat("I ", t, " ", op.ToString(), "\n"));
         const testing::ModelOutcome outcome = testing::RunOnStore(**store, op);
         Report(fd, absl::StrCat("D ", t, " ", outcome.changed ? outcome.revision : 0, "\n"));

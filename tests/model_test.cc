@@ -4,8 +4,6 @@
 // linearizability checks meaningless.
 #include "claim_model.h"
 
-#include <random>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
@@ -13,22 +11,6 @@
 
 namespace claimstore::testing {
 namespace {
-
-ModelOp RandomOp(std::mt19937_64& rng, int claims, int devices, int consumers) {
-  ModelOp op;
-  op.claim = absl::StrCat("c", rng() % claims);
-  switch (rng() % 8) {
-    case 0: op = {ModelOp::Kind::kPut, op.claim, absl::StrCat("uid-", rng() % 1000)}; break;
-    case 1: op = {ModelOp::Kind::kDelete, op.claim, ""}; break;
-    case 2: op = {ModelOp::Kind::kAllocate, op.claim, absl::StrCat("gpu-", rng() % devices)}; break;
-    case 3: op = {ModelOp::Kind::kDeallocate, op.claim, ""}; break;
-    case 4:
-    case 5: op = {ModelOp::Kind::kReserve, op.claim, absl::StrCat("pod-", rng() % consumers)}; break;
-    case 6: op = {ModelOp::Kind::kUnreserve, op.claim, absl::StrCat("pod-", rng() % consumers)}; break;
-    default: op = {ModelOp::Kind::kGet, op.claim, ""};
-  }
-  return op;
-}
 
 TEST(ModelOpTest, ParsesWhatItPrints) {
   for (const ModelOp& op : {ModelOp{ModelOp::Kind::kPut, "c1", "uid-7"},

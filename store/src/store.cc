@@ -48,6 +48,7 @@
 #include "rocksdb/utilities/write_batch_with_index.h"
 #include "rocksdb_status.h"
 #include "status_macros.h"
+#include "store_testing.h"
 #include "store_validation.h"
 
 namespace claimstore {
@@ -144,7 +145,8 @@ class StoreImpl final : public Store {
   }
 
   static absl::StatusOr<std::unique_ptr<Store>> Open(absl::string_view path,
-                                                     const Options& options);
+                                                     const Options& options,
+                                                     rocksdb::Env* env);
 
   // Reads ----------------------------------------------------------------
 
@@ -621,6 +623,10 @@ class StoreImpl final : public Store {
   }
 
   void CommitGroup(const std::vector<PendingWrite*>& group) {
+    if (!write_error_.ok()) {
+      for (PendingWrite* w : group) w->status = write_error_;
+      return;
+    }
     rocksdb::WriteBatchWithIndex batch(rocksdb::BytewiseComparator(), 0,
                                        /*overwrite_key=*/true);
     uint64_t revision = revision_;
@@ -647,6 +653,14 @@ class StoreImpl final : public Store {
       for (PendingWrite* w : group) {
         if (w->status.ok() && w->Changed()) w->status = s;
       }
+      // The failed batch may still be in the write-ahead log, whole, and
+      // come back at the next open; a later write given the same revision
+      // would then collide with it. And RocksDB's log writer must not be
+      // used again after an error (Debian's build asserts that it is not).
+      // So no more writes: reads go on, and reopening recovers.
+      write_error_ = absl::UnavailableError(absl::StrCat(
+          "the store takes no more writes after a failed commit (", s.message(),
+          "); reopen it to recover"));
       return;
     }
     revision_ = revision;
@@ -852,6 +866,9 @@ class StoreImpl final : public Store {
   // The store revision of the last commit; read and written only by the
   // leader of the group in flight (leadership is exclusive).
   uint64_t revision_ = 0;
+  // Set by the leader when a commit failed: every later write fails with it.
+  // Leader only, as revision_.
+  absl::Status write_error_;
 
   // Runs `f` while no write group is in flight and none can start.
   template <typename F>
@@ -975,7 +992,8 @@ absl::Status CreateDatabase(const std::string& path, rocksdb::DBOptions db_optio
 }
 
 absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_view,
-                                                       const Options& options) {
+                                                       const Options& options,
+                                                       rocksdb::Env* env) {
   const std::string path(path_view);
   auto store = std::unique_ptr<StoreImpl>(new StoreImpl());
   store->options_ = options;
@@ -1007,6 +1025,7 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
   // (point-in-time) would silently drop every write after a bad record.
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   db_options.paranoid_checks = true;
+  if (env != nullptr) db_options.env = env;
 
   // An existing database (it has a CURRENT file) must have claimstore's
   // column families; failing to list them is an error, not a reason to
@@ -1273,7 +1292,17 @@ absl::StatusOr<StoreStats> StoreImpl::Stats() const {
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(absl::string_view path,
                                                    const Options& options) {
-  return StoreImpl::Open(path, options);
+  return StoreImpl::Open(path, options, nullptr);
 }
+
+namespace internal {
+
+absl::StatusOr<std::unique_ptr<Store>> OpenStoreWithEnv(absl::string_view path,
+                                                        const Options& options,
+                                                        rocksdb::Env* env) {
+  return StoreImpl::Open(path, options, env);
+}
+
+}  // namespace internal
 
 }  // namespace claimstore

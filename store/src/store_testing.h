@@ -1,0 +1,26 @@
+// Test hooks of the store, not part of the public API.
+#ifndef CLAIMSTORE_SRC_STORE_TESTING_H_
+#define CLAIMSTORE_SRC_STORE_TESTING_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "claimstore/store.h"
+
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
+namespace claimstore::internal {
+
+// Store::Open, with RocksDB doing its file I/O through `env` (the fault
+// injection tests' file system). `env` must outlive the store. Creating a
+// new database still goes through the process's own file system.
+absl::StatusOr<std::unique_ptr<Store>> OpenStoreWithEnv(absl::string_view path,
+                                                        const Options& options,
+                                                        rocksdb::Env* env);
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_STORE_TESTING_H_

@@ -1,0 +1,421 @@
+// Power loss and I/O errors, injected under RocksDB by FaultFileSystem
+// (fault_fs.h), with the claim model (claim_model.h) as the reference:
+//   - power loss with sync_writes off: the reopened state is the state after
+//     some prefix of the history (every claim and index as of one revision);
+//   - power loss with sync_writes on: nothing acknowledged is lost, also with
+//     concurrent writers sharing fsyncs (group commit);
+//   - the n-th write, sync or read failing with EIO or ENOSPC, n swept
+//     across a workload: the failing call returns an error, the live store
+//     shows nothing of it, and after reopening, Verify is clean and the
+//     state is the acknowledged history, with at most the failed call whole.
+#include <atomic>
+#include <functional>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "claim_model.h"
+#include "fault_fs.h"
+#include "gtest/gtest.h"
+#include "rocksdb/env.h"
+#include "store_testing.h"
+#include "test_util.h"
+
+namespace claimstore::testing {
+namespace {
+
+using Op = FaultFileSystem::Op;
+using Error = FaultFileSystem::Error;
+
+constexpr int kClaims = 12;
+
+std::vector<std::string> Names() {
+  std::vector<std::string> names;
+  for (int i = 0; i < kClaims; ++i) names.push_back(absl::StrCat("c", i));
+  return names;
+}
+
+// Small memtables, so that flushes (and their syncs) happen within a short
+// workload, and a tiny block cache, so that reads go to the files.
+Options SmallOptions(bool sync) {
+  return Options{.sync_writes = sync, .block_cache_bytes = 64 << 10,
+                 .write_buffer_bytes = 64 << 10};
+}
+
+std::vector<std::string> VerifyProblems(Store& store) {
+  absl::StatusOr<VerifyReport> report = store.Verify(false);
+  if (!report.ok()) return {absl::StrCat("verify: ", report.status().ToString())};
+  return report->problems;
+}
+
+class FaultTest : public ::testing::Test {
+ protected:
+  FaultTest() : fs_(std::make_shared<FaultFileSystem>()), env_(rocksdb::NewCompositeEnv(fs_)) {}
+
+  absl::StatusOr<std::unique_ptr<Store>> OpenFaulty(const Options& options) {
+    return internal::OpenStoreWithEnv(db_path(), options, env_.get());
+  }
+  std::string db_path() const { return dir_.path() + "/db"; }
+
+  // Cuts the power under `store`, closes it and leaves only what was synced.
+  void PowerLoss(std::unique_ptr<Store>* store) {
+    fs_->PowerCut();
+    store->reset();
+    ASSERT_TRUE(fs_->DropUnsyncedData().ok());
+  }
+
+  ScopedTempDir dir_;
+  std::shared_ptr<FaultFileSystem> fs_;
+  std::unique_ptr<rocksdb::Env> env_;
+};
+
+// --- Power loss ------------------------------------------------------------
+
+// Runs trials of random calls, each ended by a power loss, and checks the
+// reopened state against the model's state at the revision that survived.
+// Counts the trials that lost acknowledged calls and those that kept some
+// but not all of them.
+void PowerLossTrials(const std::function<absl::StatusOr<std::unique_ptr<Store>>()>& open,
+                     const std::function<void(std::unique_ptr<Store>*)>& power_loss, bool sync,
+                     int trials, int* lost, int* partly_kept) {
+  std::mt19937_64 rng(sync ? 11 : 12);
+  ClaimModel model;
+  std::map<uint64_t, ClaimModel> at = {{0, model}};  // the model after each revision
+  for (int trial = 0; trial < trials; ++trial) {
+    absl::StatusOr<std::unique_ptr<Store>> store = open();
+    ASSERT_TRUE(store.ok()) << "trial " << trial << ": " << store.status();
+    const uint64_t start = model.revision();
+    const int calls = 20 + static_cast<int>(rng() % 200);
+    for (int i = 0; i < calls; ++i) {
+      const ModelOp op = RandomOp(rng, kClaims, 6, 4);
+      const ModelOutcome want = model.Apply(op);
+      const ModelOutcome got = RunOnStore(**store, op);
+      ASSERT_EQ(got, want) << op.ToString();
+      if (got.changed) at[model.revision()] = model;
+      if (rng() % 64 == 0) {
+        ASSERT_TRUE((*store)->Compact().ok());  // flushes: a durable point
+      }
+    }
+    const uint64_t acknowledged = model.revision();
+    power_loss(&*store);
+    store = open();
+    ASSERT_TRUE(store.ok()) << "trial " << trial << ": reopening after power loss: "
+                            << store.status();
+    absl::StatusOr<ClaimReads> now = (*store)->GetMany({});
+    ASSERT_TRUE(now.ok()) << now.status();
+    const uint64_t revision = now->revision;
+    ASSERT_GE(revision, start) << "trial " << trial << ": lost what was durable before it";
+    ASSERT_LE(revision, acknowledged) << "trial " << trial;
+    if (sync) {
+      ASSERT_EQ(revision, acknowledged) << "trial " << trial << ": a synced write was lost";
+    }
+    model = at.at(revision);
+    at.erase(at.upper_bound(revision), at.end());
+    const std::vector<std::string> diff = model.Diff(**store, Names());
+    ASSERT_TRUE(diff.empty()) << "trial " << trial << ", revision " << revision << ":\n"
+                              << absl::StrJoin(diff, "\n");
+    const std::vector<std::string> problems = VerifyProblems(**store);
+    ASSERT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");
+    *lost += revision < acknowledged ? 1 : 0;
+    *partly_kept += revision > start && revision < acknowledged ? 1 : 0;
+  }
+}
+
+TEST_F(FaultTest, PowerLossWithoutSyncLeavesAPrefixOfTheHistory) {
+  int lost = 0, partly_kept = 0;
+  PowerLossTrials(
+      [&] { return OpenFaulty(SmallOptions(false)); },
+      [&](std::unique_ptr<Store>* s) { PowerLoss(s); }, /*sync=*/false, 40, &lost,
+      &partly_kept);
+  ASSERT_FALSE(HasFatalFailure());
+  // The power losses really lost unsynced writes, and some trials kept a
+  // part of theirs (flushed before the loss): prefixes of every length.
+  EXPECT_GT(lost, 10);
+  EXPECT_GT(partly_kept, 3);
+  std::printf("40 power losses without sync: %d lost writes, %d kept a part\n", lost,
+              partly_kept);
+}
+
+TEST_F(FaultTest, PowerLossWithSyncLosesNoAcknowledgedWrite) {
+  int lost = 0, partly_kept = 0;
+  PowerLossTrials(
+      [&] { return OpenFaulty(SmallOptions(true)); },
+      [&](std::unique_ptr<Store>* s) { PowerLoss(s); }, /*sync=*/true, 25, &lost, &partly_kept);
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(lost, 0);
+}
+
+TEST_F(FaultTest, TheFileSystemReallyDropsUnsyncedData) {
+  // Without sync the same calls are lost: the power-loss emulation is not a
+  // no-op (the test above would pass vacuously if it were).
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(false));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ClaimModel model;
+  RunOnStore(**store, {ModelOp::Kind::kPut, "c0", "uid-1"});
+  PowerLoss(&*store);
+  store = OpenFaulty(SmallOptions(false));
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_TRUE(model.Diff(**store, Names()).empty());  // back to empty
+}
+
+TEST_F(FaultTest, PowerLossUnderConcurrentSyncedWritersKeepsEveryAcknowledgedWrite) {
+  // Three writers on their own claims share fsyncs; the power goes while
+  // they write. Every acknowledged write must survive: each claim is at
+  // least as new as its last acknowledged write, and exactly that write's
+  // content when it is at that revision.
+  for (int round = 0; round < 8; ++round) {
+    absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
+    ASSERT_TRUE(store.ok()) << store.status();
+    struct Ack {
+      uint64_t revision = 0;
+      std::optional<ModelClaim> content;  // nullopt: deleted
+    };
+    std::vector<std::map<std::string, Ack>> acks(3);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> writers;
+    for (int t = 0; t < 3; ++t) {
+      writers.emplace_back([&, t] {
+        std::mt19937_64 rng(round * 10 + t);
+        ClaimModel mine;  // this thread's claims, revisions aside
+        while (!stop.load()) {
+          ModelOp op = RandomOp(rng, 4, 6, 3);
+          // Claims and devices of this round and thread alone.
+          op.claim = absl::StrCat("r", round, "t", t, op.claim);
+          if (op.kind == ModelOp::Kind::kAllocate) op.arg = absl::StrCat(op.claim, op.arg);
+          const ModelOutcome got = RunOnStore(**store, op);
+          if (got.code != absl::StatusCode::kOk) {
+            // Expected refusals, or the power is gone.
+            if (fs_->PoweredOff()) continue;
+          }
+          ClaimModel next = mine;
+          next.Apply(op);
+          if (!got.changed) continue;
+          mine = next;
+          const auto it = mine.claims().find(op.claim);
+          acks[t][op.claim] =
+              Ack{got.revision, it == mine.claims().end() ? std::nullopt
+                                                          : std::optional<ModelClaim>(it->second)};
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + round * 10));
+    fs_->PowerCut();
+    stop = true;
+    for (std::thread& w : writers) w.join();
+    store->reset();
+    ASSERT_TRUE(fs_->DropUnsyncedData().ok());
+    store = OpenFaulty(SmallOptions(true));
+    ASSERT_TRUE(store.ok()) << store.status();
+    int checked = 0;
+    for (int t = 0; t < 3; ++t) {
+      for (const auto& [name, ack] : acks[t]) {
+        absl::StatusOr<ClaimRead> read = (*store)->Get({"ns", name});
+        ++checked;
+        if (!read.ok()) {
+          ASSERT_TRUE(absl::IsNotFound(read.status())) << read.status();
+          // Gone: the acknowledged write deleted it, or a later one did.
+          const absl::StatusOr<ClaimReads> now = (*store)->GetMany({});
+          ASSERT_TRUE(!ack.content.has_value() || now->revision > ack.revision)
+              << name << " acknowledged at " << ack.revision << " is gone";
+          continue;
+        }
+        const ModelClaim stored = ToModelClaim(read->record);
+        ASSERT_GE(stored.mod_revision, ack.revision) << name << " lost an acknowledged write";
+        if (stored.mod_revision == ack.revision) {
+          ASSERT_TRUE(ack.content.has_value());
+          // The thread's model does not know the store's revisions.
+          ModelClaim want = *ack.content;
+          want.create_revision = stored.create_revision;
+          want.mod_revision = stored.mod_revision;
+          EXPECT_EQ(stored.ToString(), want.ToString()) << name;
+        }
+      }
+    }
+    EXPECT_GT(checked, 0);
+    const std::vector<std::string> problems = VerifyProblems(**store);
+    ASSERT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");
+  }
+}
+
+// --- I/O errors ------------------------------------------------------------
+
+TEST_F(FaultTest, AFailedCommitStopsWritesUntilReopenedAndReadsGoOn) {
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ClaimModel model;
+  const ModelOp put0{ModelOp::Kind::kPut, "c0", "uid-0"};
+  ASSERT_EQ(RunOnStore(**store, put0), model.Apply(put0));
+  fs_->FailNth(Op::kSync, 1, Error::kEIO);
+  const ModelOutcome failed = RunOnStore(**store, {ModelOp::Kind::kPut, "c1", "uid-1"});
+  EXPECT_EQ(failed.code, absl::StatusCode::kUnavailable) << failed.ToString();
+  // Later writes are refused without touching the disk; reads still work.
+  const absl::StatusOr<WriteResult> later = (*store)->Delete({"ns", "c0"});
+  EXPECT_TRUE(absl::IsUnavailable(later.status())) << later.status();
+  EXPECT_NE(later.status().message().find("reopen"), std::string::npos) << later.status();
+  EXPECT_TRUE((*store)->Get({"ns", "c0"}).ok());
+  store->reset();
+  store = OpenFaulty(SmallOptions(true));
+  ASSERT_TRUE(store.ok()) << store.status();
+  // The failed write was synced to the log's file but not acknowledged: it
+  // may be there or not, whole; then writing goes on.
+  absl::StatusOr<ClaimRead> c1 = (*store)->Get({"ns", "c1"});
+  if (c1.ok()) model.Apply({ModelOp::Kind::kPut, "c1", "uid-1"});
+  const ModelOp delete0{ModelOp::Kind::kDelete, "c0", ""};
+  EXPECT_EQ(RunOnStore(**store, delete0), model.Apply(delete0));
+  EXPECT_TRUE(model.Diff(**store, Names()).empty());
+}
+
+struct FaultRun {
+  bool open_failed = false;
+  int failed_calls = 0;
+  bool committed_anyway = false;  // a failed call was whole after reopening
+};
+
+class IoErrorTest : public FaultTest {
+ protected:
+  // The calls of the workload (fixed), with a Compact every 16 calls.
+  static std::vector<ModelOp> Workload() {
+    std::mt19937_64 rng(5);
+    std::vector<ModelOp> ops;
+    for (int i = 0; i < 64; ++i) ops.push_back(RandomOp(rng, kClaims, 6, 4));
+    return ops;
+  }
+
+  // A database with some claims, made without faults; each run starts from
+  // a copy of it.
+  void SetUp() override {
+    template_ = dir_.path() + "/template";
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(template_, SmallOptions(true));
+    ASSERT_TRUE(store.ok()) << store.status();
+    std::mt19937_64 rng(4);
+    for (int i = 0; i < 80; ++i) {
+      const ModelOp op = RandomOp(rng, kClaims, 6, 4);
+      ASSERT_EQ(RunOnStore(**store, op), base_.Apply(op)) << op.ToString();
+    }
+    ASSERT_TRUE((*store)->Compact().ok());
+  }
+
+  // Runs the workload with the n-th `op` failing, then checks.
+  FaultRun Run(Op op, uint64_t n, Error error) {
+    FaultRun run;
+    std::filesystem::remove_all(db_path());
+    std::filesystem::copy(template_, db_path(), std::filesystem::copy_options::recursive);
+    fs_->FailNth(op, n, error);
+    const std::string what = absl::StrCat(op == Op::kWrite ? "write" : op == Op::kSync ? "sync" : "read",
+                                          " #", n, error == Error::kEIO ? " EIO" : " ENOSPC");
+    if (getenv("FAULT_TRACE")) std::fprintf(stderr, "run: %s\n", what.c_str());
+    ClaimModel model = base_;
+    // What happened, for the reopened state: each call with whether it
+    // returned an I/O error.
+    std::vector<std::pair<ModelOp, bool>> history;
+    {
+      absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
+      if (!store.ok()) {
+        run.open_failed = true;
+      } else {
+        const std::vector<ModelOp> ops = Workload();
+        for (size_t i = 0; i < ops.size(); ++i) {
+          ClaimModel next = model;
+          const ModelOutcome want = next.Apply(ops[i]);
+          const ModelOutcome got = RunOnStore(**store, ops[i]);
+          if (got == want) {
+            model = std::move(next);
+            history.emplace_back(ops[i], false);
+          } else {
+            // Only an I/O error may make the store differ from the model.
+            const bool io_error = got.code == absl::StatusCode::kUnavailable ||
+                                  got.code == absl::StatusCode::kResourceExhausted ||
+                                  got.code == absl::StatusCode::kInternal;
+            EXPECT_TRUE(io_error) << what << ": " << ops[i].ToString() << ": store "
+                                  << got.ToString() << ", model " << want.ToString();
+            ++run.failed_calls;
+            history.emplace_back(ops[i], true);
+            // Nothing of the failed call is visible.
+            std::vector<std::string> diff = model.Diff(**store, Names());
+            if (!diff.empty() && diff[0].rfind("reading:", 0) != 0) {
+              ADD_FAILURE() << what << ": after the failed " << ops[i].ToString() << ":\n"
+                            << absl::StrJoin(diff, "\n");
+            }
+          }
+          if (i % 16 == 15) (void)(*store)->Compact();  // may fail too
+        }
+      }
+    }
+    fs_->ResetCounts();
+    // Reopen without faults: the database opens, verifies clean, and holds
+    // the acknowledged history, plus at most one failed call, whole.
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db_path(), SmallOptions(true));
+    if (!store.ok()) {
+      ADD_FAILURE() << what << ": reopening: " << store.status();
+      return run;
+    }
+    const std::vector<std::string> problems = VerifyProblems(**store);
+    EXPECT_TRUE(problems.empty()) << what << ":\n" << absl::StrJoin(problems, "\n");
+    if (model.Diff(**store, Names()).empty()) return run;
+    for (size_t f = 0; f < history.size(); ++f) {
+      if (!history[f].second) continue;
+      // The failed call f committed after all: replay with it in place.
+      ClaimModel replay = base_;
+      bool consistent = true;
+      for (size_t i = 0; i < history.size() && consistent; ++i) {
+        if (history[i].second && i != f) continue;
+        const ModelOutcome outcome = replay.Apply(history[i].first);
+        if (i == f) consistent = outcome.changed;
+      }
+      if (consistent && replay.Diff(**store, Names()).empty()) {
+        run.committed_anyway = true;
+        return run;
+      }
+    }
+    ADD_FAILURE() << what << ": the reopened state is not the acknowledged history:\n"
+                  << absl::StrJoin(model.Diff(**store, Names()), "\n");
+    return run;
+  }
+
+  std::string template_;
+  ClaimModel base_;
+};
+
+TEST_F(IoErrorTest, EveryNthWriteSyncOrReadFailing) {
+  // How many operations of each kind the workload does without faults.
+  std::map<Op, uint64_t> totals;
+  fs_->ResetCounts();
+  {
+    std::filesystem::copy(template_, db_path(), std::filesystem::copy_options::recursive);
+    absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (const ModelOp& op : Workload()) RunOnStore(**store, op);
+  }
+  for (Op op : {Op::kWrite, Op::kSync, Op::kRead}) totals[op] = fs_->Count(op);
+  ASSERT_GT(totals[Op::kWrite], 20u);
+  ASSERT_GT(totals[Op::kSync], 20u);
+  ASSERT_GT(totals[Op::kRead], 5u);
+
+  int runs = 0, fired = 0, failed_calls = 0, open_failed = 0, committed_anyway = 0;
+  for (Op op : {Op::kWrite, Op::kSync, Op::kRead}) {
+    for (Error error : {Error::kEIO, Error::kNoSpace}) {
+      // n from 1 (during open) to past the end, in 10 steps.
+      const uint64_t total = totals[op];
+      for (uint64_t n = 1; n <= total + 1; n += std::max<uint64_t>(1, total / 10)) {
+        const FaultRun run = Run(op, n, error);
+        ++runs;
+        fired += fs_->Fired() || run.open_failed || run.failed_calls > 0 ? 1 : 0;
+        failed_calls += run.failed_calls;
+        open_failed += run.open_failed ? 1 : 0;
+        committed_anyway += run.committed_anyway ? 1 : 0;
+        if (HasFailure()) return;
+      }
+    }
+  }
+  std::printf("%d runs: %d with an injected fault, %d calls failed, %d opens failed, "
+              "%d failed calls found whole after reopening\n",
+              runs, fired, failed_calls, open_failed, committed_anyway);
+  EXPECT_GT(failed_calls, runs / 2);  // the faults reached the callers
+  EXPECT_GT(open_failed, 0);          // and the recovery at open
+}
+
+}  // namespace
+}  // namespace claimstore::testing
