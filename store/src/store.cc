@@ -624,7 +624,7 @@ class StoreImpl final : public Store {
 
   void CommitGroup(const std::vector<PendingWrite*>& group) {
     if (!write_error_.ok()) {
-      for (PendingWrite* w : group) w->status = write_error_;
+      for (PendingWrite* w : group) w->status = Unshared(write_error_);
       return;
     }
     rocksdb::WriteBatchWithIndex batch(rocksdb::BytewiseComparator(), 0,
@@ -651,7 +651,7 @@ class StoreImpl final : public Store {
       // Nothing of the group was written: every write that was to change
       // something fails with the storage error.
       for (PendingWrite* w : group) {
-        if (w->status.ok() && w->Changed()) w->status = s;
+        if (w->status.ok() && w->Changed()) w->status = Unshared(s);
       }
       // The failed batch may still be in the write-ahead log, whole, and
       // come back at the next open; a later write given the same revision
@@ -664,6 +664,14 @@ class StoreImpl final : public Store {
       return;
     }
     revision_ = revision;
+  }
+
+  // A copy of `s` that shares nothing with it. Writers of a group take
+  // their errors to their own threads; copies of one absl::Status would
+  // share a reference count that Debian's Abseil (built without TSAN
+  // annotations) updates out of ThreadSanitizer's sight.
+  static absl::Status Unshared(const absl::Status& s) {
+    return absl::Status(s.code(), s.message());
   }
 
   // Runs one write against the state of the database plus the writes before
