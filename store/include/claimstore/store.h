@@ -24,6 +24,11 @@
 //   ResourceExhausted   reservedFor already holds 256 consumers
 //   DataLoss            a stored record or key is corrupt
 //   Internal/Unavailable/...  RocksDB I/O errors, mapped in one place
+//                       (ResourceExhausted for a full disk). After a write
+//                       fails in storage, every later write returns
+//                       Unavailable until the store is reopened (the failed
+//                       write may still be in the log; reopening recovers
+//                       it whole or not at all). Reads go on.
 #ifndef CLAIMSTORE_STORE_H_
 #define CLAIMSTORE_STORE_H_
 
