@@ -27,7 +27,15 @@ TEST(ModelOpTest, ParsesWhatItPrints) {
 
 class ModelTest : public StoreFixture {};
 
-TEST_F(ModelTest, AgreesWithTheStoreOnEveryCall) {
+// The record cache's size: off, a few records (constant eviction, most
+// reads from RocksDB at the published snapshot), the default (all hits).
+class ModelCacheTest : public ModelTest, public ::testing::WithParamInterface<size_t> {};
+
+INSTANTIATE_TEST_SUITE_P(RecordCache, ModelCacheTest,
+                         ::testing::Values(size_t{0}, size_t{8} << 10, Options().record_cache_bytes));
+
+TEST_P(ModelCacheTest, AgreesWithTheStoreOnEveryCall) {
+  Reopen({.record_cache_bytes = GetParam()});
   std::mt19937_64 rng(42);
   ClaimModel model;
   std::vector<std::string> names;
@@ -57,9 +65,12 @@ TEST_F(ModelTest, AgreesWithTheStoreOnEveryCall) {
         "unreserve unchanged", "get unchanged", "get NOT_FOUND"}) {
     EXPECT_GT(outcomes[seen], 0) << seen;
   }
-  Reopen();
+  Reopen({.record_cache_bytes = GetParam()});
   std::vector<std::string> diff = model.Diff(*store_, names);
   EXPECT_TRUE(diff.empty()) << absl::StrJoin(diff, "\n");
+  absl::StatusOr<VerifyReport> report = store_->Verify(false);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->problems.empty()) << absl::StrJoin(report->problems, "\n");
 }
 
 TEST_F(ModelTest, DiffReportsADisagreement) {

@@ -82,6 +82,12 @@ struct Options {
   size_t write_buffer_bytes = size_t{16} << 20;
   // Compression of data blocks. Default: LZ4.
   Compression compression = Compression::kLZ4;
+  // Records kept in memory for reads (Get, GetMany), exact: the write path
+  // updates them. Reads of other records go to RocksDB (block cache) and
+  // enter this cache. Besides it, a writable store keeps both indexes in
+  // memory, whole: about 120 bytes per reservation and per allocated
+  // device. 0 turns the record cache off. Default: 64 MiB.
+  size_t record_cache_bytes = size_t{64} << 20;
 };
 
 // Conditions a write must meet; unset members are not checked.

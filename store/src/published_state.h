@@ -1,0 +1,125 @@
+// PublishedState: what readers of a writable store see, kept in memory by
+// the write path: the revision and RocksDB snapshot of the last commit, the
+// consumer and device indexes whole, and a bounded cache of records.
+//
+// Reads are served from it without touching RocksDB: a Get that hits the
+// cache costs a hash lookup under a shared lock instead of a MultiGet, an
+// index lookup a B-tree range instead of an iterator. It is exact, not a
+// cache that may be stale: the write leader publishes each committed group
+// (records, index changes, revision, snapshot) under the exclusive lock
+// before acknowledging its writers, so a reader sees the state of one
+// revision, and a write once acknowledged is seen by every later read.
+// Cache misses read RocksDB at the published snapshot (never at a newer,
+// committed-but-unpublished state), and their records enter the cache only
+// if no commit was published meanwhile.
+//
+// Memory: the record cache stays within its budget (second-chance
+// eviction); the indexes are all in memory: one string per index entry (the
+// RocksDB key) in a B-tree, about 120 bytes per reservation and per
+// allocated device.
+//
+// Thread-safety: Reset and Publish are called by the write leader (one at a
+// time); everything else from any thread.
+#ifndef CLAIMSTORE_SRC_PUBLISHED_STATE_H_
+#define CLAIMSTORE_SRC_PUBLISHED_STATE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/btree_set.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "claimstore/claim_record.h"
+#include "index_entries.h"
+
+namespace rocksdb {
+class Snapshot;
+}  // namespace rocksdb
+
+namespace claimstore::internal {
+
+using SnapshotRef = std::shared_ptr<const rocksdb::Snapshot>;
+
+// One record change of a committed write.
+struct RecordChange {
+  std::string record_key;
+  std::optional<std::string> bytes;  // the stored record; nullopt: deleted
+  IndexEntries before, after;
+};
+
+// The published state a read saw.
+struct Pin {
+  uint64_t revision = 0;
+  SnapshotRef snapshot;  // set when the read needs RocksDB
+};
+
+class PublishedState {
+ public:
+  explicit PublishedState(size_t record_cache_bytes) : budget_(record_cache_bytes) {}
+
+  // Starts over (at open, after a repair): the revision and snapshot, every
+  // index key, an empty record cache.
+  void Reset(uint64_t revision, SnapshotRef snapshot, std::vector<std::string> consumers,
+             std::vector<std::string> devices);
+  // Publishes a committed group's changes, in commit order.
+  void Publish(uint64_t revision, SnapshotRef snapshot, absl::Span<const RecordChange> changes);
+
+  // Looks up `record_keys` in the cache: hits go to (*out)[i]. The pin has
+  // the snapshot when some key missed.
+  Pin Lookup(absl::Span<const std::string> record_keys,
+             std::vector<std::optional<ClaimRecord>>* out) const;
+  // Caches records read at the snapshot of `revision`, unless a newer
+  // commit was published since.
+  void Fill(uint64_t revision, std::vector<std::pair<std::string, ClaimRecord>> records);
+  // Index keys that start with `prefix`, at the published state.
+  Pin ScanConsumers(absl::string_view prefix, std::vector<std::string>* keys) const;
+  Pin ScanDevices(absl::string_view prefix, std::vector<std::string>* keys) const;
+  // The published revision and snapshot.
+  Pin Current() const;
+
+  // What the cached records cost, as counted against the budget.
+  size_t CachedBytes() const {
+    std::shared_lock lock(mu_);
+    return cached_bytes_;
+  }
+
+  // For Verify: copies of the indexes, and the pin they are at.
+  Pin CopyIndexes(std::vector<std::string>* consumers, std::vector<std::string>* devices) const;
+
+ private:
+  struct Entry {
+    explicit Entry(ClaimRecord r) : record(std::move(r)) {}
+    ClaimRecord record;
+    mutable std::atomic<bool> referenced{false};  // read since the hand passed
+  };
+
+  static size_t Cost(absl::string_view key, const ClaimRecord& record) {
+    return key.size() + record.bytes().size() + 96;
+  }
+  void InsertLocked(const std::string& key, ClaimRecord record);
+  void EraseLocked(const std::string& key);
+  void EvictLocked();
+  Pin Scan(const absl::btree_set<std::string>& set, absl::string_view prefix,
+           std::vector<std::string>* keys) const;
+
+  mutable std::shared_mutex mu_;
+  uint64_t revision_ = 0;  // guarded by mu_
+  SnapshotRef snapshot_;   // guarded by mu_
+  absl::btree_set<std::string> consumers_, devices_;     // guarded by mu_
+  absl::node_hash_map<std::string, Entry> records_;      // guarded by mu_
+  std::deque<std::string> clock_;  // cached keys in insertion order; guarded by mu_
+  size_t cached_bytes_ = 0;        // guarded by mu_
+  const size_t budget_;
+};
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_PUBLISHED_STATE_H_

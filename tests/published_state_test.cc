@@ -1,0 +1,107 @@
+// The in-memory published state of a writable store (store/src/published_state.h).
+#include "published_state.h"
+
+#include "claimstore/codec.h"
+#include "gtest/gtest.h"
+#include "keys.h"
+#include "record_factory.h"
+
+namespace claimstore::internal {
+namespace {
+
+std::string Bytes(const std::string& name) {
+  return std::string(DecodeClaim(R"({"metadata":{"namespace":"ns","name":")" + name +
+                                 R"(","uid":"u"},"status":{}})")
+                         ->bytes());
+}
+
+std::vector<std::optional<ClaimRecord>> Look(const PublishedState& state,
+                                             const std::vector<std::string>& keys, Pin* pin) {
+  std::vector<std::optional<ClaimRecord>> out;
+  *pin = state.Lookup(keys, &out);
+  return out;
+}
+
+TEST(PublishedStateTest, PublishedRecordsAreReadBackAndDeletesForgotten) {
+  PublishedState state(1 << 20);
+  state.Reset(5, nullptr, {}, {});
+  state.Publish(6, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), Bytes("a"), {}, {}}});
+  Pin pin;
+  auto got = Look(state, {RecordKey("ns", "a"), RecordKey("ns", "b")}, &pin);
+  EXPECT_EQ(pin.revision, 6u);
+  ASSERT_TRUE(got[0].has_value());
+  EXPECT_EQ(got[0]->name(), "a");
+  EXPECT_FALSE(got[1].has_value());
+  state.Publish(7, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), std::nullopt, {}, {}}});
+  got = Look(state, {RecordKey("ns", "a")}, &pin);
+  EXPECT_FALSE(got[0].has_value());
+  EXPECT_EQ(pin.revision, 7u);
+}
+
+TEST(PublishedStateTest, AFillReadBeforeANewerCommitIsDropped) {
+  PublishedState state(1 << 20);
+  state.Reset(5, nullptr, {}, {});
+  // A reader read "a" at revision 5; meanwhile revision 6 deleted it.
+  state.Publish(6, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), std::nullopt, {}, {}}});
+  state.Fill(5, {{RecordKey("ns", "a"), RecordFactory::FromBuilt(Bytes("a"))}});
+  Pin pin;
+  EXPECT_FALSE(Look(state, {RecordKey("ns", "a")}, &pin)[0].has_value());
+  // Read at the current revision: kept.
+  state.Fill(6, {{RecordKey("ns", "b"), RecordFactory::FromBuilt(Bytes("b"))}});
+  EXPECT_TRUE(Look(state, {RecordKey("ns", "b")}, &pin)[0].has_value());
+}
+
+TEST(PublishedStateTest, TheCacheStaysWithinItsBudgetAndKeepsWhatIsRead) {
+  const size_t one = Bytes("c0").size() + 200;
+  PublishedState state(8 * one);
+  state.Reset(0, nullptr, {}, {});
+  std::vector<RecordChange> changes;
+  for (int i = 0; i < 4; ++i) {
+    changes.push_back({RecordKey("ns", "c" + std::to_string(i)), Bytes("c" + std::to_string(i)), {}, {}});
+  }
+  state.Publish(1, nullptr, changes);
+  Pin pin;
+  // c0 is read (its second chance) while 40 more come in.
+  for (int round = 0; round < 10; ++round) {
+    ASSERT_TRUE(Look(state, {RecordKey("ns", "c0")}, &pin)[0].has_value()) << round;
+    changes.clear();
+    for (int i = 0; i < 4; ++i) {
+      const std::string name = "d" + std::to_string(round * 4 + i);
+      changes.push_back({RecordKey("ns", name), Bytes(name), {}, {}});
+    }
+    state.Publish(2 + round, nullptr, changes);
+  }
+  int cached = 0;
+  for (int i = 0; i < 40; ++i) {
+    cached += Look(state, {RecordKey("ns", "d" + std::to_string(i))}, &pin)[0].has_value();
+  }
+  EXPECT_LE(state.CachedBytes(), 8 * one);
+  EXPECT_LT(cached, 40);  // evicted
+  EXPECT_GT(cached, 0);
+  EXPECT_TRUE(Look(state, {RecordKey("ns", "c0")}, &pin)[0].has_value());
+  EXPECT_FALSE(Look(state, {RecordKey("ns", "c1")}, &pin)[0].has_value());
+}
+
+TEST(PublishedStateTest, IndexesFollowThePublishedChanges) {
+  PublishedState state(0);
+  state.Reset(0, nullptr, {ConsumerKey("pod-1", "ns", "a")}, {});
+  IndexEntries before{{ConsumerKey("pod-1", "ns", "a")}, {}};
+  IndexEntries after{{ConsumerKey("pod-2", "ns", "a")}, {}};
+  state.Publish(1, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), Bytes("a"), before, after}});
+  std::string prefix;
+  AppendComponent("pod-2", &prefix);
+  std::vector<std::string> keys;
+  EXPECT_EQ(state.ScanConsumers(prefix, &keys).revision, 1u);
+  EXPECT_EQ(keys, after.consumers);
+  keys.clear();
+  prefix.clear();
+  AppendComponent("pod-1", &prefix);
+  state.ScanConsumers(prefix, &keys);
+  EXPECT_TRUE(keys.empty());
+  // With the cache off, records are never kept.
+  Pin pin;
+  EXPECT_FALSE(Look(state, {RecordKey("ns", "a")}, &pin)[0].has_value());
+}
+
+}  // namespace
+}  // namespace claimstore::internal
