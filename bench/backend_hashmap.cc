@@ -64,7 +64,10 @@ class HashmapBackend final : public Backend {
     std::string prefix;
     internal::AppendComponent(uid, &prefix);
     std::shared_lock lock(mu_);
-    return CountPrefix(consumers_, prefix);
+    return Claims(consumers_, prefix, [](absl::string_view k, ClaimKey* out) {
+      std::string uid;
+      return internal::ParseConsumerKey(k, &uid, &out->claim_namespace, &out->name);
+    });
   }
   absl::StatusOr<size_t> ByDevice(absl::string_view driver, absl::string_view pool,
                                   absl::string_view device) override {
@@ -73,7 +76,12 @@ class HashmapBackend final : public Backend {
     internal::AppendComponent(pool, &prefix);
     if (!device.empty()) internal::AppendComponent(device, &prefix);
     std::shared_lock lock(mu_);
-    return CountPrefix(devices_, prefix);
+    return Claims(devices_, prefix, [](absl::string_view k, ClaimKey* out) {
+      internal::DeviceKeyParts parts;
+      if (!internal::ParseDeviceKey(k, &parts)) return false;
+      *out = ClaimKey{std::move(parts.claim_namespace), std::move(parts.name)};
+      return true;
+    });
   }
 
   absl::Status Reserve(const ClaimKey& key, const ConsumerRef& consumer) override {
@@ -165,6 +173,20 @@ class HashmapBackend final : public Backend {
     size_t n = 0;
     for (auto it = set.lower_bound(prefix); it != set.end() && it->starts_with(prefix); ++it) ++n;
     return n;
+  }
+
+  // The claims of the index keys under `prefix`, materialised as the other
+  // backends return them.
+  template <typename Parse>
+  static absl::StatusOr<size_t> Claims(const absl::btree_set<std::string>& set,
+                                       const std::string& prefix, Parse parse) {
+    std::vector<ClaimKey> keys;
+    for (auto it = set.lower_bound(prefix); it != set.end() && it->starts_with(prefix); ++it) {
+      ClaimKey key;
+      if (!parse(*it, &key)) return absl::DataLossError("malformed index key");
+      keys.push_back(std::move(key));
+    }
+    return keys.size();
   }
 
   // Replaces the record at `key` (old entry `old`, or none) and its index

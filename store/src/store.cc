@@ -29,6 +29,8 @@
 
 #include <unistd.h>
 
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -693,6 +695,8 @@ class StoreImpl final : public Store {
     }
     rocksdb::WriteBatchWithIndex batch(rocksdb::BytewiseComparator(), 0,
                                        /*overwrite_key=*/true);
+    group_records_.clear();
+    group_devices_.clear();
     uint64_t revision = revision_;
     for (PendingWrite* w : group) {
       batch.SetSavePoint();
@@ -771,7 +775,15 @@ class StoreImpl final : public Store {
   absl::Status ApplyStep(WriteStep* w, rocksdb::WriteBatchWithIndex* batch,
                          uint64_t* revision, std::vector<internal::RecordChange>* changes) {
     std::optional<ClaimRecord> current;
-    {
+    // A claim no write of this group touched is as published (the leader
+    // publishes every commit before the next group starts): read it from
+    // memory when cached.
+    if (published_ != nullptr && !group_records_.contains(w->record_key)) {
+      std::vector<std::optional<ClaimRecord>> hit;
+      published_->Lookup({&w->record_key, 1}, &hit);
+      current = std::move(hit[0]);
+    }
+    if (!current.has_value()) {
       rocksdb::PinnableSlice value;
       rocksdb::Status s = batch->GetFromBatchAndDB(db_.get(), rocksdb::ReadOptions(),
                                                    records_, w->record_key, &value);
@@ -847,6 +859,7 @@ class StoreImpl final : public Store {
     *revision = next;
     *result = WriteResult{next, true};
     if (published_ != nullptr) {
+      Touch(record_key, before, after);
       changes->push_back(
           {std::move(record_key), std::move(stamped), std::move(before), std::move(after)});
     }
@@ -863,9 +876,19 @@ class StoreImpl final : public Store {
     *revision += 1;
     *result = WriteResult{*revision, true};
     if (published_ != nullptr) {
+      Touch(record_key, before, {});
       changes->push_back({std::move(record_key), std::nullopt, std::move(before), {}});
     }
     return absl::OkStatus();
+  }
+
+  // Notes what the group staged, so that later writes of the group read
+  // those claims and devices through the batch rather than from memory.
+  void Touch(const std::string& record_key, const internal::IndexEntries& before,
+             const internal::IndexEntries& after) {
+    group_records_.insert(record_key);
+    for (const std::string& k : before.devices) group_devices_.insert(k);
+    for (const std::string& k : after.devices) group_devices_.insert(k);
   }
 
   absl::Status StageIndexChanges(const internal::IndexEntries& before,
@@ -903,15 +926,28 @@ class StoreImpl final : public Store {
     internal::AppendComponent(wanted.driver, &prefix);
     internal::AppendComponent(wanted.pool, &prefix);
     internal::AppendComponent(wanted.device, &prefix);
-    const std::string bound = UpperBound(prefix);
-    const rocksdb::Slice bound_slice(bound);
-    rocksdb::ReadOptions options;
-    options.iterate_upper_bound = &bound_slice;
-    std::unique_ptr<rocksdb::Iterator> it(
-        batch->NewIteratorWithBase(devices_, db_->NewIterator(options, devices_)));
+    // The holders: from the in-memory index when no write of this group
+    // touched the device, else through the batch.
+    std::vector<std::string> holders;
+    auto touched = group_devices_.lower_bound(prefix);
+    if (published_ != nullptr &&
+        (touched == group_devices_.end() || !absl::StartsWith(*touched, prefix))) {
+      published_->ScanDevices(prefix, &holders);
+    } else {
+      const std::string bound = UpperBound(prefix);
+      const rocksdb::Slice bound_slice(bound);
+      rocksdb::ReadOptions options;
+      options.iterate_upper_bound = &bound_slice;
+      std::unique_ptr<rocksdb::Iterator> it(
+          batch->NewIteratorWithBase(devices_, db_->NewIterator(options, devices_)));
+      for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+        holders.emplace_back(ToView(it->key()));
+      }
+      CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "reading the device index"));
+    }
     internal::DeviceKeyParts held;
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-      if (!internal::ParseDeviceKey(ToView(it->key()), &held)) {
+    for (const std::string& holder : holders) {
+      if (!internal::ParseDeviceKey(holder, &held)) {
         return absl::DataLossError("malformed device index key");
       }
       if (held.claim_namespace == key.claim_namespace && held.name == key.name) continue;
@@ -929,7 +965,7 @@ class StoreImpl final : public Store {
             held.kind == internal::HoldingKind::kShare ? held.share_id : ""));
       }
     }
-    return FromRocksDB(it->status(), "reading the device index");
+    return absl::OkStatus();
   }
 
   static constexpr std::chrono::microseconds kGatherWindow{200};
@@ -959,6 +995,10 @@ class StoreImpl final : public Store {
   // What readers see (writable stores): set up by Open, published by the
   // leader after each commit.
   std::unique_ptr<internal::PublishedState> published_;
+  // The record keys and device index keys staged by the group being
+  // committed. Leader only, as revision_.
+  absl::flat_hash_set<std::string> group_records_;
+  absl::btree_set<std::string> group_devices_;
   // Set by the leader when a commit failed: every later write fails with it.
   // Leader only, as revision_.
   absl::Status write_error_;

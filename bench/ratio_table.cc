@@ -1,0 +1,134 @@
+// Prints the ratio table of Google Benchmark JSON files whose benchmarks are
+// named BM_<Operation>/<backend>/<size-or-input>[/...]: per operation and
+// size, claimstore's time and each other backend's time divided by it (above
+// 1: claimstore is faster). With repetitions, medians are used.
+//
+//   ratio_table FILE.json...
+#include <simdjson.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace {
+
+struct Result {
+  double ns = 0;           // real time per iteration, in ns
+  double items_per_s = 0;  // when the benchmark counts items
+};
+
+double ToNs(double value, std::string_view unit) {
+  if (unit == "us") return value * 1e3;
+  if (unit == "ms") return value * 1e6;
+  if (unit == "s") return value * 1e9;
+  return value;
+}
+
+std::string Time(double ns) {
+  if (ns >= 1e6) return absl::StrFormat("%.1f ms", ns / 1e6);
+  if (ns >= 1e3) return absl::StrFormat("%.2f µs", ns / 1e3);
+  return absl::StrFormat("%.0f ns", ns);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // (operation, size) -> backend -> result; keeps the order of first sight.
+  std::vector<std::pair<std::string, std::string>> order;
+  std::map<std::pair<std::string, std::string>, std::map<std::string, Result>> table;
+  std::set<std::string> backends;
+  std::vector<std::string> notes;
+  for (int i = 1; i < argc; ++i) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    if (parser.load(argv[i]).get(doc)) {
+      std::fprintf(stderr, "ratio_table: cannot read %s\n", argv[i]);
+      return 2;
+    }
+    simdjson::dom::array benchmarks;
+    if (doc["benchmarks"].get_array().get(benchmarks)) continue;
+    bool has_medians = false;
+    for (simdjson::dom::element b : benchmarks) {
+      std::string_view aggregate;
+      if (!b["aggregate_name"].get_string().get(aggregate) && aggregate == "median") {
+        has_medians = true;
+      }
+    }
+    for (simdjson::dom::element b : benchmarks) {
+      std::string_view name, unit, aggregate;
+      double real = 0;
+      if (b["run_name"].get_string().get(name) || b["real_time"].get_double().get(real) ||
+          b["time_unit"].get_string().get(unit)) {
+        continue;
+      }
+      const bool is_median = !b["aggregate_name"].get_string().get(aggregate);
+      if (has_medians ? (!is_median || aggregate != "median") : is_median) continue;
+      std::vector<std::string> parts = absl::StrSplit(absl::string_view(name.data(), name.size()), '/');
+      if (parts.size() < 3 || parts[0].rfind("BM_", 0) != 0) continue;
+      std::string op = parts[0].substr(3);
+      for (size_t p = 3; p < parts.size(); ++p) {
+        if (parts[p].rfind("threads:", 0) == 0) absl::StrAppend(&op, " (", parts[p], ")");
+      }
+      const std::pair<std::string, std::string> key{op, parts[2]};
+      if (!table.contains(key)) order.push_back(key);
+      Result& r = table[key][parts[1]];
+      r.ns = ToNs(real, unit);
+      double items = 0;
+      if (!b["items_per_second"].get_double().get(items)) r.items_per_s = items;
+      backends.insert(parts[1]);
+    }
+  }
+  backends.erase("claimstore");
+  std::vector<std::string> others(backends.begin(), backends.end());
+  // Header.
+  std::string header = "| operation | size | claimstore |";
+  std::string rule = "|---|---|---|";
+  for (const std::string& b : others) {
+    absl::StrAppend(&header, " ", b, " |");
+    absl::StrAppend(&rule, "---|");
+  }
+  std::printf("%s\n%s\n", header.c_str(), rule.c_str());
+  for (const auto& key : order) {
+    const auto& row = table[key];
+    auto self = row.find("claimstore");
+    if (self == row.end()) continue;
+    std::string line = absl::StrCat("| ", key.first, " | ", key.second, " | ", Time(self->second.ns));
+    if (key.first.rfind("Restore", 0) == 0 && self->second.items_per_s > 0) {
+      absl::StrAppend(&line, absl::StrFormat(" (%.0f claims/s)", self->second.items_per_s));
+    }
+    absl::StrAppend(&line, " |");
+    for (const std::string& b : others) {
+      auto it = row.find(b);
+      if (it == row.end()) {
+        absl::StrAppend(&line, " |");
+      } else {
+        absl::StrAppend(&line, absl::StrFormat(" %s (%.2f×) |", Time(it->second.ns),
+                                               it->second.ns / self->second.ns));
+      }
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  // Group commit: the same writes from two threads against one.
+  for (const auto& key : order) {
+    if (key.first != "ReserveSynced (threads:2)") continue;
+    const auto one = table.find({"ReserveSynced (threads:1)", key.second});
+    const auto two = table.find(key);
+    if (one == table.end()) continue;
+    const double a = one->second.at("claimstore").items_per_s;
+    const double b = two->second.at("claimstore").items_per_s;
+    if (a > 0) {
+      std::printf("\nGroup commit (sync_writes, %s claims): 1 thread %.0f writes/s, 2 threads %.0f "
+                  "writes/s: %.2f×\n",
+                  key.second.c_str(), a, b, b / a);
+    }
+  }
+  std::printf("\nRatios are the other backend's time / claimstore's (above 1: claimstore is "
+              "faster).\n");
+  return 0;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds Release, runs claimstore against a hash map, SQLite and RocksDB with
+# JSON values (bench/compare_bench) and the codec against RapidJSON
+# (bench/codec_bench), writes the Google Benchmark JSON to bench/results/ and
+# prints one table: per operation and size, claimstore's time and its ratio
+# to each baseline.
+#
+# Usage: tools/bench.sh [--quick]
+#   --quick   10k and 100k claims, short runs (under 3 minutes here)
+#   default   10k, 100k and 1M claims, 3 repetitions (medians), and the peak
+#             memory and disk size of each backend at 1M claims
+# Databases are built once under $TMPDIR/claimstore-bench (or /tmp) and
+# reused; delete that directory to rebuild them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: tools/bench.sh [--quick]" >&2; exit 2 ;;
+esac
+
+tools/deps.sh
+cmake --preset release >/dev/null
+cmake --build --preset release --target compare_bench codec_bench ratio_table >/dev/null
+
+mkdir -p bench/results
+if [ "$quick" -eq 1 ]; then
+  sizes=10000,100000; flags=(--benchmark_min_time=0.1); suffix=-quick
+else
+  sizes=10000,100000,1000000
+  flags=(--benchmark_min_time=0.5 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
+  suffix=
+fi
+
+echo "== compare_bench (sizes ${sizes})" >&2
+CLAIMSTORE_BENCH_SIZES="$sizes" build/release/bench/compare_bench "${flags[@]}" \
+  --benchmark_out="bench/results/compare${suffix}.json" --benchmark_out_format=json >&2
+echo "== codec_bench" >&2
+build/release/bench/codec_bench "${flags[@]}" \
+  --benchmark_out="bench/results/codec${suffix}.json" --benchmark_out_format=json >&2
+
+{
+  echo "# tools/bench.sh ${1:-} on $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo
+  build/release/bench/ratio_table "bench/results/compare${suffix}.json" \
+    "bench/results/codec${suffix}.json"
+  if [ "$quick" -eq 0 ]; then
+    echo
+    echo "Peak memory and disk at 1M claims (each backend in its own process, 200k Gets):"
+    echo
+    for backend in claimstore hashmap sqlite rocksdb_json; do
+      echo "- $(build/release/bench/compare_bench --footprint "$backend" 1000000)"
+    done
+  fi
+} | tee "bench/results/table${suffix}.md"
