@@ -5,6 +5,7 @@
 #include "backends.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_generated.h"
+#include "keys.h"
 
 namespace claimstore::bench {
 namespace {
@@ -46,15 +47,8 @@ class ClaimstoreBackend final : public Backend {
   absl::Status Get(const ClaimKey& key, ClaimFields* out) override {
     absl::StatusOr<ClaimRead> read = store_->Get(key);
     if (!read.ok()) return read.status();
-    const fb::ResourceClaimStatus* status = read->record.table().status();
-    *out = ClaimFields{};
+    FieldsOf(read->record.table().status(), out);
     out->revision = read->record.mod_revision();
-    if (status == nullptr) return absl::OkStatus();
-    if (status->reserved_for() != nullptr) out->consumers = status->reserved_for()->size();
-    if (status->allocation() != nullptr && status->allocation()->results() != nullptr &&
-        status->allocation()->results()->size() > 0) {
-      out->first_device = status->allocation()->results()->Get(0)->device()->str();
-    }
     return absl::OkStatus();
   }
   absl::StatusOr<size_t> GetMany(absl::Span<const ClaimKey> keys) override {
@@ -106,6 +100,29 @@ class ClaimstoreBackend final : public Backend {
 };
 
 }  // namespace
+
+void FieldsOf(const void* resource_claim_status, ClaimFields* out) {
+  const auto* status = static_cast<const fb::ResourceClaimStatus*>(resource_claim_status);
+  *out = ClaimFields{};
+  if (status == nullptr) return;
+  if (status->reserved_for() != nullptr) out->consumers = status->reserved_for()->size();
+  if (status->allocation() != nullptr && status->allocation()->results() != nullptr &&
+      status->allocation()->results()->size() > 0) {
+    out->first_device = status->allocation()->results()->Get(0)->device()->str();
+  }
+}
+
+bool ClaimOfConsumerKey(absl::string_view key, ClaimKey* out) {
+  std::string uid;
+  return internal::ParseConsumerKey(key, &uid, &out->claim_namespace, &out->name);
+}
+
+bool ClaimOfDeviceKey(absl::string_view key, ClaimKey* out) {
+  internal::DeviceKeyParts parts;
+  if (!internal::ParseDeviceKey(key, &parts)) return false;
+  *out = ClaimKey{std::move(parts.claim_namespace), std::move(parts.name)};
+  return true;
+}
 
 std::unique_ptr<Backend> NewClaimstoreBackend(const BackendOptions& options) {
   return std::make_unique<ClaimstoreBackend>(options);

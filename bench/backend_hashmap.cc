@@ -39,15 +39,8 @@ class HashmapBackend final : public Backend {
     std::shared_lock lock(mu_);
     auto it = records_.find(Key(key.claim_namespace, key.name));
     if (it == records_.end()) return absl::NotFoundError("no such claim");
-    const fb::ResourceClaimStatus* status = fb::GetClaimRecord(it->second.bytes.data())->status();
-    *out = ClaimFields{};
+    FieldsOf(fb::GetClaimRecord(it->second.bytes.data())->status(), out);
     out->revision = it->second.revision;
-    if (status == nullptr) return absl::OkStatus();
-    if (status->reserved_for() != nullptr) out->consumers = status->reserved_for()->size();
-    if (status->allocation() != nullptr && status->allocation()->results() != nullptr &&
-        status->allocation()->results()->size() > 0) {
-      out->first_device = status->allocation()->results()->Get(0)->device()->str();
-    }
     return absl::OkStatus();
   }
   absl::StatusOr<size_t> GetMany(absl::Span<const ClaimKey> keys) override {
@@ -64,10 +57,7 @@ class HashmapBackend final : public Backend {
     std::string prefix;
     internal::AppendComponent(uid, &prefix);
     std::shared_lock lock(mu_);
-    return Claims(consumers_, prefix, [](absl::string_view k, ClaimKey* out) {
-      std::string uid;
-      return internal::ParseConsumerKey(k, &uid, &out->claim_namespace, &out->name);
-    });
+    return Claims(consumers_, prefix, ClaimOfConsumerKey);
   }
   absl::StatusOr<size_t> ByDevice(absl::string_view driver, absl::string_view pool,
                                   absl::string_view device) override {
@@ -76,12 +66,7 @@ class HashmapBackend final : public Backend {
     internal::AppendComponent(pool, &prefix);
     if (!device.empty()) internal::AppendComponent(device, &prefix);
     std::shared_lock lock(mu_);
-    return Claims(devices_, prefix, [](absl::string_view k, ClaimKey* out) {
-      internal::DeviceKeyParts parts;
-      if (!internal::ParseDeviceKey(k, &parts)) return false;
-      *out = ClaimKey{std::move(parts.claim_namespace), std::move(parts.name)};
-      return true;
-    });
+    return Claims(devices_, prefix, ClaimOfDeviceKey);
   }
 
   absl::Status Reserve(const ClaimKey& key, const ConsumerRef& consumer) override {

@@ -112,10 +112,7 @@ class RocksdbJsonBackend final : public Backend {
   absl::StatusOr<size_t> ByConsumer(absl::string_view uid) override {
     std::string prefix;
     internal::AppendComponent(uid, &prefix);
-    return Scan(consumers_, prefix, [](absl::string_view key, ClaimKey* out) {
-      std::string uid;
-      return internal::ParseConsumerKey(key, &uid, &out->claim_namespace, &out->name);
-    });
+    return Scan(consumers_, prefix, ClaimOfConsumerKey);
   }
   absl::StatusOr<size_t> ByDevice(absl::string_view driver, absl::string_view pool,
                                   absl::string_view device) override {
@@ -123,12 +120,7 @@ class RocksdbJsonBackend final : public Backend {
     internal::AppendComponent(driver, &prefix);
     internal::AppendComponent(pool, &prefix);
     if (!device.empty()) internal::AppendComponent(device, &prefix);
-    return Scan(devices_, prefix, [](absl::string_view key, ClaimKey* out) {
-      internal::DeviceKeyParts parts;
-      if (!internal::ParseDeviceKey(key, &parts)) return false;
-      *out = ClaimKey{std::move(parts.claim_namespace), std::move(parts.name)};
-      return true;
-    });
+    return Scan(devices_, prefix, ClaimOfDeviceKey);
   }
 
   absl::Status Reserve(const ClaimKey& key, const ConsumerRef& consumer) override {

@@ -97,6 +97,12 @@ std::unique_ptr<Backend> NewHashmapBackend();
 std::unique_ptr<Backend> NewSqliteBackend(const BackendOptions& options);
 std::unique_ptr<Backend> NewRocksdbJsonBackend(const BackendOptions& options);
 
+// What a stored FlatBuffer status holds of ClaimFields (revision aside).
+void FieldsOf(const void* resource_claim_status, ClaimFields* out);
+// The claim of a consumer or device index key (keys.h layouts).
+bool ClaimOfConsumerKey(absl::string_view key, ClaimKey* out);
+bool ClaimOfDeviceKey(absl::string_view key, ClaimKey* out);
+
 // Helpers shared by the JSON backends (json_edit.cc).
 namespace json {
 // Reads the fields from a claim's JSON.

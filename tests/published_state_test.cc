@@ -91,12 +91,13 @@ TEST(PublishedStateTest, IndexesFollowThePublishedChanges) {
   std::string prefix;
   AppendComponent("pod-2", &prefix);
   std::vector<std::string> keys;
-  EXPECT_EQ(state.ScanConsumers(prefix, &keys).revision, 1u);
+  const auto collect = [&keys](absl::string_view k) { keys.emplace_back(k); };
+  EXPECT_EQ(state.ScanConsumers(prefix, collect).revision, 1u);
   EXPECT_EQ(keys, after.consumers);
   keys.clear();
   prefix.clear();
   AppendComponent("pod-1", &prefix);
-  state.ScanConsumers(prefix, &keys);
+  state.ScanConsumers(prefix, collect);
   EXPECT_TRUE(keys.empty());
   // With the cache off, records are never kept.
   Pin pin;

@@ -13,6 +13,8 @@ packages=(
   librocksdb-dev libflatbuffers-dev flatbuffers-compiler libabsl-dev libsimdjson-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev
+  # the SQLite baseline of bench/compare_bench
+  libsqlite3-dev
 )
 
 missing=()

@@ -1,24 +1,90 @@
 #include "published_state.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "keys.h"
 #include "record_factory.h"
 
 namespace claimstore::internal {
 
+absl::string_view BucketedKeys::BucketOf(absl::string_view key) const {
+  absl::string_view rest = key;
+  std::string component;
+  for (int i = 0; i < components_; ++i) {
+    if (!ConsumeComponent(&rest, &component)) return key;
+  }
+  return key.substr(0, key.size() - rest.size());
+}
+
+void BucketedKeys::Insert(const std::string& key) {
+  const absl::string_view name = BucketOf(key);
+  std::vector<std::string>& bucket = buckets_[name];
+  if (bucket.empty()) names_.insert(std::string(name));
+  auto it = std::lower_bound(bucket.begin(), bucket.end(), key);
+  if (it == bucket.end() || *it != key) bucket.insert(it, key);
+}
+
+void BucketedKeys::Erase(const std::string& key) {
+  const absl::string_view name = BucketOf(key);
+  auto b = buckets_.find(name);
+  if (b == buckets_.end()) return;
+  std::vector<std::string>& bucket = b->second;
+  auto it = std::lower_bound(bucket.begin(), bucket.end(), key);
+  if (it == bucket.end() || *it != key) return;
+  bucket.erase(it);
+  if (bucket.empty()) {
+    names_.erase(std::string(name));
+    buckets_.erase(b);
+  }
+}
+
+void BucketedKeys::Clear() {
+  buckets_.clear();
+  names_.clear();
+}
+
+void BucketedKeys::Scan(absl::string_view prefix,
+                        absl::FunctionRef<void(absl::string_view)> visit) const {
+  const auto scan_bucket = [&](const std::vector<std::string>& bucket) {
+    for (auto it = std::lower_bound(bucket.begin(), bucket.end(), prefix);
+         it != bucket.end() && absl::StartsWith(*it, prefix); ++it) {
+      visit(*it);
+    }
+  };
+  const absl::string_view name = BucketOf(prefix);
+  if (name.size() < prefix.size() || (name == prefix && buckets_.contains(name))) {
+    // The prefix names a whole bucket (or more): one probe.
+    auto b = buckets_.find(name);
+    if (b != buckets_.end()) scan_bucket(b->second);
+    return;
+  }
+  // A shorter prefix: every bucket whose name starts with it, in order.
+  for (auto it = names_.lower_bound(prefix); it != names_.end() && absl::StartsWith(*it, prefix);
+       ++it) {
+    scan_bucket(buckets_.at(*it));
+  }
+}
+
+void BucketedKeys::CopyTo(std::vector<std::string>* out) const {
+  out->clear();
+  for (const std::string& name : names_) {
+    const std::vector<std::string>& bucket = buckets_.at(name);
+    out->insert(out->end(), bucket.begin(), bucket.end());
+  }
+}
+
 void PublishedState::Reset(uint64_t revision, SnapshotRef snapshot,
                            std::vector<std::string> consumers, std::vector<std::string> devices) {
-  absl::btree_set<std::string> c(std::make_move_iterator(consumers.begin()),
-                                 std::make_move_iterator(consumers.end()));
-  absl::btree_set<std::string> d(std::make_move_iterator(devices.begin()),
-                                 std::make_move_iterator(devices.end()));
   std::unique_lock lock(mu_);
   revision_ = revision;
   snapshot_ = std::move(snapshot);
-  consumers_ = std::move(c);
-  devices_ = std::move(d);
+  consumers_.Clear();
+  devices_.Clear();
+  for (const std::string& k : consumers) consumers_.Insert(k);
+  for (const std::string& k : devices) devices_.Insert(k);
   records_.clear();
   clock_.clear();
   cached_bytes_ = 0;
@@ -39,10 +105,10 @@ void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
   std::unique_lock lock(mu_);
   for (size_t i = 0; i < changes.size(); ++i) {
     const RecordChange& c = changes[i];
-    for (const std::string& k : Minus(c.before.consumers, c.after.consumers)) consumers_.erase(k);
-    for (const std::string& k : Minus(c.after.consumers, c.before.consumers)) consumers_.insert(k);
-    for (const std::string& k : Minus(c.before.devices, c.after.devices)) devices_.erase(k);
-    for (const std::string& k : Minus(c.after.devices, c.before.devices)) devices_.insert(k);
+    for (const std::string& k : Minus(c.before.consumers, c.after.consumers)) consumers_.Erase(k);
+    for (const std::string& k : Minus(c.after.consumers, c.before.consumers)) consumers_.Insert(k);
+    for (const std::string& k : Minus(c.before.devices, c.after.devices)) devices_.Erase(k);
+    for (const std::string& k : Minus(c.after.devices, c.before.devices)) devices_.Insert(k);
     if (records[i].has_value()) {
       InsertLocked(c.record_key, *std::move(records[i]));  // write-through
     } else {
@@ -82,22 +148,20 @@ void PublishedState::Fill(uint64_t revision,
   EvictLocked();
 }
 
-Pin PublishedState::Scan(const absl::btree_set<std::string>& set, absl::string_view prefix,
-                         std::vector<std::string>* keys) const {
-  for (auto it = set.lower_bound(prefix); it != set.end() && absl::StartsWith(*it, prefix); ++it) {
-    keys->push_back(*it);
-  }
+Pin PublishedState::Scan(const BucketedKeys& set, absl::string_view prefix,
+                         KeyVisitor visit) const {
+  set.Scan(prefix, visit);
   return Pin{revision_, nullptr};
 }
 
-Pin PublishedState::ScanConsumers(absl::string_view prefix, std::vector<std::string>* keys) const {
+Pin PublishedState::ScanConsumers(absl::string_view prefix, KeyVisitor visit) const {
   std::shared_lock lock(mu_);
-  return Scan(consumers_, prefix, keys);
+  return Scan(consumers_, prefix, visit);
 }
 
-Pin PublishedState::ScanDevices(absl::string_view prefix, std::vector<std::string>* keys) const {
+Pin PublishedState::ScanDevices(absl::string_view prefix, KeyVisitor visit) const {
   std::shared_lock lock(mu_);
-  return Scan(devices_, prefix, keys);
+  return Scan(devices_, prefix, visit);
 }
 
 Pin PublishedState::Current() const {
@@ -108,8 +172,8 @@ Pin PublishedState::Current() const {
 Pin PublishedState::CopyIndexes(std::vector<std::string>* consumers,
                                 std::vector<std::string>* devices) const {
   std::shared_lock lock(mu_);
-  consumers->assign(consumers_.begin(), consumers_.end());
-  devices->assign(devices_.begin(), devices_.end());
+  consumers_.CopyTo(consumers);
+  devices_.CopyTo(devices);
   return Pin{revision_, snapshot_};
 }
 

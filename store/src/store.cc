@@ -247,17 +247,20 @@ class StoreImpl final : public Store {
   absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const override {
     std::string prefix;
     internal::AppendComponent(consumer_uid, &prefix);
-    std::vector<std::string> keys;
     ClaimKeys out;
-    CS_ASSIGN_OR_RETURN(out.revision, IndexKeys(consumers_, prefix, &keys));
-    std::string uid;
-    for (const std::string& k : keys) {
-      ClaimKey key;
-      if (!internal::ParseConsumerKey(k, &uid, &key.claim_namespace, &key.name)) {
-        return absl::DataLossError(
-            absl::StrCat("consumer index key ", absl::CHexEscape(k), " is malformed"));
-      }
-      out.claims.push_back(std::move(key));
+    std::string uid, malformed;
+    CS_ASSIGN_OR_RETURN(out.revision,
+                        IndexKeys(consumers_, prefix, [&](absl::string_view k) {
+                          ClaimKey key;
+                          if (!internal::ParseConsumerKey(k, &uid, &key.claim_namespace,
+                                                          &key.name)) {
+                            malformed = std::string(k);
+                          }
+                          out.claims.push_back(std::move(key));
+                        }));
+    if (!malformed.empty()) {
+      return absl::DataLossError(
+          absl::StrCat("consumer index key ", absl::CHexEscape(malformed), " is malformed"));
     }
     return out;
   }
@@ -273,17 +276,23 @@ class StoreImpl final : public Store {
     internal::AppendComponent(query.driver, &prefix);
     if (query.pool.has_value()) internal::AppendComponent(*query.pool, &prefix);
     if (query.device.has_value()) internal::AppendComponent(*query.device, &prefix);
-    std::vector<std::string> keys;
     DeviceHoldings out;
-    CS_ASSIGN_OR_RETURN(out.revision, IndexKeys(devices_, prefix, &keys));
+    std::string malformed;
     internal::DeviceKeyParts parts;
-    for (const std::string& k : keys) {
-      if (!internal::ParseDeviceKey(k, &parts)) {
-        return absl::DataLossError(
-            absl::StrCat("device index key ", absl::CHexEscape(k), " is malformed"));
-      }
-      if (query.share_id.has_value() && parts.share_id != *query.share_id) continue;
-      out.holdings.push_back(ToHolding(std::move(parts)));
+    CS_ASSIGN_OR_RETURN(out.revision,
+                        IndexKeys(devices_, prefix, [&](absl::string_view k) {
+                          if (!internal::ParseDeviceKey(k, &parts)) {
+                            malformed = std::string(k);
+                            return;
+                          }
+                          if (query.share_id.has_value() && parts.share_id != *query.share_id) {
+                            return;
+                          }
+                          out.holdings.push_back(ToHolding(std::move(parts)));
+                        }));
+    if (!malformed.empty()) {
+      return absl::DataLossError(
+          absl::StrCat("device index key ", absl::CHexEscape(malformed), " is malformed"));
     }
     return out;
   }
@@ -539,16 +548,16 @@ class StoreImpl final : public Store {
   // from the published state, or (read-only stores) from RocksDB.
   absl::StatusOr<uint64_t> IndexKeys(rocksdb::ColumnFamilyHandle* family,
                                      const std::string& prefix,
-                                     std::vector<std::string>* keys) const {
+                                     internal::PublishedState::KeyVisitor visit) const {
     if (published_ != nullptr) {
-      return (family == consumers_ ? published_->ScanConsumers(prefix, keys)
-                                   : published_->ScanDevices(prefix, keys))
+      return (family == consumers_ ? published_->ScanConsumers(prefix, visit)
+                                   : published_->ScanDevices(prefix, visit))
           .revision;
     }
     ReadView view(this);
     CS_RETURN_IF_ERROR(view.status());
     std::unique_ptr<rocksdb::Iterator> it = view.Scan(family, prefix);
-    for (it->Seek(prefix); it->Valid(); it->Next()) keys->emplace_back(ToView(it->key()));
+    for (it->Seek(prefix); it->Valid(); it->Next()) visit(ToView(it->key()));
     CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "reading an index"));
     return view.revision();
   }
@@ -932,7 +941,7 @@ class StoreImpl final : public Store {
     auto touched = group_devices_.lower_bound(prefix);
     if (published_ != nullptr &&
         (touched == group_devices_.end() || !absl::StartsWith(*touched, prefix))) {
-      published_->ScanDevices(prefix, &holders);
+      published_->ScanDevices(prefix, [&holders](absl::string_view k) { holders.emplace_back(k); });
     } else {
       const std::string bound = UpperBound(prefix);
       const rocksdb::Slice bound_slice(bound);
