@@ -15,6 +15,8 @@ std::string Bytes(const std::string& name) {
                          ->bytes());
 }
 
+ClaimRecord Rec(const std::string& name) { return RecordFactory::FromBuilt(Bytes(name)); }
+
 std::vector<std::optional<ClaimRecord>> Look(const PublishedState& state,
                                              const std::vector<std::string>& keys, Pin* pin) {
   std::vector<std::optional<ClaimRecord>> out;
@@ -25,7 +27,7 @@ std::vector<std::optional<ClaimRecord>> Look(const PublishedState& state,
 TEST(PublishedStateTest, PublishedRecordsAreReadBackAndDeletesForgotten) {
   PublishedState state(1 << 20);
   state.Reset(5, nullptr, {}, {});
-  state.Publish(6, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), Bytes("a"), {}, {}}});
+  state.Publish(6, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), Rec("a"), {}, {}}});
   Pin pin;
   auto got = Look(state, {RecordKey("ns", "a"), RecordKey("ns", "b")}, &pin);
   EXPECT_EQ(pin.revision, 6u);
@@ -57,7 +59,7 @@ TEST(PublishedStateTest, TheCacheStaysWithinItsBudgetAndKeepsWhatIsRead) {
   state.Reset(0, nullptr, {}, {});
   std::vector<RecordChange> changes;
   for (int i = 0; i < 4; ++i) {
-    changes.push_back({RecordKey("ns", "c" + std::to_string(i)), Bytes("c" + std::to_string(i)), {}, {}});
+    changes.push_back({RecordKey("ns", "c" + std::to_string(i)), Rec("c" + std::to_string(i)), {}, {}});
   }
   state.Publish(1, nullptr, changes);
   Pin pin;
@@ -67,7 +69,7 @@ TEST(PublishedStateTest, TheCacheStaysWithinItsBudgetAndKeepsWhatIsRead) {
     changes.clear();
     for (int i = 0; i < 4; ++i) {
       const std::string name = "d" + std::to_string(round * 4 + i);
-      changes.push_back({RecordKey("ns", name), Bytes(name), {}, {}});
+      changes.push_back({RecordKey("ns", name), Rec(name), {}, {}});
     }
     state.Publish(2 + round, nullptr, changes);
   }
@@ -87,7 +89,7 @@ TEST(PublishedStateTest, IndexesFollowThePublishedChanges) {
   state.Reset(0, nullptr, {ConsumerKey("pod-1", "ns", "a")}, {});
   IndexEntries before{{ConsumerKey("pod-1", "ns", "a")}, {}};
   IndexEntries after{{ConsumerKey("pod-2", "ns", "a")}, {}};
-  state.Publish(1, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), Bytes("a"), before, after}});
+  state.Publish(1, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), Rec("a"), before, after}});
   std::string prefix;
   AppendComponent("pod-2", &prefix);
   std::vector<std::string> keys;

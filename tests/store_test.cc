@@ -502,6 +502,34 @@ TEST_F(StoreTest, PutAllWritesEverythingOrNothing) {
   EXPECT_TRUE(store_->ClaimsUsingDevice({.driver = "d"})->holdings.empty());
 }
 
+TEST_F(StoreTest, PutAllSeesItsOwnEarlierItems) {
+  const std::string gpu0 =
+      R"({"allocation":{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"gpu-0"}]}}})";
+  // x takes gpu-0, then (a later item of the same batch) lets it go; then y
+  // may take it, and the last record of x wins.
+  std::vector<ClaimRecord> moves = {ClaimJson("ns", "x", gpu0), ClaimJson("ns", "x"),
+                                    ClaimJson("ns", "y", gpu0)};
+  ASSERT_THAT(store_->PutAll(moves), IsOk());
+  absl::StatusOr<DeviceHoldings> holders = store_->ClaimsUsingDevice({.driver = "d"});
+  ASSERT_THAT(holders, IsOk());
+  ASSERT_EQ(holders->holdings.size(), 1u);
+  EXPECT_EQ(holders->holdings[0].claim.name, "y");
+  absl::StatusOr<ClaimRead> x = store_->Get({"ns", "x"});
+  ASSERT_THAT(x, IsOk());
+  EXPECT_EQ(x->record.version(), 2u);
+  EXPECT_EQ(x->record.table().status()->allocation(), nullptr);
+  // A refused batch leaves nothing behind for the next one to see: gpu-1 is
+  // free after it.
+  const std::string gpu1 =
+      R"({"allocation":{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"gpu-1"}]}}})";
+  std::vector<ClaimRecord> refused = {ClaimJson("ns", "z", gpu1), ClaimJson("ns", "v", gpu1)};
+  EXPECT_THAT(store_->PutAll(refused), StatusIs(absl::StatusCode::kAborted, "item 1"));
+  EXPECT_THAT(store_->PutAll({ClaimJson("ns", "w", gpu1)}), IsOk());
+  absl::StatusOr<VerifyReport> report = store_->Verify(false);
+  ASSERT_THAT(report, IsOk());
+  EXPECT_TRUE(report->problems.empty());
+}
+
 // --- Maintenance ----------------------------------------------------------------------
 
 TEST_F(StoreTest, VerifyFindsAndRepairsDamagedIndexes) {

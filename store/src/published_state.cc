@@ -92,16 +92,6 @@ void PublishedState::Reset(uint64_t revision, SnapshotRef snapshot,
 
 void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
                              absl::Span<const RecordChange> changes) {
-  // Build the records outside the lock.
-  std::vector<std::optional<ClaimRecord>> records;
-  records.reserve(changes.size());
-  for (const RecordChange& c : changes) {
-    if (c.bytes.has_value()) {
-      records.push_back(RecordFactory::FromBuilt(*c.bytes));
-    } else {
-      records.push_back(std::nullopt);
-    }
-  }
   std::unique_lock lock(mu_);
   for (size_t i = 0; i < changes.size(); ++i) {
     const RecordChange& c = changes[i];
@@ -109,8 +99,8 @@ void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
     for (const std::string& k : Minus(c.after.consumers, c.before.consumers)) consumers_.Insert(k);
     for (const std::string& k : Minus(c.before.devices, c.after.devices)) devices_.Erase(k);
     for (const std::string& k : Minus(c.after.devices, c.before.devices)) devices_.Insert(k);
-    if (records[i].has_value()) {
-      InsertLocked(c.record_key, *std::move(records[i]));  // write-through
+    if (c.record.has_value()) {
+      InsertLocked(c.record_key, *c.record);  // write-through
     } else {
       EraseLocked(c.record_key);
     }

@@ -81,7 +81,7 @@ class BucketedKeys {
 // One record change of a committed write.
 struct RecordChange {
   std::string record_key;
-  std::optional<std::string> bytes;  // the stored record; nullopt: deleted
+  std::optional<ClaimRecord> record;  // as stored; nullopt: deleted
   IndexEntries before, after;
 };
 

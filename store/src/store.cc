@@ -29,8 +29,8 @@
 
 #include <unistd.h>
 
-#include "absl/container/btree_set.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -47,7 +47,7 @@
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/checkpoint.h"
-#include "rocksdb/utilities/write_batch_with_index.h"
+#include "rocksdb/write_batch.h"
 #include "rocksdb_status.h"
 #include "status_macros.h"
 #include "published_state.h"
@@ -702,18 +702,20 @@ class StoreImpl final : public Store {
       for (PendingWrite* w : group) w->status = Unshared(write_error_);
       return;
     }
-    rocksdb::WriteBatchWithIndex batch(rocksdb::BytewiseComparator(), 0,
-                                       /*overwrite_key=*/true);
-    group_records_.clear();
-    group_devices_.clear();
+    rocksdb::WriteBatch batch;
+    staged_.records.clear();
+    staged_.devices.clear();
     uint64_t revision = revision_;
     for (PendingWrite* w : group) {
       batch.SetSavePoint();
+      staged_.undo_records.clear();
+      staged_.undo_devices.clear();
       w->status = Apply(w, &batch, &revision);
       if (w->status.ok()) {
         batch.PopSavePoint();
       } else {
         batch.RollbackToSavePoint();
+        staged_.Undo();
       }
     }
     if (revision == revision_) return;  // nothing changed
@@ -722,7 +724,7 @@ class StoreImpl final : public Store {
     absl::Status s = FromRocksDB(batch.Put(meta_, internal::kRevisionKey, encoded),
                                  "staging the revision");
     if (s.ok()) {
-      s = FromRocksDB(db_->Write(write_options_, batch.GetWriteBatch()), "committing");
+      s = FromRocksDB(db_->Write(write_options_, &batch), "committing");
     }
     if (!s.ok()) {
       // Nothing of the group was written: every write that was to change
@@ -765,8 +767,7 @@ class StoreImpl final : public Store {
   // it in `batch`, staging its changes in `batch`.
   // Runs every step of `w` in order; the first refusal fails them all (the
   // caller rolls the batch back to before `w`).
-  absl::Status Apply(PendingWrite* w, rocksdb::WriteBatchWithIndex* batch,
-                     uint64_t* revision) {
+  absl::Status Apply(PendingWrite* w, rocksdb::WriteBatch* batch, uint64_t* revision) {
     const uint64_t before = *revision;
     for (size_t i = 0; i < w->steps.size(); ++i) {
       absl::Status s = ApplyStep(&w->steps[i], batch, revision, &w->changes);
@@ -781,26 +782,28 @@ class StoreImpl final : public Store {
     return absl::OkStatus();
   }
 
-  absl::Status ApplyStep(WriteStep* w, rocksdb::WriteBatchWithIndex* batch,
-                         uint64_t* revision, std::vector<internal::RecordChange>* changes) {
+  absl::Status ApplyStep(WriteStep* w, rocksdb::WriteBatch* batch, uint64_t* revision,
+                         std::vector<internal::RecordChange>* changes) {
+    // The claim as the writes before this one left it: staged by this group,
+    // or else as published (the leader publishes every commit before the
+    // next group starts), from memory when cached.
     std::optional<ClaimRecord> current;
-    // A claim no write of this group touched is as published (the leader
-    // publishes every commit before the next group starts): read it from
-    // memory when cached.
-    if (published_ != nullptr && !group_records_.contains(w->record_key)) {
+    if (auto staged = staged_.records.find(w->record_key); staged != staged_.records.end()) {
+      current = staged->second;
+    } else {
       std::vector<std::optional<ClaimRecord>> hit;
       published_->Lookup({&w->record_key, 1}, &hit);
       current = std::move(hit[0]);
-    }
-    if (!current.has_value()) {
-      rocksdb::PinnableSlice value;
-      rocksdb::Status s = batch->GetFromBatchAndDB(db_.get(), rocksdb::ReadOptions(),
-                                                   records_, w->record_key, &value);
-      if (!s.IsNotFound()) {
-        CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the claim"));
-        absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(ToView(value)));
-        if (!record.ok()) return Corrupt(w->key, record.status());
-        current = *std::move(record);
+      if (!current.has_value()) {
+        rocksdb::PinnableSlice value;
+        rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), records_, w->record_key, &value);
+        if (!s.IsNotFound()) {
+          CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the claim"));
+          absl::StatusOr<ClaimRecord> record =
+              ClaimRecord::FromBytes(std::string(ToView(value)));
+          if (!record.ok()) return Corrupt(w->key, record.status());
+          current = *std::move(record);
+        }
       }
     }
     CS_RETURN_IF_ERROR(CheckPreconditions(w->key, *w->pre, current ? &*current : nullptr));
@@ -840,8 +843,8 @@ class StoreImpl final : public Store {
   }
 
   absl::Status StageWrite(const ClaimKey& key, const ClaimRecord* current, std::string bytes,
-                          rocksdb::WriteBatchWithIndex* batch, uint64_t* revision,
-                          WriteResult* result, std::vector<internal::RecordChange>* changes) {
+                          rocksdb::WriteBatch* batch, uint64_t* revision, WriteResult* result,
+                          std::vector<internal::RecordChange>* changes) {
     const fb::ClaimRecord* old_table = current != nullptr ? &current->table() : nullptr;
     if (std::optional<std::string> pruned =
             internal::DropStaleDeviceStatuses(old_table, *fb::GetClaimRecord(bytes.data()));
@@ -856,26 +859,28 @@ class StoreImpl final : public Store {
     internal::IndexEntries after = internal::ComputeIndexEntries(updated);
     const std::vector<std::string> new_devices = internal::Minus(after.devices, before.devices);
     for (const std::string& device_key : new_devices) {
-      CS_RETURN_IF_ERROR(CheckDeviceConflict(key, device_key, batch));
+      CS_RETURN_IF_ERROR(CheckDeviceConflict(key, device_key));
     }
     const uint64_t next = *revision + 1;
     const uint64_t create = current != nullptr ? current->create_revision() : next;
     const uint64_t version = current != nullptr ? current->version() + 1 : 1;
-    std::string stamped = internal::StampRevisions(bytes, create, next, version);
+    ClaimRecord stamped = internal::RecordFactory::FromBuilt(
+        internal::StampRevisions(bytes, create, next, version));
     std::string record_key = internal::RecordKey(key.claim_namespace, key.name);
-    CS_RETURN_IF_ERROR(FromRocksDB(batch->Put(records_, record_key, stamped), "staging"));
+    CS_RETURN_IF_ERROR(FromRocksDB(
+        batch->Put(records_, record_key,
+                   rocksdb::Slice(stamped.bytes().data(), stamped.bytes().size())),
+        "staging"));
     CS_RETURN_IF_ERROR(StageIndexChanges(before, after, batch));
     *revision = next;
     *result = WriteResult{next, true};
-    if (published_ != nullptr) {
-      Touch(record_key, before, after);
-      changes->push_back(
-          {std::move(record_key), std::move(stamped), std::move(before), std::move(after)});
-    }
+    staged_.SetRecord(record_key, stamped);
+    changes->push_back(
+        {std::move(record_key), std::move(stamped), std::move(before), std::move(after)});
     return absl::OkStatus();
   }
 
-  absl::Status StageDelete(const ClaimRecord& current, rocksdb::WriteBatchWithIndex* batch,
+  absl::Status StageDelete(const ClaimRecord& current, rocksdb::WriteBatch* batch,
                            uint64_t* revision, WriteResult* result,
                            std::vector<internal::RecordChange>* changes) {
     internal::IndexEntries before = internal::ComputeIndexEntries(current.table());
@@ -884,25 +889,14 @@ class StoreImpl final : public Store {
     CS_RETURN_IF_ERROR(StageIndexChanges(before, internal::IndexEntries{}, batch));
     *revision += 1;
     *result = WriteResult{*revision, true};
-    if (published_ != nullptr) {
-      Touch(record_key, before, {});
-      changes->push_back({std::move(record_key), std::nullopt, std::move(before), {}});
-    }
+    staged_.SetRecord(record_key, std::nullopt);
+    changes->push_back({std::move(record_key), std::nullopt, std::move(before), {}});
     return absl::OkStatus();
-  }
-
-  // Notes what the group staged, so that later writes of the group read
-  // those claims and devices through the batch rather than from memory.
-  void Touch(const std::string& record_key, const internal::IndexEntries& before,
-             const internal::IndexEntries& after) {
-    group_records_.insert(record_key);
-    for (const std::string& k : before.devices) group_devices_.insert(k);
-    for (const std::string& k : after.devices) group_devices_.insert(k);
   }
 
   absl::Status StageIndexChanges(const internal::IndexEntries& before,
                                  const internal::IndexEntries& after,
-                                 rocksdb::WriteBatchWithIndex* batch) {
+                                 rocksdb::WriteBatch* batch) {
     const struct {
       rocksdb::ColumnFamilyHandle* family;
       const std::vector<std::string>& old_keys;
@@ -912,9 +906,11 @@ class StoreImpl final : public Store {
     for (const auto& index : indexes) {
       for (const std::string& k : internal::Minus(index.old_keys, index.new_keys)) {
         CS_RETURN_IF_ERROR(FromRocksDB(batch->Delete(index.family, k), "staging"));
+        if (index.family == devices_) staged_.SetDevice(k, false);
       }
       for (const std::string& k : internal::Minus(index.new_keys, index.old_keys)) {
         CS_RETURN_IF_ERROR(FromRocksDB(batch->Put(index.family, k, ""), "staging"));
+        if (index.family == devices_) staged_.SetDevice(k, true);
       }
     }
     return absl::OkStatus();
@@ -924,8 +920,7 @@ class StoreImpl final : public Store {
   // excludes it (RULES.md b): an exclusive holding excludes every other
   // holding but admin access; a share excludes exclusive holdings and the
   // same shareID. Admin access neither conflicts nor is blocked.
-  absl::Status CheckDeviceConflict(const ClaimKey& key, const std::string& device_key,
-                                   rocksdb::WriteBatchWithIndex* batch) {
+  absl::Status CheckDeviceConflict(const ClaimKey& key, const std::string& device_key) {
     internal::DeviceKeyParts wanted;
     if (!internal::ParseDeviceKey(device_key, &wanted)) {
       return absl::InternalError("malformed device key");
@@ -935,24 +930,15 @@ class StoreImpl final : public Store {
     internal::AppendComponent(wanted.driver, &prefix);
     internal::AppendComponent(wanted.pool, &prefix);
     internal::AppendComponent(wanted.device, &prefix);
-    // The holders: from the in-memory index when no write of this group
-    // touched the device, else through the batch.
+    // The holders as published, then as this group's staged writes left
+    // them.
     std::vector<std::string> holders;
-    auto touched = group_devices_.lower_bound(prefix);
-    if (published_ != nullptr &&
-        (touched == group_devices_.end() || !absl::StartsWith(*touched, prefix))) {
-      published_->ScanDevices(prefix, [&holders](absl::string_view k) { holders.emplace_back(k); });
-    } else {
-      const std::string bound = UpperBound(prefix);
-      const rocksdb::Slice bound_slice(bound);
-      rocksdb::ReadOptions options;
-      options.iterate_upper_bound = &bound_slice;
-      std::unique_ptr<rocksdb::Iterator> it(
-          batch->NewIteratorWithBase(devices_, db_->NewIterator(options, devices_)));
-      for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-        holders.emplace_back(ToView(it->key()));
-      }
-      CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "reading the device index"));
+    published_->ScanDevices(prefix, [&holders](absl::string_view k) { holders.emplace_back(k); });
+    for (auto it = staged_.devices.lower_bound(prefix);
+         it != staged_.devices.end() && absl::StartsWith(it->first, prefix); ++it) {
+      auto held = std::find(holders.begin(), holders.end(), it->first);
+      if (it->second && held == holders.end()) holders.push_back(it->first);
+      if (!it->second && held != holders.end()) holders.erase(held);
     }
     internal::DeviceKeyParts held;
     for (const std::string& holder : holders) {
@@ -1004,10 +990,52 @@ class StoreImpl final : public Store {
   // What readers see (writable stores): set up by Open, published by the
   // leader after each commit.
   std::unique_ptr<internal::PublishedState> published_;
-  // The record keys and device index keys staged by the group being
-  // committed. Leader only, as revision_.
-  absl::flat_hash_set<std::string> group_records_;
-  absl::btree_set<std::string> group_devices_;
+  // What the group being committed has staged so far, for the writes after
+  // it in the group (the batch itself cannot be read), with an undo log for
+  // the write being applied. Leader only, as revision_.
+  struct Staged {
+    // Record key -> the record after the group's writes so far (nullopt:
+    // deleted).
+    absl::flat_hash_map<std::string, std::optional<ClaimRecord>> records;
+    // Device index key -> whether it exists after the group's writes so far.
+    absl::btree_map<std::string, bool> devices;
+    // The previous values of what the current write changed (outer nullopt:
+    // the key was not staged before).
+    std::vector<std::pair<std::string, std::optional<std::optional<ClaimRecord>>>> undo_records;
+    std::vector<std::pair<std::string, std::optional<bool>>> undo_devices;
+
+    void SetRecord(const std::string& key, std::optional<ClaimRecord> record) {
+      auto [it, inserted] = records.try_emplace(key);
+      undo_records.emplace_back(key, inserted ? std::nullopt
+                                              : std::optional<std::optional<ClaimRecord>>(it->second));
+      it->second = std::move(record);
+    }
+    void SetDevice(const std::string& key, bool present) {
+      auto [it, inserted] = devices.try_emplace(key, present);
+      undo_devices.emplace_back(key, inserted ? std::nullopt : std::optional<bool>(it->second));
+      it->second = present;
+    }
+    // Reverts what the current write staged.
+    void Undo() {
+      for (auto it = undo_records.rbegin(); it != undo_records.rend(); ++it) {
+        if (it->second.has_value()) {
+          records[it->first] = *it->second;
+        } else {
+          records.erase(it->first);
+        }
+      }
+      for (auto it = undo_devices.rbegin(); it != undo_devices.rend(); ++it) {
+        if (it->second.has_value()) {
+          devices[it->first] = *it->second;
+        } else {
+          devices.erase(it->first);
+        }
+      }
+      undo_records.clear();
+      undo_devices.clear();
+    }
+  };
+  Staged staged_;
   // Set by the leader when a commit failed: every later write fails with it.
   // Leader only, as revision_.
   absl::Status write_error_;
