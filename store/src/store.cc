@@ -1,13 +1,17 @@
 // The Store on RocksDB.
 //
 // One write path: every mutation is a pure function from the current record
-// to the new one (or an error), run by WritePipeline: read the current record
-// through the batch being built, check preconditions, compute, validate,
-// check device conflicts, diff the index entries of old and new, and stage
-// record, index changes and revision in a WriteBatchWithIndex. Writes are
-// applied one at a time by a single leader thread; the writes that queue up
-// meanwhile form the next group, committed with one RocksDB Write (and, with
-// sync_writes, one fsync).
+// to the new one (or an error), run by the leader of a write group: read the
+// current record (as staged earlier in the group, else as published, else
+// from RocksDB), check preconditions, compute, validate, check device
+// conflicts, diff the index entries of old and new, and stage record, index
+// changes and revision in a WriteBatch. Writes are applied one at a time by a
+// single leader thread; the writes that queue up meanwhile form the next
+// group, committed with one RocksDB Write (and, with sync_writes, one fsync)
+// and then published (published_state.h) before the writers return.
+//
+// Reads of a writable store are served by the published state; read-only
+// (secondary) stores read RocksDB.
 
 #include <algorithm>
 #include <chrono>
@@ -743,16 +747,15 @@ class StoreImpl final : public Store {
       return;
     }
     revision_ = revision;
-    if (published_ != nullptr) {
-      // Readers see the group before its writers are acknowledged.
-      std::vector<internal::RecordChange> changes;
-      for (PendingWrite* w : group) {
-        if (!w->status.ok()) continue;
-        for (internal::RecordChange& c : w->changes) changes.push_back(std::move(c));
-        w->changes.clear();
-      }
-      published_->Publish(revision, MakeSnapshot(), changes);
+    // Readers see the group before its writers are acknowledged. (A store
+    // that writes is never read-only, so it has a published state.)
+    std::vector<internal::RecordChange> changes;
+    for (PendingWrite* w : group) {
+      if (!w->status.ok()) continue;
+      for (internal::RecordChange& c : w->changes) changes.push_back(std::move(c));
+      w->changes.clear();
     }
+    published_->Publish(revision, MakeSnapshot(), changes);
   }
 
   // A copy of `s` that shares nothing with it. Writers of a group take
@@ -763,10 +766,10 @@ class StoreImpl final : public Store {
     return absl::Status(s.code(), s.message());
   }
 
-  // Runs one write against the state of the database plus the writes before
-  // it in `batch`, staging its changes in `batch`.
-  // Runs every step of `w` in order; the first refusal fails them all (the
-  // caller rolls the batch back to before `w`).
+  // Runs every step of `w` in order against the state the writes before it
+  // left, staging its changes in `batch` and staged_; the first refusal
+  // fails them all (the caller rolls the batch and staged_ back to before
+  // `w`).
   absl::Status Apply(PendingWrite* w, rocksdb::WriteBatch* batch, uint64_t* revision) {
     const uint64_t before = *revision;
     for (size_t i = 0; i < w->steps.size(); ++i) {
