@@ -80,12 +80,7 @@ class ClaimstoreBackend final : public Backend {
   }
   absl::Status Allocate(const ClaimKey& key, absl::string_view driver, absl::string_view pool,
                         absl::string_view device) override {
-    const Allocation allocation =
-        AllocationBuilder()
-            .AddResult({"gpu", std::string(driver), std::string(pool), std::string(device),
-                        std::nullopt, std::nullopt})
-            .Build();
-    return store_->Allocate(key, allocation).status();
+    return store_->Allocate(key, OneDevice(driver, pool, device)).status();
   }
   absl::Status Deallocate(const ClaimKey& key) override {
     return store_->Deallocate(key).status();
@@ -110,6 +105,22 @@ void FieldsOf(const void* resource_claim_status, ClaimFields* out) {
       status->allocation()->results()->size() > 0) {
     out->first_device = status->allocation()->results()->Get(0)->device()->str();
   }
+}
+
+Allocation OneDevice(absl::string_view driver, absl::string_view pool, absl::string_view device) {
+  return AllocationBuilder()
+      .AddResult({"gpu", std::string(driver), std::string(pool), std::string(device),
+                  std::nullopt, std::nullopt})
+      .Build();
+}
+
+std::string DevicePrefix(absl::string_view driver, absl::string_view pool,
+                         absl::string_view device) {
+  std::string prefix;
+  internal::AppendComponent(driver, &prefix);
+  internal::AppendComponent(pool, &prefix);
+  if (!device.empty()) internal::AppendComponent(device, &prefix);
+  return prefix;
 }
 
 bool ClaimOfConsumerKey(absl::string_view key, ClaimKey* out) {

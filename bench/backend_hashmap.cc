@@ -61,10 +61,7 @@ class HashmapBackend final : public Backend {
   }
   absl::StatusOr<size_t> ByDevice(absl::string_view driver, absl::string_view pool,
                                   absl::string_view device) override {
-    std::string prefix;
-    internal::AppendComponent(driver, &prefix);
-    internal::AppendComponent(pool, &prefix);
-    if (!device.empty()) internal::AppendComponent(device, &prefix);
+    const std::string prefix = DevicePrefix(driver, pool, device);
     std::shared_lock lock(mu_);
     return Claims(devices_, prefix, ClaimOfDeviceKey);
   }
@@ -102,15 +99,8 @@ class HashmapBackend final : public Backend {
   }
   absl::Status Allocate(const ClaimKey& key, absl::string_view driver, absl::string_view pool,
                         absl::string_view device) override {
-    const Allocation allocation =
-        AllocationBuilder()
-            .AddResult({"gpu", std::string(driver), std::string(pool), std::string(device),
-                        std::nullopt, std::nullopt})
-            .Build();
-    std::string prefix;
-    internal::AppendComponent(driver, &prefix);
-    internal::AppendComponent(pool, &prefix);
-    internal::AppendComponent(device, &prefix);
+    const Allocation allocation = OneDevice(driver, pool, device);
+    const std::string prefix = DevicePrefix(driver, pool, device);
     return Edit(key, [&](const fb::ClaimRecord& c, internal::StatusEdit* edit) -> absl::Status {
       if (c.status() != nullptr && c.status()->allocation() != nullptr) {
         return absl::FailedPreconditionError("allocated already");

@@ -116,11 +116,7 @@ class RocksdbJsonBackend final : public Backend {
   }
   absl::StatusOr<size_t> ByDevice(absl::string_view driver, absl::string_view pool,
                                   absl::string_view device) override {
-    std::string prefix;
-    internal::AppendComponent(driver, &prefix);
-    internal::AppendComponent(pool, &prefix);
-    if (!device.empty()) internal::AppendComponent(device, &prefix);
-    return Scan(devices_, prefix, ClaimOfDeviceKey);
+    return Scan(devices_, DevicePrefix(driver, pool, device), ClaimOfDeviceKey);
   }
 
   absl::Status Reserve(const ClaimKey& key, const ConsumerRef& consumer) override {
@@ -147,11 +143,8 @@ class RocksdbJsonBackend final : public Backend {
                         absl::string_view device) override {
     return Modify(key, [&](absl::string_view json, rocksdb::WriteBatch* batch,
                            bool* changed) -> absl::StatusOr<std::string> {
-      std::string prefix;
-      internal::AppendComponent(driver, &prefix);
-      internal::AppendComponent(pool, &prefix);
-      internal::AppendComponent(device, &prefix);
-      absl::StatusOr<size_t> holders = Scan(devices_, prefix, [](absl::string_view, ClaimKey*) {
+      absl::StatusOr<size_t> holders =
+          Scan(devices_, DevicePrefix(driver, pool, device), [](absl::string_view, ClaimKey*) {
         return true;
       });
       if (!holders.ok()) return holders.status();

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "claimstore/allocation.h"
 #include "claimstore/claim_record.h"
 #include "claimstore/store.h"
 
@@ -99,6 +100,11 @@ std::unique_ptr<Backend> NewRocksdbJsonBackend(const BackendOptions& options);
 
 // What a stored FlatBuffer status holds of ClaimFields (revision aside).
 void FieldsOf(const void* resource_claim_status, ClaimFields* out);
+// An allocation of one device, exclusively, for request "gpu".
+Allocation OneDevice(absl::string_view driver, absl::string_view pool, absl::string_view device);
+// The device index prefix of a driver/pool[/device] (device may be empty).
+std::string DevicePrefix(absl::string_view driver, absl::string_view pool,
+                         absl::string_view device);
 // The claim of a consumer or device index key (keys.h layouts).
 bool ClaimOfConsumerKey(absl::string_view key, ClaimKey* out);
 bool ClaimOfDeviceKey(absl::string_view key, ClaimKey* out);

@@ -53,11 +53,14 @@ int main(int argc, char** argv) {
     }
     simdjson::dom::array benchmarks;
     if (doc["benchmarks"].get_array().get(benchmarks)) continue;
-    bool has_medians = false;
+    // Runs repeated with aggregates are read from their median; the others
+    // (e.g. a restore run once) from their one iteration entry.
+    std::set<std::string> has_median;
     for (simdjson::dom::element b : benchmarks) {
-      std::string_view aggregate;
-      if (!b["aggregate_name"].get_string().get(aggregate) && aggregate == "median") {
-        has_medians = true;
+      std::string_view aggregate, run_name;
+      if (!b["aggregate_name"].get_string().get(aggregate) && aggregate == "median" &&
+          !b["run_name"].get_string().get(run_name)) {
+        has_median.insert(std::string(run_name));
       }
     }
     for (simdjson::dom::element b : benchmarks) {
@@ -67,8 +70,8 @@ int main(int argc, char** argv) {
           b["time_unit"].get_string().get(unit)) {
         continue;
       }
-      const bool is_median = !b["aggregate_name"].get_string().get(aggregate);
-      if (has_medians ? (!is_median || aggregate != "median") : is_median) continue;
+      const bool is_aggregate = !b["aggregate_name"].get_string().get(aggregate);
+      if (has_median.contains(std::string(name)) ? aggregate != "median" : is_aggregate) continue;
       std::vector<std::string> parts = absl::StrSplit(absl::string_view(name.data(), name.size()), '/');
       if (parts.size() < 3 || parts[0].rfind("BM_", 0) != 0) continue;
       std::string op = parts[0].substr(3);

@@ -2,6 +2,7 @@
 #include "published_state.h"
 
 #include "claimstore/codec.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "keys.h"
 #include "record_factory.h"
@@ -26,7 +27,7 @@ std::vector<std::optional<ClaimRecord>> Look(const PublishedState& state,
 
 TEST(PublishedStateTest, PublishedRecordsAreReadBackAndDeletesForgotten) {
   PublishedState state(1 << 20);
-  state.Reset(5, nullptr, {}, {});
+  state.Reset(5, nullptr, PublishedState::NewConsumerIndex(), PublishedState::NewDeviceIndex());
   state.Publish(6, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), Rec("a"), {}, {}}});
   Pin pin;
   auto got = Look(state, {RecordKey("ns", "a"), RecordKey("ns", "b")}, &pin);
@@ -42,7 +43,7 @@ TEST(PublishedStateTest, PublishedRecordsAreReadBackAndDeletesForgotten) {
 
 TEST(PublishedStateTest, AFillReadBeforeANewerCommitIsDropped) {
   PublishedState state(1 << 20);
-  state.Reset(5, nullptr, {}, {});
+  state.Reset(5, nullptr, PublishedState::NewConsumerIndex(), PublishedState::NewDeviceIndex());
   // A reader read "a" at revision 5; meanwhile revision 6 deleted it.
   state.Publish(6, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), std::nullopt, {}, {}}});
   state.Fill(5, {{RecordKey("ns", "a"), RecordFactory::FromBuilt(Bytes("a"))}});
@@ -56,7 +57,7 @@ TEST(PublishedStateTest, AFillReadBeforeANewerCommitIsDropped) {
 TEST(PublishedStateTest, TheCacheStaysWithinItsBudgetAndKeepsWhatIsRead) {
   const size_t one = Bytes("c0").size() + 200;
   PublishedState state(8 * one);
-  state.Reset(0, nullptr, {}, {});
+  state.Reset(0, nullptr, PublishedState::NewConsumerIndex(), PublishedState::NewDeviceIndex());
   std::vector<RecordChange> changes;
   for (int i = 0; i < 4; ++i) {
     changes.push_back({RecordKey("ns", "c" + std::to_string(i)), Rec("c" + std::to_string(i)), {}, {}});
@@ -86,7 +87,9 @@ TEST(PublishedStateTest, TheCacheStaysWithinItsBudgetAndKeepsWhatIsRead) {
 
 TEST(PublishedStateTest, IndexesFollowThePublishedChanges) {
   PublishedState state(0);
-  state.Reset(0, nullptr, {ConsumerKey("pod-1", "ns", "a")}, {});
+  BucketedKeys consumers = PublishedState::NewConsumerIndex();
+  consumers.Insert(ConsumerKey("pod-1", "ns", "a"));
+  state.Reset(0, nullptr, std::move(consumers), PublishedState::NewDeviceIndex());
   IndexEntries before{{ConsumerKey("pod-1", "ns", "a")}, {}};
   IndexEntries after{{ConsumerKey("pod-2", "ns", "a")}, {}};
   state.Publish(1, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), Rec("a"), before, after}});
@@ -104,6 +107,55 @@ TEST(PublishedStateTest, IndexesFollowThePublishedChanges) {
   // With the cache off, records are never kept.
   Pin pin;
   EXPECT_FALSE(Look(state, {RecordKey("ns", "a")}, &pin)[0].has_value());
+}
+
+}  // namespace
+}  // namespace claimstore::internal
+
+namespace claimstore::internal {
+namespace {
+
+TEST(BucketedKeysTest, ScansEveryPrefixInKeyOrder) {
+  BucketedKeys devices = PublishedState::NewDeviceIndex();
+  std::vector<std::string> all;
+  for (const char* driver : {"gpu", "nic"}) {
+    for (const char* pool : {"node-1", "node-2"}) {
+      for (const char* device : {"d0", "d1", "d10"}) {
+        for (const char* claim : {"b", "a"}) {
+          all.push_back(DeviceKey(driver, pool, device, HoldingKind::kExclusive, "", "ns", claim));
+          devices.Insert(all.back());
+        }
+      }
+    }
+  }
+  devices.Insert(all[0]);  // again: a set
+  std::sort(all.begin(), all.end());
+  std::vector<std::string> copy;
+  devices.CopyTo(&copy);
+  EXPECT_EQ(copy, all);
+  const auto scan = [&](std::initializer_list<const char*> components) {
+    std::string prefix;
+    for (const char* c : components) AppendComponent(c, &prefix);
+    std::vector<std::string> got;
+    devices.Scan(prefix, [&](absl::string_view k) { got.emplace_back(k); });
+    std::vector<std::string> want;
+    for (const std::string& k : all) {
+      if (absl::StartsWith(k, prefix)) want.push_back(k);
+    }
+    EXPECT_EQ(got, want) << "prefix of " << components.size() << " components";
+    return got.size();
+  };
+  EXPECT_EQ(scan({"gpu"}), 12u);                  // shorter than a bucket
+  EXPECT_EQ(scan({"gpu", "node-2"}), 6u);         // one bucket
+  EXPECT_EQ(scan({"gpu", "node-2", "d1"}), 2u);   // within a bucket: not d10
+  EXPECT_EQ(scan({"gpu", "node-3"}), 0u);
+  EXPECT_EQ(scan({"tpu"}), 0u);
+  for (const std::string& k : all) devices.Erase(k);
+  devices.CopyTo(&copy);
+  EXPECT_TRUE(copy.empty());
+  all.clear();
+  EXPECT_EQ(scan({"gpu"}), 0u);
+  EXPECT_EQ(scan({"gpu", "node-2"}), 0u);
 }
 
 }  // namespace

@@ -19,26 +19,70 @@ absl::string_view BucketedKeys::BucketOf(absl::string_view key) const {
   return key.substr(0, key.size() - rest.size());
 }
 
-void BucketedKeys::Insert(const std::string& key) {
-  const absl::string_view name = BucketOf(key);
-  std::vector<std::string>& bucket = buckets_[name];
-  if (bucket.empty()) names_.insert(std::string(name));
-  auto it = std::lower_bound(bucket.begin(), bucket.end(), key);
-  if (it == bucket.end() || *it != key) bucket.insert(it, key);
+namespace {
+
+// A bucket's suffixes, decoded (views into the blob).
+std::vector<absl::string_view> Suffixes(absl::string_view blob) {
+  std::vector<absl::string_view> out;
+  size_t i = 0;
+  while (i < blob.size()) {
+    uint64_t length = 0;
+    int shift = 0;
+    while (i < blob.size()) {
+      const auto byte = static_cast<unsigned char>(blob[i++]);
+      length |= uint64_t{byte & 0x7fu} << shift;
+      shift += 7;
+      if ((byte & 0x80u) == 0) break;
+    }
+    out.push_back(blob.substr(i, length));
+    i += length;
+  }
+  return out;
 }
 
-void BucketedKeys::Erase(const std::string& key) {
-  const absl::string_view name = BucketOf(key);
-  auto b = buckets_.find(name);
-  if (b == buckets_.end()) return;
-  std::vector<std::string>& bucket = b->second;
-  auto it = std::lower_bound(bucket.begin(), bucket.end(), key);
-  if (it == bucket.end() || *it != key) return;
-  bucket.erase(it);
-  if (bucket.empty()) {
-    names_.erase(std::string(name));
-    buckets_.erase(b);
+std::string Encode(const std::vector<absl::string_view>& suffixes) {
+  std::string blob;
+  for (absl::string_view s : suffixes) {
+    uint64_t length = s.size();
+    do {
+      const auto byte = static_cast<unsigned char>(length & 0x7fu);
+      length >>= 7;
+      blob.push_back(static_cast<char>(length != 0 ? byte | 0x80u : byte));
+    } while (length != 0);
+    blob.append(s.data(), s.size());
   }
+  return blob;
+}
+
+}  // namespace
+
+void BucketedKeys::Insert(absl::string_view key) {
+  const absl::string_view name = BucketOf(key);
+  const absl::string_view suffix = key.substr(name.size());
+  auto [it, inserted] = buckets_.try_emplace(name);
+  if (inserted && components_ > 1) names_.insert(std::string(name));
+  std::vector<absl::string_view> suffixes = Suffixes(it->second);
+  auto at = std::lower_bound(suffixes.begin(), suffixes.end(), suffix);
+  if (at != suffixes.end() && *at == suffix) return;
+  suffixes.insert(at, suffix);
+  it->second = Encode(suffixes);
+}
+
+void BucketedKeys::Erase(absl::string_view key) {
+  const absl::string_view name = BucketOf(key);
+  const absl::string_view suffix = key.substr(name.size());
+  auto it = buckets_.find(name);
+  if (it == buckets_.end()) return;
+  std::vector<absl::string_view> suffixes = Suffixes(it->second);
+  auto at = std::lower_bound(suffixes.begin(), suffixes.end(), suffix);
+  if (at == suffixes.end() || *at != suffix) return;
+  suffixes.erase(at);
+  if (suffixes.empty()) {
+    if (components_ > 1) names_.erase(std::string(name));
+    buckets_.erase(it);
+    return;
+  }
+  it->second = Encode(suffixes);
 }
 
 void BucketedKeys::Clear() {
@@ -46,45 +90,62 @@ void BucketedKeys::Clear() {
   names_.clear();
 }
 
+void BucketedKeys::ScanBucket(absl::string_view name, absl::string_view blob,
+                              absl::string_view prefix,
+                              absl::FunctionRef<void(absl::string_view)> visit) {
+  std::string key(name);
+  for (absl::string_view suffix : Suffixes(blob)) {
+    key.resize(name.size());
+    key.append(suffix.data(), suffix.size());
+    if (absl::StartsWith(key, prefix)) visit(key);
+  }
+}
+
 void BucketedKeys::Scan(absl::string_view prefix,
                         absl::FunctionRef<void(absl::string_view)> visit) const {
-  const auto scan_bucket = [&](const std::vector<std::string>& bucket) {
-    for (auto it = std::lower_bound(bucket.begin(), bucket.end(), prefix);
-         it != bucket.end() && absl::StartsWith(*it, prefix); ++it) {
-      visit(*it);
-    }
-  };
   const absl::string_view name = BucketOf(prefix);
   if (name.size() < prefix.size() || (name == prefix && buckets_.contains(name))) {
     // The prefix names a whole bucket (or more): one probe.
     auto b = buckets_.find(name);
-    if (b != buckets_.end()) scan_bucket(b->second);
+    if (b != buckets_.end()) ScanBucket(b->first, b->second, prefix, visit);
     return;
   }
-  // A shorter prefix: every bucket whose name starts with it, in order.
-  for (auto it = names_.lower_bound(prefix); it != names_.end() && absl::StartsWith(*it, prefix);
-       ++it) {
-    scan_bucket(buckets_.at(*it));
+  if (components_ > 1) {
+    // A shorter prefix: every bucket whose name starts with it, in order.
+    for (auto it = names_.lower_bound(prefix);
+         it != names_.end() && absl::StartsWith(*it, prefix); ++it) {
+      ScanBucket(*it, buckets_.at(*it), prefix, visit);
+    }
+    return;
   }
+  // One-component buckets keep no sorted names: such a prefix (empty, in
+  // practice never asked) takes a sort of all of them.
+  std::vector<absl::string_view> names;
+  for (const auto& [n, blob] : buckets_) {
+    if (absl::StartsWith(n, prefix)) names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  for (absl::string_view n : names) ScanBucket(n, buckets_.find(n)->second, prefix, visit);
 }
 
 void BucketedKeys::CopyTo(std::vector<std::string>* out) const {
   out->clear();
-  for (const std::string& name : names_) {
-    const std::vector<std::string>& bucket = buckets_.at(name);
-    out->insert(out->end(), bucket.begin(), bucket.end());
+  std::vector<absl::string_view> names;
+  names.reserve(buckets_.size());
+  for (const auto& [n, blob] : buckets_) names.push_back(n);
+  std::sort(names.begin(), names.end());
+  for (absl::string_view n : names) {
+    ScanBucket(n, buckets_.find(n)->second, "", [out](absl::string_view k) { out->emplace_back(k); });
   }
 }
 
-void PublishedState::Reset(uint64_t revision, SnapshotRef snapshot,
-                           std::vector<std::string> consumers, std::vector<std::string> devices) {
+void PublishedState::Reset(uint64_t revision, SnapshotRef snapshot, BucketedKeys consumers,
+                           BucketedKeys devices) {
   std::unique_lock lock(mu_);
   revision_ = revision;
   snapshot_ = std::move(snapshot);
-  consumers_.Clear();
-  devices_.Clear();
-  for (const std::string& k : consumers) consumers_.Insert(k);
-  for (const std::string& k : devices) devices_.Insert(k);
+  consumers_ = std::move(consumers);
+  devices_ = std::move(devices);
   records_.clear();
   clock_.clear();
   cached_bytes_ = 0;

@@ -54,14 +54,18 @@ using SnapshotRef = std::shared_ptr<const rocksdb::Snapshot>;
 // bucketed by their first `bucket_components` components: a lookup that
 // names those is one hash probe and a scan of a small sorted bucket instead
 // of a descent through one big B-tree of heap strings (the cache misses of
-// which cost more than the rest of a lookup at 100k claims). Shorter
-// prefixes (every pool of a driver) go through the sorted bucket names.
-// Not thread-safe; PublishedState locks.
+// which cost more than the rest of a lookup at 100k claims). A bucket is one
+// string: its keys' suffixes (the key without the bucket name), sorted, each
+// after its length as a varint, so that a key costs its suffix's bytes plus
+// one or two rather than a heap string of its own. Prefixes shorter than a
+// bucket name (every pool of a driver) go through the sorted bucket names,
+// kept when buckets have more than one component. Not thread-safe;
+// PublishedState locks.
 class BucketedKeys {
  public:
   explicit BucketedKeys(int bucket_components) : components_(bucket_components) {}
-  void Insert(const std::string& key);
-  void Erase(const std::string& key);
+  void Insert(absl::string_view key);
+  void Erase(absl::string_view key);
   void Clear();
   // Calls `visit` for each key that starts with `prefix`, in key order.
   void Scan(absl::string_view prefix, absl::FunctionRef<void(absl::string_view)> visit) const;
@@ -72,10 +76,13 @@ class BucketedKeys {
   // The bucket name of `key`: its first components_ components (the whole
   // key when shorter or malformed).
   absl::string_view BucketOf(absl::string_view key) const;
+  // Visits the keys of one bucket that start with `prefix`.
+  static void ScanBucket(absl::string_view name, absl::string_view blob, absl::string_view prefix,
+                         absl::FunctionRef<void(absl::string_view)> visit);
 
   int components_;
-  absl::flat_hash_map<std::string, std::vector<std::string>> buckets_;  // sorted vectors
-  absl::btree_set<std::string> names_;                                  // bucket names
+  absl::flat_hash_map<std::string, std::string> buckets_;  // name -> encoded suffixes
+  absl::btree_set<std::string> names_;  // bucket names, when components_ > 1
 };
 
 // One record change of a committed write.
@@ -95,10 +102,16 @@ class PublishedState {
  public:
   explicit PublishedState(size_t record_cache_bytes) : budget_(record_cache_bytes) {}
 
-  // Starts over (at open, after a repair): the revision and snapshot, every
-  // index key, an empty record cache.
-  void Reset(uint64_t revision, SnapshotRef snapshot, std::vector<std::string> consumers,
-             std::vector<std::string> devices);
+  // How the indexes are bucketed: consumer keys by uid, device keys by
+  // driver and pool.
+  static BucketedKeys NewConsumerIndex() { return BucketedKeys(1); }
+  static BucketedKeys NewDeviceIndex() { return BucketedKeys(2); }
+
+  // Starts over (at open, after a repair): the revision and snapshot, the
+  // indexes (every key, built by the caller from NewConsumerIndex and
+  // NewDeviceIndex), an empty record cache.
+  void Reset(uint64_t revision, SnapshotRef snapshot, BucketedKeys consumers,
+             BucketedKeys devices);
   // Publishes a committed group's changes, in commit order.
   void Publish(uint64_t revision, SnapshotRef snapshot, absl::Span<const RecordChange> changes);
 
@@ -145,7 +158,8 @@ class PublishedState {
   uint64_t revision_ = 0;  // guarded by mu_
   SnapshotRef snapshot_;   // guarded by mu_
   // By consumer uid, and by driver and pool.
-  BucketedKeys consumers_{1}, devices_{2};                // guarded by mu_
+  BucketedKeys consumers_ = NewConsumerIndex();           // guarded by mu_
+  BucketedKeys devices_ = NewDeviceIndex();               // guarded by mu_
   absl::node_hash_map<std::string, Entry> records_;      // guarded by mu_
   std::deque<std::string> clock_;  // cached keys in insertion order; guarded by mu_
   size_t cached_bytes_ = 0;        // guarded by mu_

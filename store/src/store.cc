@@ -1288,14 +1288,16 @@ absl::Status StoreImpl::ResetPublished() {
   internal::SnapshotRef snapshot = MakeSnapshot();
   rocksdb::ReadOptions options;
   options.snapshot = snapshot.get();
-  std::vector<std::string> keys[2];
+  options.fill_cache = false;  // read once: kept in memory from now on
+  internal::BucketedKeys index[2] = {internal::PublishedState::NewConsumerIndex(),
+                                     internal::PublishedState::NewDeviceIndex()};
   for (int i = 0; i < 2; ++i) {
     std::unique_ptr<rocksdb::Iterator> it(
         db_->NewIterator(options, i == 0 ? consumers_ : devices_));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) keys[i].emplace_back(ToView(it->key()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) index[i].Insert(ToView(it->key()));
     CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "loading the indexes"));
   }
-  published_->Reset(revision_, std::move(snapshot), std::move(keys[0]), std::move(keys[1]));
+  published_->Reset(revision_, std::move(snapshot), std::move(index[0]), std::move(index[1]));
   return absl::OkStatus();
 }
 
