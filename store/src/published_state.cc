@@ -93,11 +93,18 @@ void BucketedKeys::Clear() {
 void BucketedKeys::ScanBucket(absl::string_view name, absl::string_view blob,
                               absl::string_view prefix,
                               absl::FunctionRef<void(absl::string_view)> visit) {
+  // What the prefix asks of the suffixes (nothing when it ends within the
+  // bucket name). Suffixes are sorted: past the matching run, stop.
+  const absl::string_view rest = prefix.size() > name.size() ? prefix.substr(name.size()) : "";
   std::string key(name);
   for (absl::string_view suffix : Suffixes(blob)) {
+    if (!absl::StartsWith(suffix, rest)) {
+      if (suffix > rest) break;
+      continue;
+    }
     key.resize(name.size());
     key.append(suffix.data(), suffix.size());
-    if (absl::StartsWith(key, prefix)) visit(key);
+    visit(key);
   }
 }
 
