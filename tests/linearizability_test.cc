@@ -293,10 +293,10 @@ class LinearizabilityTest : public StoreFixture {};
 
 TEST_F(LinearizabilityTest, ThousandsOfHistories) {
   HistoryStats stats;
-  const std::string failure = RunHistories(*store_, 3000, 1000, 1, &stats);
+  const std::string failure = RunHistories(*store_, 3000, 300, 1, &stats);
   ASSERT_EQ(failure, "");
   EXPECT_GE(stats.histories, 3000);
-  ExpectRealContention(stats, 1000);
+  ExpectRealContention(stats, 300);
 }
 
 TEST_F(LinearizabilityTest, HistoriesWithATinyRecordCache) {
@@ -304,9 +304,9 @@ TEST_F(LinearizabilityTest, HistoriesWithATinyRecordCache) {
   // snapshot while writers publish newer states.
   Reopen({.record_cache_bytes = 4096});
   HistoryStats stats;
-  const std::string failure = RunHistories(*store_, 1000, 300, 3, &stats);
+  const std::string failure = RunHistories(*store_, 1000, 100, 3, &stats);
   ASSERT_EQ(failure, "");
-  ExpectRealContention(stats, 300);
+  ExpectRealContention(stats, 100);
 }
 
 TEST_F(LinearizabilityTest, HistoriesWithSyncedGroupCommits) {
@@ -314,10 +314,10 @@ TEST_F(LinearizabilityTest, HistoriesWithSyncedGroupCommits) {
   // different interleaving of the same write path.
   Reopen({.sync_writes = true});
   HistoryStats stats;
-  const std::string failure = RunHistories(*store_, 300, 100, 2, &stats);
+  const std::string failure = RunHistories(*store_, 300, 50, 2, &stats);
   ASSERT_EQ(failure, "");
   EXPECT_GE(stats.histories, 300);
-  ExpectRealContention(stats, 100);
+  ExpectRealContention(stats, 50);
 }
 
 }  // namespace

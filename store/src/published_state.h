@@ -14,9 +14,9 @@
 // if no commit was published meanwhile.
 //
 // Memory: the record cache stays within its budget (second-chance
-// eviction); the indexes are all in memory: one string per index entry (the
-// RocksDB key) in a B-tree, about 120 bytes per reservation and per
-// allocated device.
+// eviction); the indexes are all in memory, bucketed (BucketedKeys), about
+// 150 bytes per reservation and per allocated device (380 MiB for 2.55M
+// entries, measured at a million claims).
 //
 // Thread-safety: Reset and Publish are called by the write leader (one at a
 // time); everything else from any thread.

@@ -85,7 +85,7 @@ struct Options {
   // Records kept in memory for reads (Get, GetMany), exact: the write path
   // updates them. Reads of other records go to RocksDB (block cache) and
   // enter this cache. Besides it, a writable store keeps both indexes in
-  // memory, whole: about 120 bytes per reservation and per allocated
+  // memory, whole: about 150 bytes per reservation and per allocated
   // device. 0 turns the record cache off. Default: 64 MiB.
   size_t record_cache_bytes = size_t{64} << 20;
 };
