@@ -183,24 +183,23 @@ void BM_ClaimsReservedFor(benchmark::State& state, std::string backend, size_t n
   }
 }
 
-void BM_ClaimsUsingDevice(benchmark::State& state, std::string backend, size_t n) {
+// Holders of one device, or (whole_pool) every allocation of its pool.
+void DeviceLookups(benchmark::State& state, const std::string& backend, size_t n,
+                   bool whole_pool) {
   Dataset& d = GetDataset(backend, n);
   size_t i = 0;
   for (auto _ : state) {
     const Workload::Device& dev = Pick(d.workload.devices, i++);
-    absl::StatusOr<size_t> found = d.backend->ByDevice(dev.driver, dev.pool, dev.device);
+    absl::StatusOr<size_t> found =
+        d.backend->ByDevice(dev.driver, dev.pool, whole_pool ? "" : dev.device);
     if (!found.ok() || *found == 0) Check(absl::InternalError("no holder"), "by device");
   }
 }
-
+void BM_ClaimsUsingDevice(benchmark::State& state, std::string backend, size_t n) {
+  DeviceLookups(state, backend, n, /*whole_pool=*/false);
+}
 void BM_PoolAllocations(benchmark::State& state, std::string backend, size_t n) {
-  Dataset& d = GetDataset(backend, n);
-  size_t i = 0;
-  for (auto _ : state) {
-    const Workload::Device& dev = Pick(d.workload.devices, i++);
-    absl::StatusOr<size_t> found = d.backend->ByDevice(dev.driver, dev.pool, "");
-    if (!found.ok() || *found == 0) Check(absl::InternalError("no holder"), "by pool");
-  }
+  DeviceLookups(state, backend, n, /*whole_pool=*/true);
 }
 
 // --- Writes --------------------------------------------------------------------

@@ -306,7 +306,6 @@ class IoErrorTest : public FaultTest {
     fs_->FailNth(op, n, error);
     const std::string what = absl::StrCat(op == Op::kWrite ? "write" : op == Op::kSync ? "sync" : "read",
                                           " #", n, error == Error::kEIO ? " EIO" : " ENOSPC");
-    if (getenv("FAULT_TRACE")) std::fprintf(stderr, "run: %s\n", what.c_str());
     ClaimModel model = base_;
     // What happened, for the reopened state: each call with whether it
     // returned an I/O error.

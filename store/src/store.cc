@@ -577,24 +577,18 @@ class StoreImpl final : public Store {
    public:
     explicit ReadView(const StoreImpl* store) : store_(store) {
       if (store_->published_ != nullptr) {
-        // The published state's snapshot and revision.
+        // A writable store: the published state's snapshot and revision.
         pin_ = store_->published_->Current();
-        snapshot_ = nullptr;
         options_.snapshot = pin_.snapshot.get();
         revision_ = pin_.revision;
         return;
       }
       // A secondary (read-only) instance has no snapshots, and needs none: it
       // does not change between Refresh() calls.
-      snapshot_ = store_->options_.read_only ? nullptr : store_->db_->GetSnapshot();
-      options_.snapshot = snapshot_;
       rocksdb::PinnableSlice value;
       status_ = store_->ParseRevision(
           store_->db_->Get(options_, store_->meta_, internal::kRevisionKey, &value), value,
           &revision_);
-    }
-    ~ReadView() {
-      if (snapshot_ != nullptr) store_->db_->ReleaseSnapshot(snapshot_);
     }
 
     const absl::Status& status() const { return status_; }
@@ -614,8 +608,7 @@ class StoreImpl final : public Store {
 
    private:
     const StoreImpl* store_;
-    internal::Pin pin_;
-    const rocksdb::Snapshot* snapshot_;  // owned, when not the pin's
+    internal::Pin pin_;  // keeps the snapshot of options_ alive
     rocksdb::ReadOptions options_, scan_options_;
     std::string upper_bound_;
     rocksdb::Slice upper_slice_;
@@ -1428,13 +1421,13 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify(bool repair) {
     // Records and both indexes at one snapshot: writers may go on meanwhile.
     // A writable store verifies at its published state, and checks the
     // in-memory indexes against the same snapshot.
+    // (A read-only store has no snapshots and needs none: it does not change
+    // between Refresh() calls.)
     std::vector<std::string> memory[2];
     internal::Pin pin;
     if (published_ != nullptr) pin = published_->CopyIndexes(&memory[0], &memory[1]);
-    const rocksdb::Snapshot* snapshot =
-        options_.read_only || published_ != nullptr ? nullptr : db_->GetSnapshot();
     rocksdb::ReadOptions options;
-    options.snapshot = published_ != nullptr ? pin.snapshot.get() : snapshot;
+    options.snapshot = pin.snapshot.get();
     internal::IndexEntries expected;
     std::vector<std::string> consumers, devices;
     absl::Status s = ScanForVerify(options, &report, &expected);
@@ -1444,7 +1437,6 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify(bool repair) {
     if (s.ok()) {
       s = CompareIndex(options, devices_, "devices", expected.devices, &report, &devices);
     }
-    if (snapshot != nullptr) db_->ReleaseSnapshot(snapshot);
     if (absl::IsDataLoss(s)) {
       // Corrupt files are a finding, not a failure to verify.
       report.problems.push_back(absl::StrCat("data loss: ", s.message()));
