@@ -7,7 +7,9 @@
 //   if (absl::IsAborted(r.status())) { /* changed meanwhile: re-read, retry */ }
 //
 // Thread-safety: a Store is safe for concurrent use by any number of threads
-// without outside locking. Reads never wait for writers. Writes are applied
+// without outside locking. Reads never wait for disk I/O or for writers'
+// work: they hold a shared lock that a commit's publication takes for a few
+// microseconds (writable stores; read-only ones read RocksDB). Writes are applied
 // one at a time in arrival order (linearizable) and committed in groups: the
 // writes that queue up while a group is being written share its WriteBatch
 // and, with Options::sync_writes, its fsync.
