@@ -40,17 +40,19 @@ std::vector<absl::string_view> Suffixes(absl::string_view blob) {
   return out;
 }
 
+void AppendSuffix(absl::string_view s, std::string* blob) {
+  uint64_t length = s.size();
+  do {
+    const auto byte = static_cast<unsigned char>(length & 0x7fu);
+    length >>= 7;
+    blob->push_back(static_cast<char>(length != 0 ? byte | 0x80u : byte));
+  } while (length != 0);
+  blob->append(s.data(), s.size());
+}
+
 std::string Encode(const std::vector<absl::string_view>& suffixes) {
   std::string blob;
-  for (absl::string_view s : suffixes) {
-    uint64_t length = s.size();
-    do {
-      const auto byte = static_cast<unsigned char>(length & 0x7fu);
-      length >>= 7;
-      blob.push_back(static_cast<char>(length != 0 ? byte | 0x80u : byte));
-    } while (length != 0);
-    blob.append(s.data(), s.size());
-  }
+  for (absl::string_view s : suffixes) AppendSuffix(s, &blob);
   return blob;
 }
 
@@ -66,6 +68,13 @@ void BucketedKeys::Insert(absl::string_view key) {
   if (at != suffixes.end() && *at == suffix) return;
   suffixes.insert(at, suffix);
   it->second = Encode(suffixes);
+}
+
+void BucketedKeys::AppendSorted(absl::string_view key) {
+  const absl::string_view name = BucketOf(key);
+  auto [it, inserted] = buckets_.try_emplace(name);
+  if (inserted && components_ > 1) names_.insert(names_.end(), std::string(name));
+  AppendSuffix(key.substr(name.size()), &it->second);
 }
 
 void BucketedKeys::Erase(absl::string_view key) {

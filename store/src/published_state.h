@@ -65,6 +65,10 @@ class BucketedKeys {
  public:
   explicit BucketedKeys(int bucket_components) : components_(bucket_components) {}
   void Insert(absl::string_view key);
+  // Adds `key`, which sorts after every key added so far (loading from a
+  // sorted source): appended to its bucket, without decoding it, so that
+  // loading n keys costs O(n) rather than O(n * bucket size).
+  void AppendSorted(absl::string_view key);
   void Erase(absl::string_view key);
   void Clear();
   // Calls `visit` for each key that starts with `prefix`, in key order.

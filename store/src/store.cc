@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 #include <utility>
@@ -57,6 +58,7 @@
 #include "published_state.h"
 #include "store_testing.h"
 #include "store_validation.h"
+#include "table_sink.h"
 
 namespace claimstore {
 
@@ -82,6 +84,7 @@ absl::StatusOr<ClaimKey> ClaimKey::Parse(absl::string_view text) {
 }
 
 Store::~Store() = default;
+BulkLoad::~BulkLoad() = default;
 
 namespace {
 
@@ -140,6 +143,38 @@ absl::Status RevisionMismatch(const ClaimKey& key, absl::string_view what,
   s.SetPayload(kRevisionPayloadUrl, absl::Cord(absl::StrCat(current)));
   return s;
 }
+
+// What a write of `*bytes` over a claim now `old_table` (null: absent)
+// stores, revisions aside: the record without statuses of devices it does
+// not hold, validated, and its index entries. The one definition for the
+// write path and bulk loads.
+absl::Status PrepareRecord(const fb::ClaimRecord* old_table, std::string* bytes,
+                           internal::IndexEntries* index) {
+  if (std::optional<std::string> pruned =
+          internal::DropStaleDeviceStatuses(old_table, *fb::GetClaimRecord(bytes->data()));
+      pruned.has_value()) {
+    *bytes = *std::move(pruned);
+  }
+  const fb::ClaimRecord& updated = *fb::GetClaimRecord(bytes->data());
+  CS_RETURN_IF_ERROR(internal::ValidateStoreWrite(old_table, updated));
+  *index = internal::ComputeIndexEntries(updated);
+  return absl::OkStatus();
+}
+
+absl::Status RequireKey(const ClaimRecord& record) {
+  if (record.claim_namespace().empty() || record.name().empty()) {
+    return absl::InvalidArgumentError(
+        "metadata.namespace and metadata.name: Required value: a stored claim needs both");
+  }
+  return absl::OkStatus();
+}
+
+// One claim of a bulk load, prepared as the write path would.
+struct BulkEntry {
+  std::string record_key;
+  std::string bytes;  // pruned and validated; revisions not stamped
+  internal::IndexEntries index;
+};
 
 class StoreImpl final : public Store {
  public:
@@ -305,11 +340,8 @@ class StoreImpl final : public Store {
 
   absl::StatusOr<WriteResult> Put(const ClaimRecord& record,
                                   const Preconditions& pre) override {
+    CS_RETURN_IF_ERROR(RequireKey(record));
     const ClaimKey key{std::string(record.claim_namespace()), std::string(record.name())};
-    if (key.claim_namespace.empty() || key.name.empty()) {
-      return absl::InvalidArgumentError(
-          "metadata.namespace and metadata.name: Required value: a stored claim needs both");
-    }
     const MutateFn mutate = [&](const ClaimRecord*) -> absl::StatusOr<Mutation> {
       return Mutation{Mutation::Kind::kWrite, std::string(record.bytes())};
     };
@@ -490,6 +522,10 @@ class StoreImpl final : public Store {
     if (!options_.read_only) return absl::OkStatus();
     return FromRocksDB(db_->TryCatchUpWithPrimary(), "catching up with the writer");
   }
+
+  absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad() override;
+  // Writes a bulk load's claims (BulkLoad::Commit).
+  absl::StatusOr<BulkLoadResult> CommitBulk(std::vector<BulkEntry> entries);
 
   absl::Status Compact() override {
     if (options_.read_only) return absl::FailedPreconditionError("the store is open read-only");
@@ -842,17 +878,11 @@ class StoreImpl final : public Store {
                           rocksdb::WriteBatch* batch, uint64_t* revision, WriteResult* result,
                           std::vector<internal::RecordChange>* changes) {
     const fb::ClaimRecord* old_table = current != nullptr ? &current->table() : nullptr;
-    if (std::optional<std::string> pruned =
-            internal::DropStaleDeviceStatuses(old_table, *fb::GetClaimRecord(bytes.data()));
-        pruned.has_value()) {
-      bytes = *std::move(pruned);
-    }
-    const fb::ClaimRecord& updated = *fb::GetClaimRecord(bytes.data());
-    CS_RETURN_IF_ERROR(internal::ValidateStoreWrite(old_table, updated));
+    internal::IndexEntries after;
+    CS_RETURN_IF_ERROR(PrepareRecord(old_table, &bytes, &after));
     internal::IndexEntries before = current != nullptr
                                         ? internal::ComputeIndexEntries(current->table())
                                         : internal::IndexEntries{};
-    internal::IndexEntries after = internal::ComputeIndexEntries(updated);
     const std::vector<std::string> new_devices = internal::Minus(after.devices, before.devices);
     for (const std::string& device_key : new_devices) {
       CS_RETURN_IF_ERROR(CheckDeviceConflict(key, device_key));
@@ -1060,6 +1090,13 @@ class StoreImpl final : public Store {
   absl::Status RewriteIndexes(const internal::IndexEntries& expected);
   // Loads the published state from the database (open, repair). Leader only.
   absl::Status ResetPublished();
+  // FailedPrecondition naming a claim when the store holds one.
+  absl::Status RequireNoClaims() const;
+  // CommitBulk while no write group is in flight.
+  absl::StatusOr<BulkLoadResult> CommitBulkExclusively(std::vector<BulkEntry> entries);
+  // Where a bulk load writes its table files: inside the database
+  // directory, so that ingestion moves them by hard link.
+  std::string BulkDir() const { return db_->GetName() + "/bulk-load.tmp"; }
 };
 
 rocksdb::ColumnFamilyOptions FamilyOptions(const Options& options,
@@ -1271,10 +1308,190 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
       store->db_->Get(rocksdb::ReadOptions(), store->meta_, internal::kRevisionKey, &value),
       value, &store->revision_));
   if (!options.read_only) {
+    // Table files of a bulk load that a crash interrupted: never ingested.
+    std::filesystem::remove_all(store->BulkDir(), ec);
     store->published_ = std::make_unique<internal::PublishedState>(options.record_cache_bytes);
     CS_RETURN_IF_ERROR(store->ResetPublished());
   }
   return std::unique_ptr<Store>(std::move(store));
+}
+
+// Bulk loads ------------------------------------------------------------------
+
+class BulkLoadImpl final : public BulkLoad {
+ public:
+  explicit BulkLoadImpl(StoreImpl* store) : store_(store) {}
+
+  absl::Status Add(const ClaimRecord& record) override {
+    CS_RETURN_IF_ERROR(RequireKey(record));
+    BulkEntry entry;
+    entry.bytes = std::string(record.bytes());
+    CS_RETURN_IF_ERROR(PrepareRecord(nullptr, &entry.bytes, &entry.index));
+    entry.record_key = internal::RecordKey(record.claim_namespace(), record.name());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (committed_) return absl::FailedPreconditionError("the bulk load was committed already");
+    entries_.push_back(std::move(entry));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<BulkLoadResult> Commit() override {
+    std::vector<BulkEntry> entries;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (committed_) return absl::FailedPreconditionError("the bulk load was committed already");
+      committed_ = true;
+      entries.swap(entries_);
+    }
+    return store_->CommitBulk(std::move(entries));
+  }
+
+ private:
+  StoreImpl* const store_;
+  std::mutex mu_;
+  std::vector<BulkEntry> entries_;  // guarded by mu_
+  bool committed_ = false;          // guarded by mu_
+};
+
+absl::StatusOr<std::unique_ptr<BulkLoad>> StoreImpl::StartBulkLoad() {
+  if (options_.read_only) return absl::FailedPreconditionError("the store is open read-only");
+  CS_RETURN_IF_ERROR(RequireNoClaims());
+  return std::make_unique<BulkLoadImpl>(this);
+}
+
+absl::Status StoreImpl::RequireNoClaims() const {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), records_));
+  it->SeekToFirst();
+  if (it->Valid()) {
+    std::string claim_namespace, name;
+    internal::ParseRecordKey(ToView(it->key()), &claim_namespace, &name);
+    return absl::FailedPreconditionError(
+        absl::StrCat("a bulk load needs a store without claims; this one holds ",
+                     claim_namespace, "/", name, " (restore with --replace, or use PutAll)"));
+  }
+  return FromRocksDB(it->status(), "looking for claims");
+}
+
+absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(std::vector<BulkEntry> entries) {
+  absl::StatusOr<BulkLoadResult> result;
+  CS_RETURN_IF_ERROR(Exclusively([&]() -> absl::Status {
+    result = CommitBulkExclusively(std::move(entries));
+    return result.status();
+  }));
+  return result;
+}
+
+absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(std::vector<BulkEntry> entries) {
+  if (!write_error_.ok()) return Unshared(write_error_);
+  CS_RETURN_IF_ERROR(RequireNoClaims());
+  const uint64_t base = revision_;
+  const size_t n = entries.size();
+  if (n == 0) return BulkLoadResult{0, base};
+
+  // Key order: the order of revisions and of the table files. The index
+  // keys are sorted meanwhile on a second thread.
+  std::vector<absl::string_view> consumers, devices;
+  for (const BulkEntry& e : entries) {
+    consumers.insert(consumers.end(), e.index.consumers.begin(), e.index.consumers.end());
+    devices.insert(devices.end(), e.index.devices.begin(), e.index.devices.end());
+  }
+  std::thread index_sorter([&] {
+    std::sort(consumers.begin(), consumers.end());
+    std::sort(devices.begin(), devices.end());
+  });
+  std::sort(entries.begin(), entries.end(),
+            [](const BulkEntry& a, const BulkEntry& b) { return a.record_key < b.record_key; });
+  index_sorter.join();
+  for (size_t i = 1; i < n; ++i) {
+    if (entries[i].record_key == entries[i - 1].record_key) {
+      std::string claim_namespace, name;
+      internal::ParseRecordKey(entries[i].record_key, &claim_namespace, &name);
+      return absl::InvalidArgumentError(absl::StrCat("claim ", claim_namespace, "/", name,
+                                                     ": Duplicate value: added twice"));
+    }
+  }
+  // Devices held in ways that exclude each other: the check the write path
+  // makes one claim at a time, made over all of them.
+  std::string clash;
+  size_t clashes = 0;
+  internal::FindDoubleHoldings(devices, [&](std::string problem) {
+    if (clashes++ == 0) clash = std::move(problem);
+  });
+  if (clashes > 0) {
+    return absl::AbortedError(
+        clashes == 1 ? clash : absl::StrCat(clash, " (and ", clashes - 1, " more clashes)"));
+  }
+
+  // The table files: records (revisions stamped in key order) on one thread,
+  // the indexes and the revision on this one.
+  const std::string dir = BulkDir();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (!std::filesystem::create_directory(dir, ec)) {
+    return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  }
+  const uint64_t revision = base + n;
+  internal::TableSink record_sink(db_.get(), records_, dir, "records");
+  internal::TableSink consumer_sink(db_.get(), consumers_, dir, "consumers");
+  internal::TableSink device_sink(db_.get(), devices_, dir, "devices");
+  internal::TableSink meta_sink(db_.get(), meta_, dir, "meta");
+  absl::Status records_written;
+  std::thread record_writer([&] {
+    records_written = [&]() -> absl::Status {
+      for (size_t i = 0; i < n; ++i) {
+        const uint64_t r = base + i + 1;
+        CS_RETURN_IF_ERROR(record_sink.Put(entries[i].record_key,
+                                           internal::StampRevisions(entries[i].bytes, r, r, 1)));
+      }
+      return record_sink.Finish();
+    }();
+  });
+  absl::Status s = [&]() -> absl::Status {
+    for (absl::string_view k : consumers) CS_RETURN_IF_ERROR(consumer_sink.Put(k, ""));
+    CS_RETURN_IF_ERROR(consumer_sink.Finish());
+    for (absl::string_view k : devices) CS_RETURN_IF_ERROR(device_sink.Put(k, ""));
+    CS_RETURN_IF_ERROR(device_sink.Finish());
+    std::string encoded;
+    internal::AppendUint64(revision, &encoded);
+    CS_RETURN_IF_ERROR(meta_sink.Put(internal::kRevisionKey, encoded));
+    return meta_sink.Finish();
+  }();
+  record_writer.join();
+  if (s.ok()) s = records_written;
+
+  // One atomic ingestion of every family's files (all or none, also
+  // across a crash); the files are moved, not copied.
+  if (s.ok()) {
+    std::vector<rocksdb::IngestExternalFileArg> args;
+    for (const internal::TableSink* sink : {&record_sink, &consumer_sink, &device_sink, &meta_sink}) {
+      if (sink->paths().empty()) continue;
+      rocksdb::IngestExternalFileArg arg;
+      arg.column_family = sink->family();
+      arg.external_files = sink->paths();
+      arg.options.move_files = true;
+      arg.options.write_global_seqno = false;  // no rewrite of the moved files
+      args.push_back(std::move(arg));
+    }
+    s = FromRocksDB(db_->IngestExternalFiles(args), "ingesting the bulk load");
+    if (!s.ok()) {
+      // As after a failed commit: the database is as before, but RocksDB
+      // may have stopped writes; reopening recovers.
+      write_error_ = absl::UnavailableError(absl::StrCat(
+          "the store takes no more writes after a failed bulk load (", s.message(),
+          "); reopen it to recover"));
+    }
+  }
+  std::filesystem::remove_all(dir, ec);
+  CS_RETURN_IF_ERROR(s);
+
+  // Publish: the indexes from the sorted keys (the store had none), an
+  // empty record cache.
+  revision_ = revision;
+  internal::BucketedKeys consumer_index = internal::PublishedState::NewConsumerIndex();
+  internal::BucketedKeys device_index = internal::PublishedState::NewDeviceIndex();
+  for (absl::string_view k : consumers) consumer_index.AppendSorted(k);
+  for (absl::string_view k : devices) device_index.AppendSorted(k);
+  published_->Reset(revision_, MakeSnapshot(), std::move(consumer_index), std::move(device_index));
+  return BulkLoadResult{n, revision_};
 }
 
 absl::Status StoreImpl::ResetPublished() {
@@ -1287,7 +1504,7 @@ absl::Status StoreImpl::ResetPublished() {
   for (int i = 0; i < 2; ++i) {
     std::unique_ptr<rocksdb::Iterator> it(
         db_->NewIterator(options, i == 0 ? consumers_ : devices_));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) index[i].Insert(ToView(it->key()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) index[i].AppendSorted(ToView(it->key()));
     CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "loading the indexes"));
   }
   published_->Reset(revision_, std::move(snapshot), std::move(index[0]), std::move(index[1]));
@@ -1348,46 +1565,6 @@ absl::Status StoreImpl::CompareIndex(const rocksdb::ReadOptions& options,
   return absl::OkStatus();
 }
 
-// Device holdings that exclude each other (RULES.md b), from the sorted keys
-// of the devices index: per device, the claims holding it other than by
-// admin access, and whether each holds it exclusively or by which share.
-void ReportDoubleHoldings(const std::vector<std::string>& device_keys, VerifyReport* report) {
-  std::vector<internal::DeviceKeyParts> group;
-  const auto flush = [&]() {
-    for (size_t i = 0; i < group.size(); ++i) {
-      for (size_t j = i + 1; j < group.size(); ++j) {
-        const internal::DeviceKeyParts& a = group[i];
-        const internal::DeviceKeyParts& b = group[j];
-        if (a.claim_namespace == b.claim_namespace && a.name == b.name) continue;
-        const bool exclusive = a.kind == internal::HoldingKind::kExclusive ||
-                               b.kind == internal::HoldingKind::kExclusive;
-        if (exclusive || a.share_id == b.share_id) {
-          report->problems.push_back(absl::StrCat(
-              "device ", a.driver, "/", a.pool, "/", a.device, " is held by both ",
-              a.claim_namespace, "/", a.name, " and ", b.claim_namespace, "/", b.name,
-              exclusive ? " (one exclusively)" : " (the same shareID)"));
-        }
-      }
-    }
-    group.clear();
-  };
-  internal::DeviceKeyParts parts;
-  for (const std::string& key : device_keys) {
-    if (!internal::ParseDeviceKey(key, &parts)) {
-      report->problems.push_back(absl::StrCat("devices index: malformed key ",
-                                              absl::CHexEscape(key)));
-      continue;
-    }
-    if (parts.kind == internal::HoldingKind::kAdmin) continue;
-    if (!group.empty() && (group[0].driver != parts.driver || group[0].pool != parts.pool ||
-                           group[0].device != parts.device)) {
-      flush();
-    }
-    group.push_back(parts);
-  }
-  flush();
-}
-
 absl::Status StoreImpl::RewriteIndexes(const internal::IndexEntries& expected) {
   constexpr size_t kChunk = 10000;
   for (rocksdb::ColumnFamilyHandle* family : {consumers_, devices_}) {
@@ -1443,7 +1620,8 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify(bool repair) {
       return absl::OkStatus();
     }
     CS_RETURN_IF_ERROR(s);
-    ReportDoubleHoldings(devices, &report);
+    internal::FindDoubleHoldings(std::vector<absl::string_view>(devices.begin(), devices.end()),
+                                 [&](std::string p) { report.problems.push_back(std::move(p)); });
     if (published_ != nullptr) {
       // The in-memory indexes must equal the ones on disk (whose own
       // problems are reported above): a difference is drift.

@@ -185,6 +185,48 @@ struct StoreStats {
   uint64_t size_on_disk_bytes = 0;
 };
 
+// What a bulk load wrote.
+struct BulkLoadResult {
+  uint64_t claims = 0;
+  uint64_t revision = 0;  // the store revision after it
+};
+
+// A restore into a store that holds no claims, several times faster than
+// PutAll: the claims are collected (and validated as they are added), then
+// Commit sorts them, checks them against each other, writes the records
+// and both indexes as sorted table files and hands those to RocksDB in one
+// atomic ingestion: no write-ahead log, no memtables, no compaction of
+// what was loaded. Afterwards the store holds exactly what a PutAll of the
+// same claims in namespace/name order would have left: claim i of that
+// order has create and mod revision R+i (R the store revision before), and
+// version 1.
+//
+// Memory: the encoded claims are held until Commit (about 0.5 KB per
+// claim of typical shape, plus their index keys).
+//
+// Thread-safety: Add may be called from any number of threads at once
+// (decode in parallel, add as you go); Commit once, after every Add has
+// returned. A BulkLoad must not outlive its Store. Reads of the store go on
+// during Commit and see either none or all of the loaded claims; writes
+// wait for it.
+class BulkLoad {
+ public:
+  virtual ~BulkLoad();
+  // Adds one claim. InvalidArgument naming the field path when Put would
+  // refuse it; nothing is written before Commit.
+  virtual absl::Status Add(const ClaimRecord& record) = 0;
+  // Writes every added claim, all or none (also across a crash).
+  // Nothing is written when it fails:
+  //   InvalidArgument     a claim was added twice (names it)
+  //   Aborted             two claims hold a device in ways that exclude each
+  //                       other (names the device and both claims)
+  //   FailedPrecondition  the store holds claims (a write came in since
+  //                       StartBulkLoad), or Commit was called before
+  // and the mapped RocksDB error otherwise. A failure of the ingestion itself
+  // stops writes, as a failed commit does (see Store).
+  virtual absl::StatusOr<BulkLoadResult> Commit() = 0;
+};
+
 // The current revision carried by an Aborted error of a precondition
 // mismatch, if any.
 std::optional<uint64_t> CurrentRevision(const absl::Status& status);
@@ -269,6 +311,9 @@ class Store {
   // the state of the last Refresh(); call it while no read is running. OK
   // no-op otherwise.
   virtual absl::Status Refresh() = 0;
+  // Starts a bulk load (see BulkLoad). FailedPrecondition when the store
+  // holds claims or is read-only.
+  virtual absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad() = 0;
   // Compacts all data into its final shape now instead of in the background
   // (after a bulk restore, so that reads do not wait behind compaction).
   virtual absl::Status Compact() = 0;

@@ -1,0 +1,42 @@
+#include "table_sink.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rocksdb_status.h"
+#include "status_macros.h"
+
+namespace claimstore::internal {
+
+TableSink::TableSink(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family, std::string dir,
+                     std::string name, uint64_t file_bytes)
+    : family_(family),
+      options_(db->GetOptions(family)),
+      dir_(std::move(dir)),
+      name_(std::move(name)),
+      file_bytes_(file_bytes) {}
+
+absl::Status TableSink::Put(absl::string_view key, absl::string_view value) {
+  if (writer_ != nullptr && writer_->FileSize() >= file_bytes_) CS_RETURN_IF_ERROR(Finish());
+  if (writer_ == nullptr) CS_RETURN_IF_ERROR(Roll());
+  return FromRocksDB(writer_->Put(rocksdb::Slice(key.data(), key.size()),
+                                  rocksdb::Slice(value.data(), value.size())),
+                     "writing a table file");
+}
+
+absl::Status TableSink::Roll() {
+  std::string path = absl::StrCat(dir_, "/", name_, "-", paths_.size(), ".sst");
+  writer_ = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(options_), options_,
+                                                     family_);
+  CS_RETURN_IF_ERROR(FromRocksDB(writer_->Open(path), "creating a table file"));
+  paths_.push_back(std::move(path));
+  return absl::OkStatus();
+}
+
+absl::Status TableSink::Finish() {
+  if (writer_ == nullptr) return absl::OkStatus();
+  std::unique_ptr<rocksdb::SstFileWriter> writer = std::move(writer_);
+  return FromRocksDB(writer->Finish(), "finishing a table file");
+}
+
+}  // namespace claimstore::internal

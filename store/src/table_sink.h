@@ -1,0 +1,49 @@
+// TableSink: writes sorted key/values of one column family as table (SST)
+// files for ingestion (bulk loads), a new file every `file_bytes` so that
+// later compactions work on files of the usual size. Files are synced when
+// finished (SstFileWriter::Finish). Not thread-safe; one sink per thread.
+#ifndef CLAIMSTORE_SRC_TABLE_SINK_H_
+#define CLAIMSTORE_SRC_TABLE_SINK_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "rocksdb/db.h"
+#include "rocksdb/sst_file_writer.h"
+
+namespace claimstore::internal {
+
+class TableSink {
+ public:
+  // Files go to `dir`/`name`-N.sst, written with the family's options
+  // (compression, filters, and the database's file system).
+  TableSink(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family, std::string dir,
+            std::string name, uint64_t file_bytes = uint64_t{64} << 20);
+  TableSink(const TableSink&) = delete;
+  TableSink& operator=(const TableSink&) = delete;
+  // REQUIRES: `key` sorts after every key put before.
+  absl::Status Put(absl::string_view key, absl::string_view value);
+  // Finishes the last file.
+  absl::Status Finish();
+  // The finished files, in key order.
+  const std::vector<std::string>& paths() const { return paths_; }
+  rocksdb::ColumnFamilyHandle* family() const { return family_; }
+
+ private:
+  absl::Status Roll();
+
+  rocksdb::ColumnFamilyHandle* family_;
+  rocksdb::Options options_;
+  std::string dir_, name_;
+  uint64_t file_bytes_;
+  std::unique_ptr<rocksdb::SstFileWriter> writer_;  // the open file, if any
+  std::vector<std::string> paths_;
+};
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_TABLE_SINK_H_
