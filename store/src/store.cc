@@ -46,6 +46,7 @@
 #include "claimstore/store.h"
 #include "index_entries.h"
 #include "keys.h"
+#include "link_log_fs.h"
 #include "record_edit.h"
 #include "record_factory.h"
 #include "rocksdb/db.h"
@@ -995,6 +996,10 @@ class StoreImpl final : public Store {
   Options options_;
   rocksdb::WriteOptions write_options_;
   std::string secondary_dir_;
+  // The file system under RocksDB: the one given (tests) or the default,
+  // watched for a bulk load's links (link_log_fs.h). Outlives db_.
+  std::shared_ptr<internal::LinkLogFileSystem> fs_;
+  std::unique_ptr<rocksdb::Env> env_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   rocksdb::ColumnFamilyHandle* records_ = nullptr;
@@ -1238,7 +1243,10 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
   // fault_test found index entries without their record this way). Atomic
   // flushes move all families past a log together.
   db_options.atomic_flush = true;
-  if (env != nullptr) db_options.env = env;
+  store->fs_ = std::make_shared<internal::LinkLogFileSystem>(
+      env != nullptr ? env->GetFileSystem() : rocksdb::FileSystem::Default());
+  store->env_ = rocksdb::NewCompositeEnv(store->fs_);
+  db_options.env = store->env_.get();
 
   // An existing database (it has a CURRENT file) must have claimstore's
   // column families; failing to list them is an error, not a reason to
@@ -1471,8 +1479,17 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(std::vector<Bulk
       arg.options.write_global_seqno = false;  // no rewrite of the moved files
       args.push_back(std::move(arg));
     }
+    fs_->Watch(dir);
     s = FromRocksDB(db_->IngestExternalFiles(args), "ingesting the bulk load");
     if (!s.ok()) {
+      // RocksDB deleted the files it linked in, but its MANIFEST record may
+      // come back at the next open (a failed sync that wrote): put them
+      // back (link_log_fs.h). Unreferenced, the next open deletes them.
+      for (const auto& [source, target] : fs_->Links()) {
+        if (!std::filesystem::exists(target, ec)) {
+          std::filesystem::create_hard_link(source, target, ec);
+        }
+      }
       // As after a failed commit: the database is as before, but RocksDB
       // may have stopped writes; reopening recovers.
       write_error_ = absl::UnavailableError(absl::StrCat(
@@ -1480,6 +1497,7 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(std::vector<Bulk
           "); reopen it to recover"));
     }
   }
+  fs_->Watch("");
   std::filesystem::remove_all(dir, ec);
   CS_RETURN_IF_ERROR(s);
 
