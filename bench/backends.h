@@ -61,6 +61,12 @@ class Backend {
   // and the restore benchmark. `validate`: claimstore validates; the others
   // ignore it (they have no validation).
   virtual absl::Status Load(absl::Span<const LoadItem> items, bool validate) = 0;
+  // Restores every claim of `jsonl` (JSON lines) into this empty backend,
+  // decoding each (and validating where the backend validates). The
+  // default is a two-stage pipeline that keeps both cores busy: a second
+  // thread decodes chunks of 5000 while this one Loads the chunk before.
+  // claimstore decodes on two threads into a bulk load.
+  virtual absl::Status Restore(absl::string_view jsonl);
   // Makes loaded data settle (compaction, checkpoint) before measuring.
   virtual absl::Status Settle() = 0;
 

@@ -215,6 +215,11 @@ absl::Status FaultFileSystem::DropUnsyncedData() {
   return absl::OkStatus();
 }
 
+void FaultFileSystem::SpareReadsOf(const std::string& part) {
+  std::lock_guard<std::mutex> lock(mu_);
+  spared_reads_ = part;
+}
+
 IOStatus FaultFileSystem::Inject(Op op) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!powered_) return IOStatus::IOError("power cut");
@@ -286,6 +291,10 @@ IOStatus FaultFileSystem::NewRandomAccessFile(const std::string& f, const rocksd
                                               IODebugContext* d) {
   if (PoweredOff()) return IOStatus::IOError("power cut");
   IOStatus s = target()->NewRandomAccessFile(f, o, r, d);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!spared_reads_.empty() && f.find(spared_reads_) != std::string::npos) return s;
+  }
   if (s.ok()) *r = std::make_unique<FaultRandomAccessFile>(this, std::move(*r));
   return s;
 }

@@ -46,6 +46,9 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   // Whether the armed failure happened.
   bool Fired() const;
   void ResetCounts();
+  // Reads of files whose path contains `part` are neither counted nor
+  // failed (empty: none spared). See BulkLoadUnderIoErrorsIsAllOrNothing.
+  void SpareReadsOf(const std::string& part);
 
   // --- Power loss ---
   void PowerCut();
@@ -101,6 +104,7 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   bool armed_ = false, fired_ = false;
   Op armed_op_ = Op::kWrite;
   uint64_t armed_n_ = 0;
+  std::string spared_reads_;
   Error error_ = Error::kEIO;
 };
 

@@ -1,5 +1,7 @@
 #include "keys.h"
 
+#include <cstring>
+
 namespace claimstore::internal {
 
 void AppendComponent(absl::string_view s, std::string* key) {
@@ -19,25 +21,37 @@ void AppendComponent(absl::string_view s, std::string* key) {
 
 bool ConsumeComponent(absl::string_view* key, std::string* out) {
   out->clear();
-  size_t i = 0;
-  while (i < key->size()) {
-    const char c = (*key)[i];
-    if (c != '\0') {
-      out->push_back(c);
-      ++i;
-      continue;
-    }
-    if (i + 1 >= key->size()) return false;
-    const char next = (*key)[i + 1];
-    if (next == '\x01') {
-      key->remove_prefix(i + 2);
+  const char* p = key->data();
+  const char* const end = p + key->size();
+  while (true) {
+    // Runs of plain bytes are copied whole; only 0x00 needs a look.
+    const auto* zero = static_cast<const char*>(memchr(p, '\0', static_cast<size_t>(end - p)));
+    if (zero == nullptr || zero + 1 >= end) return false;
+    out->append(p, static_cast<size_t>(zero - p));
+    if (zero[1] == '\x01') {
+      key->remove_prefix(static_cast<size_t>(zero + 2 - key->data()));
       return true;
     }
-    if (next != '\xff') return false;
+    if (zero[1] != '\xff') return false;
     out->push_back('\0');
-    i += 2;
+    p = zero + 2;
   }
-  return false;
+}
+
+size_t ComponentsLength(absl::string_view key, int n) {
+  size_t at = 0;
+  for (int i = 0; i < n; ++i) {
+    while (true) {
+      const auto* zero =
+          static_cast<const char*>(memchr(key.data() + at, '\0', key.size() - at));
+      if (zero == nullptr) return absl::string_view::npos;
+      at = static_cast<size_t>(zero - key.data()) + 2;
+      if (at > key.size()) return absl::string_view::npos;
+      if (zero[1] == '\x01') break;
+      if (zero[1] != '\xff') return absl::string_view::npos;
+    }
+  }
+  return at;
 }
 
 std::string RecordKey(absl::string_view claim_namespace, absl::string_view name) {

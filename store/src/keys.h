@@ -54,6 +54,9 @@ void AppendComponent(absl::string_view s, std::string* key);
 // Reads one Str() component from the front of *key into *out and removes it.
 // Returns false when *key does not start with a well-formed component.
 bool ConsumeComponent(absl::string_view* key, std::string* out);
+// The length of the first `n` components of `key` (npos when it does not
+// start with n well-formed ones), without decoding them.
+size_t ComponentsLength(absl::string_view key, int n);
 
 std::string RecordKey(absl::string_view claim_namespace, absl::string_view name);
 std::string ConsumerKey(absl::string_view uid, absl::string_view claim_namespace,

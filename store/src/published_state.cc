@@ -11,12 +11,8 @@
 namespace claimstore::internal {
 
 absl::string_view BucketedKeys::BucketOf(absl::string_view key) const {
-  absl::string_view rest = key;
-  std::string component;
-  for (int i = 0; i < components_; ++i) {
-    if (!ConsumeComponent(&rest, &component)) return key;
-  }
-  return key.substr(0, key.size() - rest.size());
+  const size_t length = ComponentsLength(key, components_);
+  return length == absl::string_view::npos ? key : key.substr(0, length);
 }
 
 namespace {
@@ -59,6 +55,7 @@ std::string Encode(const std::vector<absl::string_view>& suffixes) {
 }  // namespace
 
 void BucketedKeys::Insert(absl::string_view key) {
+  last_ = nullptr;
   const absl::string_view name = BucketOf(key);
   const absl::string_view suffix = key.substr(name.size());
   auto [it, inserted] = buckets_.try_emplace(name);
@@ -72,12 +69,17 @@ void BucketedKeys::Insert(absl::string_view key) {
 
 void BucketedKeys::AppendSorted(absl::string_view key) {
   const absl::string_view name = BucketOf(key);
-  auto [it, inserted] = buckets_.try_emplace(name);
-  if (inserted && components_ > 1) names_.insert(names_.end(), std::string(name));
-  AppendSuffix(key.substr(name.size()), &it->second);
+  // Sorted keys come bucket by bucket: mostly the bucket of the key before.
+  if (last_ == nullptr || last_->first != name) {
+    auto [it, inserted] = buckets_.try_emplace(name);
+    if (inserted && components_ > 1) names_.insert(names_.end(), std::string(name));
+    last_ = &*it;
+  }
+  AppendSuffix(key.substr(name.size()), &last_->second);
 }
 
 void BucketedKeys::Erase(absl::string_view key) {
+  last_ = nullptr;
   const absl::string_view name = BucketOf(key);
   const absl::string_view suffix = key.substr(name.size());
   auto it = buckets_.find(name);
@@ -95,6 +97,7 @@ void BucketedKeys::Erase(absl::string_view key) {
 }
 
 void BucketedKeys::Clear() {
+  last_ = nullptr;
   buckets_.clear();
   names_.clear();
 }

@@ -64,6 +64,10 @@ using SnapshotRef = std::shared_ptr<const rocksdb::Snapshot>;
 class BucketedKeys {
  public:
   explicit BucketedKeys(int bucket_components) : components_(bucket_components) {}
+  BucketedKeys(BucketedKeys&&) = default;  // moves keep last_ valid (same slots)
+  BucketedKeys& operator=(BucketedKeys&&) = default;
+  BucketedKeys(const BucketedKeys&) = delete;
+  BucketedKeys& operator=(const BucketedKeys&) = delete;
   void Insert(absl::string_view key);
   // Adds `key`, which sorts after every key added so far (loading from a
   // sorted source): appended to its bucket, without decoding it, so that
@@ -71,6 +75,8 @@ class BucketedKeys {
   void AppendSorted(absl::string_view key);
   void Erase(absl::string_view key);
   void Clear();
+  // Makes room for `buckets` buckets (before loading).
+  void Reserve(size_t buckets) { buckets_.reserve(buckets); }
   // Calls `visit` for each key that starts with `prefix`, in key order.
   void Scan(absl::string_view prefix, absl::FunctionRef<void(absl::string_view)> visit) const;
   // Every key, in order.
@@ -87,6 +93,8 @@ class BucketedKeys {
   int components_;
   absl::flat_hash_map<std::string, std::string> buckets_;  // name -> encoded suffixes
   absl::btree_set<std::string> names_;  // bucket names, when components_ > 1
+  // The bucket AppendSorted appended to last; reset by every other change.
+  std::pair<const std::string, std::string>* last_ = nullptr;
 };
 
 // One record change of a committed write.

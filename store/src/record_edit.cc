@@ -208,16 +208,22 @@ std::string RebuildRecord(const fb::ClaimRecord& old, const StatusEdit& edit) {
 
 std::string StampRevisions(absl::string_view bytes, uint64_t create_revision,
                            uint64_t mod_revision, uint64_t version) {
-  std::string out(bytes);
-  fb::Revisions* r = fb::GetMutableClaimRecord(out.data())->mutable_revisions();
+  std::string out;
+  StampRevisionsInto(bytes, create_revision, mod_revision, version, &out);
+  return out;
+}
+
+void StampRevisionsInto(absl::string_view bytes, uint64_t create_revision,
+                        uint64_t mod_revision, uint64_t version, std::string* out) {
+  out->assign(bytes.data(), bytes.size());
+  fb::Revisions* r = fb::GetMutableClaimRecord(out->data())->mutable_revisions();
   if (r == nullptr) {  // bytes from outside without the struct: add it
-    out = RebuildRecord(*fb::GetClaimRecord(bytes.data()), StatusEdit{});
-    r = fb::GetMutableClaimRecord(out.data())->mutable_revisions();
+    *out = RebuildRecord(*fb::GetClaimRecord(bytes.data()), StatusEdit{});
+    r = fb::GetMutableClaimRecord(out->data())->mutable_revisions();
   }
   r->mutate_create_revision(create_revision);
   r->mutate_mod_revision(mod_revision);
   r->mutate_version(version);
-  return out;
 }
 
 std::string RecordWithStatus(

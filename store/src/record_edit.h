@@ -39,6 +39,9 @@ std::string RebuildRecord(const fb::ClaimRecord& old, const StatusEdit& edit);
 // REQUIRES: `bytes` is a verified ClaimRecord.
 std::string StampRevisions(absl::string_view bytes, uint64_t create_revision,
                            uint64_t mod_revision, uint64_t version);
+// The same into *out, reusing its capacity (bulk loads).
+void StampRevisionsInto(absl::string_view bytes, uint64_t create_revision,
+                        uint64_t mod_revision, uint64_t version, std::string* out);
 
 // A record holding only `status`, for inputs such as an Allocation.
 std::string RecordWithStatus(

@@ -14,6 +14,7 @@
 // (secondary) stores read RocksDB.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <optional>
 #include <string>
@@ -44,6 +46,7 @@
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/store.h"
+#include "bulk_batch.h"
 #include "index_entries.h"
 #include "keys.h"
 #include "link_log_fs.h"
@@ -169,13 +172,6 @@ absl::Status RequireKey(const ClaimRecord& record) {
   }
   return absl::OkStatus();
 }
-
-// One claim of a bulk load, prepared as the write path would.
-struct BulkEntry {
-  std::string record_key;
-  std::string bytes;  // pruned and validated; revisions not stamped
-  internal::IndexEntries index;
-};
 
 class StoreImpl final : public Store {
  public:
@@ -526,7 +522,7 @@ class StoreImpl final : public Store {
 
   absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad() override;
   // Writes a bulk load's claims (BulkLoad::Commit).
-  absl::StatusOr<BulkLoadResult> CommitBulk(std::vector<BulkEntry> entries);
+  absl::StatusOr<BulkLoadResult> CommitBulk(const internal::BulkBatch& batch);
 
   absl::Status Compact() override {
     if (options_.read_only) return absl::FailedPreconditionError("the store is open read-only");
@@ -1098,14 +1094,15 @@ class StoreImpl final : public Store {
   // FailedPrecondition naming a claim when the store holds one.
   absl::Status RequireNoClaims() const;
   // CommitBulk while no write group is in flight.
-  absl::StatusOr<BulkLoadResult> CommitBulkExclusively(std::vector<BulkEntry> entries);
+  absl::StatusOr<BulkLoadResult> CommitBulkExclusively(const internal::BulkBatch& batch);
   // Where a bulk load writes its table files: inside the database
   // directory, so that ingestion moves them by hard link.
   std::string BulkDir() const { return db_->GetName() + "/bulk-load.tmp"; }
 };
 
 rocksdb::ColumnFamilyOptions FamilyOptions(const Options& options,
-                                           const std::shared_ptr<rocksdb::Cache>& cache) {
+                                           const std::shared_ptr<rocksdb::Cache>& cache,
+                                           const std::string& name) {
   rocksdb::ColumnFamilyOptions family;
   family.write_buffer_size = options.write_buffer_bytes;
   switch (options.compression) {
@@ -1120,7 +1117,13 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const Options& options,
   table.cache_index_and_filter_blocks = true;
   table.cache_index_and_filter_blocks_with_high_priority = true;  // evicted last
   table.pin_l0_filter_and_index_blocks_in_cache = true;
-  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  // Bloom filters serve point lookups: of records (reads that miss the
+  // record cache, and every create). The index families are only ever
+  // scanned by prefix, where a whole-key filter cannot help: none there
+  // (no CPU to build them in flushes and bulk loads, no cache to hold them).
+  if (name == internal::kRecordsFamily || name == internal::kMetaFamily) {
+    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  }
   table.format_version = 5;
   family.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   return family;
@@ -1220,7 +1223,7 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
       /*high_pri_pool_ratio=*/0.1);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const std::string& name : families) {
-    descriptors.emplace_back(name, FamilyOptions(options, cache));
+    descriptors.emplace_back(name, FamilyOptions(options, cache, name));
   }
   rocksdb::DBOptions db_options;
   db_options.max_background_jobs = 2;
@@ -1326,38 +1329,73 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Open(absl::string_view path_vi
 
 // Bulk loads ------------------------------------------------------------------
 
+// Sorted keys of a bulk load point all over its arenas: every first touch
+// is a cache miss. Asking for the one some steps ahead hides most of them.
+constexpr size_t kPrefetchAhead = 8;
+void Prefetch(const std::vector<absl::string_view>& keys, size_t i) {
+  if (i < keys.size()) __builtin_prefetch(keys[i].data());
+}
+
+// The first 8 bytes of `key`, zero-padded, as a number that orders like
+// them.
+uint64_t KeyPrefix(absl::string_view key) {
+  uint64_t prefix = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    prefix = (prefix << 8) | (i < key.size() ? static_cast<unsigned char>(key[i]) : 0u);
+  }
+  return prefix;
+}
+
+// Sorts `items` by key_of(item) with each key's first 8 bytes kept beside
+// it: comparisons that end there (random uids, most names) do not touch
+// the key itself, whose first touch is a cache miss.
+template <typename T, typename KeyOf>
+void SortByKey(std::vector<T>* items, KeyOf key_of) {
+  std::vector<std::pair<uint64_t, T>> tagged;
+  tagged.reserve(items->size());
+  for (const T& item : *items) tagged.emplace_back(KeyPrefix(key_of(item)), item);
+  std::sort(tagged.begin(), tagged.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return key_of(a.second) < key_of(b.second);
+  });
+  for (size_t i = 0; i < tagged.size(); ++i) (*items)[i] = tagged[i].second;
+}
+
 class BulkLoadImpl final : public BulkLoad {
  public:
   explicit BulkLoadImpl(StoreImpl* store) : store_(store) {}
 
   absl::Status Add(const ClaimRecord& record) override {
+    if (committed_.load()) return Committed();
     CS_RETURN_IF_ERROR(RequireKey(record));
-    BulkEntry entry;
-    entry.bytes = std::string(record.bytes());
-    CS_RETURN_IF_ERROR(PrepareRecord(nullptr, &entry.bytes, &entry.index));
-    entry.record_key = internal::RecordKey(record.claim_namespace(), record.name());
-    std::lock_guard<std::mutex> lock(mu_);
-    if (committed_) return absl::FailedPreconditionError("the bulk load was committed already");
-    entries_.push_back(std::move(entry));
+    std::string bytes(record.bytes());
+    internal::IndexEntries index;
+    CS_RETURN_IF_ERROR(PrepareRecord(nullptr, &bytes, &index));
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (committed_.load()) return Committed();
+    batch_->Add(internal::RecordKey(record.claim_namespace(), record.name()), bytes, index);
     return absl::OkStatus();
   }
 
   absl::StatusOr<BulkLoadResult> Commit() override {
-    std::vector<BulkEntry> entries;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (committed_) return absl::FailedPreconditionError("the bulk load was committed already");
-      committed_ = true;
-      entries.swap(entries_);
-    }
-    return store_->CommitBulk(std::move(entries));
+    // Waits for Adds in flight; later ones are refused.
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (committed_.exchange(true)) return Committed();
+    std::unique_ptr<internal::BulkBatch> batch = std::move(batch_);
+    lock.unlock();
+    return store_->CommitBulk(*batch);
   }
 
  private:
+  static absl::Status Committed() {
+    return absl::FailedPreconditionError("the bulk load was committed already");
+  }
+
   StoreImpl* const store_;
-  std::mutex mu_;
-  std::vector<BulkEntry> entries_;  // guarded by mu_
-  bool committed_ = false;          // guarded by mu_
+  // Adds share it (BulkBatch has its own locks); Commit takes it alone.
+  std::shared_mutex mu_;
+  std::atomic<bool> committed_{false};
+  std::unique_ptr<internal::BulkBatch> batch_ = std::make_unique<internal::BulkBatch>();
 };
 
 absl::StatusOr<std::unique_ptr<BulkLoad>> StoreImpl::StartBulkLoad() {
@@ -1379,58 +1417,45 @@ absl::Status StoreImpl::RequireNoClaims() const {
   return FromRocksDB(it->status(), "looking for claims");
 }
 
-absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(std::vector<BulkEntry> entries) {
+absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const internal::BulkBatch& batch) {
   absl::StatusOr<BulkLoadResult> result;
   CS_RETURN_IF_ERROR(Exclusively([&]() -> absl::Status {
-    result = CommitBulkExclusively(std::move(entries));
+    result = CommitBulkExclusively(batch);
     return result.status();
   }));
   return result;
 }
 
-absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(std::vector<BulkEntry> entries) {
+absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(const internal::BulkBatch& batch) {
   if (!write_error_.ok()) return Unshared(write_error_);
   CS_RETURN_IF_ERROR(RequireNoClaims());
   const uint64_t base = revision_;
-  const size_t n = entries.size();
-  if (n == 0) return BulkLoadResult{0, base};
-
-  // Key order: the order of revisions and of the table files. The index
-  // keys are sorted meanwhile on a second thread.
+  std::vector<internal::BulkBatch::Claim> claims;
   std::vector<absl::string_view> consumers, devices;
-  for (const BulkEntry& e : entries) {
-    consumers.insert(consumers.end(), e.index.consumers.begin(), e.index.consumers.end());
-    devices.insert(devices.end(), e.index.devices.begin(), e.index.devices.end());
-  }
-  std::thread index_sorter([&] {
-    std::sort(consumers.begin(), consumers.end());
-    std::sort(devices.begin(), devices.end());
-  });
-  std::sort(entries.begin(), entries.end(),
-            [](const BulkEntry& a, const BulkEntry& b) { return a.record_key < b.record_key; });
+  batch.Collect(&claims, &consumers, &devices);
+  const size_t n = claims.size();
+  if (n == 0) return BulkLoadResult{0, base};
+  // Key order: the order of revisions and of the table files. The consumer
+  // keys are sorted meanwhile on a second thread.
+  std::thread index_sorter([&] { SortByKey(&consumers, [](absl::string_view k) { return k; }); });
+  SortByKey(&claims, [](const internal::BulkBatch::Claim& c) { return c.record_key; });
+  SortByKey(&devices, [](absl::string_view k) { return k; });
   index_sorter.join();
   for (size_t i = 1; i < n; ++i) {
-    if (entries[i].record_key == entries[i - 1].record_key) {
+    if (claims[i].record_key == claims[i - 1].record_key) {
       std::string claim_namespace, name;
-      internal::ParseRecordKey(entries[i].record_key, &claim_namespace, &name);
+      internal::ParseRecordKey(claims[i].record_key, &claim_namespace, &name);
       return absl::InvalidArgumentError(absl::StrCat("claim ", claim_namespace, "/", name,
                                                      ": Duplicate value: added twice"));
     }
   }
-  // Devices held in ways that exclude each other: the check the write path
-  // makes one claim at a time, made over all of them.
-  std::string clash;
-  size_t clashes = 0;
-  internal::FindDoubleHoldings(devices, [&](std::string problem) {
-    if (clashes++ == 0) clash = std::move(problem);
-  });
-  if (clashes > 0) {
-    return absl::AbortedError(
-        clashes == 1 ? clash : absl::StrCat(clash, " (and ", clashes - 1, " more clashes)"));
-  }
 
-  // The table files: records (revisions stamped in key order) on one thread,
-  // the indexes and the revision on this one.
+  // Three tasks on three threads, each one pass over its keys (touching a
+  // key once matters more than the work done with it): the record files
+  // (revisions stamped in key order); the consumer index file and its
+  // in-memory index; the device check (holdings that exclude each other,
+  // as the write path checks one claim at a time), the device index file
+  // and its in-memory index, and the revision. A clash stops the others.
   const std::string dir = BulkDir();
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
@@ -1442,29 +1467,64 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(std::vector<Bulk
   internal::TableSink consumer_sink(db_.get(), consumers_, dir, "consumers");
   internal::TableSink device_sink(db_.get(), devices_, dir, "devices");
   internal::TableSink meta_sink(db_.get(), meta_, dir, "meta");
-  absl::Status records_written;
+  std::atomic<bool> stop{false};
+  const absl::Status kStopped = absl::CancelledError("stopped");
+  absl::Status records_written, consumers_written;
   std::thread record_writer([&] {
     records_written = [&]() -> absl::Status {
+      std::string stamped;
       for (size_t i = 0; i < n; ++i) {
+        if (i % 4096 == 0 && stop.load()) return kStopped;
+        if (i + kPrefetchAhead < n) {
+          __builtin_prefetch(claims[i + kPrefetchAhead].bytes.data());
+          __builtin_prefetch(claims[i + kPrefetchAhead].record_key.data());
+        }
         const uint64_t r = base + i + 1;
-        CS_RETURN_IF_ERROR(record_sink.Put(entries[i].record_key,
-                                           internal::StampRevisions(entries[i].bytes, r, r, 1)));
+        internal::StampRevisionsInto(claims[i].bytes, r, r, 1, &stamped);
+        CS_RETURN_IF_ERROR(record_sink.Put(claims[i].record_key, stamped));
       }
       return record_sink.Finish();
     }();
   });
+  // Writes `keys` to `sink` and `index`.
+  const auto write_index = [&](const std::vector<absl::string_view>& keys,
+                               internal::TableSink& sink,
+                               internal::BucketedKeys& index) -> absl::Status {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (i % 4096 == 0 && stop.load()) return kStopped;
+      Prefetch(keys, i + kPrefetchAhead);
+      CS_RETURN_IF_ERROR(sink.Put(keys[i], ""));
+      index.AppendSorted(keys[i]);
+    }
+    return sink.Finish();
+  };
+  internal::BucketedKeys consumer_index = internal::PublishedState::NewConsumerIndex();
+  internal::BucketedKeys device_index = internal::PublishedState::NewDeviceIndex();
+  consumer_index.Reserve(consumers.size());
+  std::thread consumer_writer(
+      [&] { consumers_written = write_index(consumers, consumer_sink, consumer_index); });
   absl::Status s = [&]() -> absl::Status {
-    for (absl::string_view k : consumers) CS_RETURN_IF_ERROR(consumer_sink.Put(k, ""));
-    CS_RETURN_IF_ERROR(consumer_sink.Finish());
-    for (absl::string_view k : devices) CS_RETURN_IF_ERROR(device_sink.Put(k, ""));
-    CS_RETURN_IF_ERROR(device_sink.Finish());
+    std::string clash;
+    size_t clashes = 0;
+    internal::FindDoubleHoldings(devices, [&](std::string problem) {
+      if (clashes++ == 0) clash = std::move(problem);
+    });
+    if (clashes > 0) {
+      return absl::AbortedError(
+          clashes == 1 ? clash : absl::StrCat(clash, " (and ", clashes - 1, " more clashes)"));
+    }
+    CS_RETURN_IF_ERROR(write_index(devices, device_sink, device_index));
     std::string encoded;
     internal::AppendUint64(revision, &encoded);
     CS_RETURN_IF_ERROR(meta_sink.Put(internal::kRevisionKey, encoded));
     return meta_sink.Finish();
   }();
+  if (!s.ok()) stop = true;
   record_writer.join();
-  if (s.ok()) s = records_written;
+  consumer_writer.join();
+  for (const absl::Status* other : {&records_written, &consumers_written}) {
+    if (s.ok()) s = *other;
+  }
 
   // One atomic ingestion of every family's files (all or none, also
   // across a crash); the files are moved, not copied.
@@ -1501,13 +1561,9 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(std::vector<Bulk
   std::filesystem::remove_all(dir, ec);
   CS_RETURN_IF_ERROR(s);
 
-  // Publish: the indexes from the sorted keys (the store had none), an
-  // empty record cache.
+  // Publish: the indexes built from the sorted keys (the store had none),
+  // an empty record cache.
   revision_ = revision;
-  internal::BucketedKeys consumer_index = internal::PublishedState::NewConsumerIndex();
-  internal::BucketedKeys device_index = internal::PublishedState::NewDeviceIndex();
-  for (absl::string_view k : consumers) consumer_index.AppendSorted(k);
-  for (absl::string_view k : devices) device_index.AppendSorted(k);
   published_->Reset(revision_, MakeSnapshot(), std::move(consumer_index), std::move(device_index));
   return BulkLoadResult{n, revision_};
 }

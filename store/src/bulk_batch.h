@@ -1,0 +1,63 @@
+// BulkBatch: the claims a bulk load collected, prepared by the write path's
+// rules, kept in a few large arenas rather than in millions of small heap
+// blocks: adding from many threads does not contend (a shard, with its own
+// lock and arena, per thread, roughly), and releasing a million claims is a
+// few hundred frees instead of millions (which took a fifth of a commit).
+//
+// Thread-safety: Add from any number of threads; Collect after every Add
+// has returned.
+#ifndef CLAIMSTORE_SRC_BULK_BATCH_H_
+#define CLAIMSTORE_SRC_BULK_BATCH_H_
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "index_entries.h"
+
+namespace claimstore::internal {
+
+class BulkBatch {
+ public:
+  struct Claim {
+    absl::string_view record_key;
+    absl::string_view bytes;  // 8-byte aligned
+  };
+
+  // Keeps a copy of a prepared claim: its record key, record bytes and
+  // index keys.
+  void Add(absl::string_view record_key, absl::string_view bytes, const IndexEntries& index);
+  // Views of everything added, valid while the batch lives: the claims, and
+  // every consumer and device index key (unsorted).
+  void Collect(std::vector<Claim>* claims, std::vector<absl::string_view>* consumers,
+               std::vector<absl::string_view>* devices) const;
+
+ private:
+  // Bump allocation in chunks of 1 MiB (or one of its own for a bigger
+  // item), 8-byte aligned.
+  class Arena {
+   public:
+    absl::string_view Keep(absl::string_view bytes);
+
+   private:
+    std::vector<std::unique_ptr<char[]>> chunks_;
+    char* next_ = nullptr;
+    size_t left_ = 0;
+  };
+  struct Shard {
+    std::mutex mu;
+    Arena arena;                                   // guarded by mu
+    std::vector<Claim> claims;                     // guarded by mu
+    std::vector<absl::string_view> consumers;      // guarded by mu
+    std::vector<absl::string_view> devices;        // guarded by mu
+  };
+  static constexpr size_t kShards = 16;
+  std::array<Shard, kShards> shards_;
+};
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_BULK_BATCH_H_
