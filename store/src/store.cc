@@ -704,7 +704,16 @@ class StoreImpl final : public Store {
   void Submit(PendingWrite* write) {
     std::unique_lock<std::mutex> lock(mu_);
     queue_.push_back(write);
-    changed_.notify_all();  // a gathering leader may be waiting for this one
+    if (gatherer_ != nullptr && queue_.size() >= expected_group_) {
+      // This write completes the group a leader is gathering: commit it
+      // here, instead of waking the leader to do it. A woken thread takes
+      // tens of microseconds to run again (more on a VM); with sync_writes
+      // that was a fifth of each group's cycle. The leader's own wake-up
+      // now overlaps the next group.
+      gatherer_ = nullptr;
+      Lead(lock);
+      return;
+    }
     changed_.wait(lock, [&] { return write->done || (!leading_ && queue_.front() == write); });
     if (write->done) return;
     leading_ = true;
@@ -712,8 +721,22 @@ class StoreImpl final : public Store {
       // Group commit: writers that were in the last group (or arrived while
       // it was written) are likely coming back; wait briefly for them so
       // they share this fsync instead of each paying for one.
-      changed_.wait_for(lock, kGatherWindow, [&] { return queue_.size() >= expected_group_; });
+      gatherer_ = write;
+      changed_.wait_for(lock, kGatherWindow, [&] { return gatherer_ != write; });
+      if (gatherer_ != write) {
+        // The writer that completed the group committed it, this write
+        // with it (and another leader may be gathering by now).
+        changed_.wait(lock, [&] { return write->done; });
+        return;
+      }
+      gatherer_ = nullptr;
     }
+    Lead(lock);
+  }
+
+  // Commits the queued writes as one group. REQUIRES: `lock` holds mu_, and
+  // this thread leads (leading_).
+  void Lead(std::unique_lock<std::mutex>& lock) {
     std::vector<PendingWrite*> group(queue_.begin(), queue_.end());
     queue_.clear();
     lock.unlock();
@@ -1010,6 +1033,10 @@ class StoreImpl final : public Store {
   std::condition_variable changed_;  // queue, leadership or a write's state changed
   std::deque<PendingWrite*> queue_;  // guarded by mu_
   bool leading_ = false;             // guarded by mu_
+  // The write of the leader while it waits for writers to join its group
+  // (identifies that leader: a writer that completes the group takes it
+  // over). Guarded by mu_.
+  PendingWrite* gatherer_ = nullptr;
   size_t expected_group_ = 1;        // guarded by mu_
   // The store revision of the last commit; read and written only by the
   // leader of the group in flight (leadership is exclusive).
