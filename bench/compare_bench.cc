@@ -279,13 +279,16 @@ void BM_Restore(benchmark::State& state, std::string backend, size_t n) {
 // their own claims; compare items/s of /threads:1 and /threads:2. A
 // database of its own (one writer per database).
 void BM_ReserveSynced(benchmark::State& state, std::string backend, size_t n) {
-  static std::unique_ptr<Backend> synced;
+  // Never closed: repetitions of the two thread counts interleave, so no
+  // run knows it is the last, and closing the store from a static
+  // destructor at exit would race RocksDB's own (every write was synced).
+  static Backend* synced = nullptr;
   static Workload workload;
   if (state.thread_index() == 0 && synced == nullptr) {
     // Before the loop: the other thread waits at the loop's start barrier.
     const std::string dir = absl::StrCat(BenchDir(), "/synced-", backend, "-", n);
     std::filesystem::remove_all(dir);
-    synced = NewBackend(backend, dir, /*sync=*/true);
+    synced = NewBackend(backend, dir, /*sync=*/true).release();
     LoadAll(*synced, n);
     workload = MakeWorkload(n);
   }

@@ -36,7 +36,16 @@ fi
 
 echo "== compare_bench (sizes ${sizes})" >&2
 CLAIMSTORE_BENCH_SIZES="$sizes" build/release/bench/compare_bench "${flags[@]}" \
+  --benchmark_filter=-ReserveSynced \
   --benchmark_out="bench/results/compare${suffix}.json" --benchmark_out_format=json >&2
+# Group commit on its own: fsync latency on a VM drifts over seconds, so the
+# one- and two-thread runs are interleaved, repeated and compared by median.
+echo "== group commit (1 vs 2 synced writers, interleaved)" >&2
+CLAIMSTORE_BENCH_SIZES="${sizes%%,*}" build/release/bench/compare_bench \
+  --benchmark_filter=ReserveSynced --benchmark_min_time=0.3 \
+  --benchmark_repetitions="$([ "$quick" -eq 1 ] && echo 5 || echo 9)" \
+  --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
+  --benchmark_out="bench/results/group${suffix}.json" --benchmark_out_format=json >&2
 echo "== codec_bench" >&2
 build/release/bench/codec_bench "${flags[@]}" \
   --benchmark_out="bench/results/codec${suffix}.json" --benchmark_out_format=json >&2
@@ -45,7 +54,7 @@ build/release/bench/codec_bench "${flags[@]}" \
   echo "# tools/bench.sh ${1:-} on $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
   build/release/bench/ratio_table "bench/results/compare${suffix}.json" \
-    "bench/results/codec${suffix}.json"
+    "bench/results/group${suffix}.json" "bench/results/codec${suffix}.json"
   if [ "$quick" -eq 0 ]; then
     echo
     echo "Peak memory and disk at 1M claims (each backend in its own process, 200k Gets):"
