@@ -18,6 +18,12 @@
 
 namespace {
 
+// BM_GroupCommitPaired's counters.
+struct Paired {
+  std::string size;
+  double one = 0, two = 0, ratio = 0;
+};
+
 struct Result {
   double ns = 0;           // real time per iteration, in ns
   double items_per_s = 0;  // when the benchmark counts items
@@ -42,6 +48,7 @@ int main(int argc, char** argv) {
   // (operation, size) -> backend -> result; keeps the order of first sight.
   std::vector<std::pair<std::string, std::string>> order;
   std::map<std::pair<std::string, std::string>, std::map<std::string, Result>> table;
+  std::vector<Paired> paired;
   std::set<std::string> backends;
   std::vector<std::string> notes;
   for (int i = 1; i < argc; ++i) {
@@ -61,6 +68,21 @@ int main(int argc, char** argv) {
       if (!b["aggregate_name"].get_string().get(aggregate) && aggregate == "median" &&
           !b["run_name"].get_string().get(run_name)) {
         has_median.insert(std::string(run_name));
+      }
+    }
+    for (simdjson::dom::element b : benchmarks) {
+      std::string_view run, aggregate_name;
+      Paired p;
+      const bool median_or_single = b["aggregate_name"].get_string().get(aggregate_name) ||
+                                    aggregate_name == "median";
+      if (!b["run_name"].get_string().get(run) && run.rfind("BM_GroupCommitPaired/", 0) == 0 &&
+          median_or_single &&
+          !b["one_writer"].get_double().get(p.one) && !b["two_writers"].get_double().get(p.two) &&
+          !b["ratio"].get_double().get(p.ratio)) {
+        std::vector<std::string> parts = absl::StrSplit(std::string(run), '/');
+        p.size = parts.size() > 2 ? parts[2] : "";
+        paired.push_back(p);
+        continue;
       }
     }
     for (simdjson::dom::element b : benchmarks) {
@@ -127,9 +149,14 @@ int main(int argc, char** argv) {
     const double b = two->second.at("claimstore").items_per_s;
     if (a > 0) {
       std::printf("\nGroup commit (sync_writes, %s claims): 1 thread %.0f writes/s, 2 threads %.0f "
-                  "writes/s: %.2f×\n",
+                  "writes/s: %.2f× (separate runs, medians)\n",
                   key.second.c_str(), a, b, b / a);
     }
+  }
+  for (const Paired& p : paired) {
+    std::printf("Group commit, paired (one and two writers alternating every 100 ms, %s claims): "
+                "1 writer %.0f writes/s, 2 writers %.0f writes/s: %.2f×\n",
+                p.size.c_str(), p.one, p.two, p.ratio);
   }
   std::printf("\nRatios are the other backend's time / claimstore's (above 1: claimstore is "
               "faster).\n");

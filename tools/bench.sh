@@ -36,13 +36,14 @@ fi
 
 echo "== compare_bench (sizes ${sizes})" >&2
 CLAIMSTORE_BENCH_SIZES="$sizes" build/release/bench/compare_bench "${flags[@]}" \
-  --benchmark_filter=-ReserveSynced \
+  --benchmark_filter='-ReserveSynced|GroupCommitPaired' \
   --benchmark_out="bench/results/compare${suffix}.json" --benchmark_out_format=json >&2
 # Group commit on its own: fsync latency on a VM drifts over seconds, so the
-# one- and two-thread runs are interleaved, repeated and compared by median.
-echo "== group commit (1 vs 2 synced writers, interleaved)" >&2
+# one- and two-thread runs are interleaved, repeated and compared by median,
+# and BM_GroupCommitPaired alternates them every 100 ms within one run.
+echo "== group commit (1 vs 2 synced writers)" >&2
 CLAIMSTORE_BENCH_SIZES="${sizes%%,*}" build/release/bench/compare_bench \
-  --benchmark_filter=ReserveSynced --benchmark_min_time=0.3 \
+  --benchmark_filter='ReserveSynced|GroupCommitPaired' --benchmark_min_time=0.3 \
   --benchmark_repetitions="$([ "$quick" -eq 1 ] && echo 5 || echo 9)" \
   --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
   --benchmark_out="bench/results/group${suffix}.json" --benchmark_out_format=json >&2
