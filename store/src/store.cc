@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <system_error>
 #include <thread>
 #include <optional>
 #include <string>
@@ -1394,6 +1395,25 @@ void SortByKey(std::vector<T>* items, KeyOf key_of) {
   for (size_t i = 0; i < tagged.size(); ++i) (*items)[i] = tagged[i].second;
 }
 
+// Runs `tasks` at the same time: each but the last on a thread of its own,
+// the last on this one. A task whose thread cannot be started
+// (std::system_error) runs on this thread after the last: no exception
+// leaves the store, and the work gets done either way.
+void RunConcurrently(std::vector<std::function<void()>> tasks) {
+  std::vector<std::thread> threads;
+  std::vector<const std::function<void()>*> here;
+  for (size_t i = 0; i + 1 < tasks.size(); ++i) {
+    try {
+      threads.emplace_back(tasks[i]);
+    } catch (const std::system_error&) {
+      here.push_back(&tasks[i]);
+    }
+  }
+  if (!tasks.empty()) tasks.back()();
+  for (const std::function<void()>* task : here) (*task)();
+  for (std::thread& t : threads) t.join();
+}
+
 class BulkLoadImpl final : public BulkLoad {
  public:
   explicit BulkLoadImpl(StoreImpl* store) : store_(store) {}
@@ -1472,12 +1492,14 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(const internal::
   // keys are sorted meanwhile on a second thread (at 1M claims about as long
   // as the claims: consumer keys start with random uids and mostly compare
   // by their cached prefix; device and record keys share long prefixes).
-  std::thread index_sorter([&] {
-    SortByKey(&consumers, [](absl::string_view k) { return k; });
-    SortByKey(&devices, [](absl::string_view k) { return k; });
-  });
-  SortByKey(&claims, [](const internal::BulkBatch::Claim& c) { return c.record_key; });
-  index_sorter.join();
+  RunConcurrently({[&] {
+                     SortByKey(&consumers, [](absl::string_view k) { return k; });
+                     SortByKey(&devices, [](absl::string_view k) { return k; });
+                   },
+                   [&] {
+                     SortByKey(&claims,
+                               [](const internal::BulkBatch::Claim& c) { return c.record_key; });
+                   }});
   for (size_t i = 1; i < n; ++i) {
     if (claims[i].record_key == claims[i - 1].record_key) {
       std::string claim_namespace, name;
@@ -1506,9 +1528,15 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(const internal::
   internal::TableSink consumer_sink(db_.get(), consumers_, dir, "consumers");
   internal::TableSink device_sink(db_.get(), devices_, dir, "devices");
   internal::TableSink meta_sink(db_.get(), meta_, dir, "meta");
+  // Set by a task that failed: the others stop early.
   std::atomic<bool> stop{false};
   const absl::Status kStopped = absl::CancelledError("stopped");
-  absl::Status records_written[2], consumers_written;
+  const auto task = [&](absl::Status* status, std::function<absl::Status()> work) {
+    return [&stop, status, work = std::move(work)] {
+      *status = work();
+      if (!status->ok()) stop = true;
+    };
+  };
   // Writes claims [begin, end) to `sink`.
   const auto write_records = [&](size_t begin, size_t end,
                                  internal::TableSink& sink) -> absl::Status {
@@ -1525,9 +1553,6 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(const internal::
     }
     return sink.Finish();
   };
-  std::thread record_writers[2] = {
-      std::thread([&] { records_written[0] = write_records(0, n / 2, record_sinks[0]); }),
-      std::thread([&] { records_written[1] = write_records(n / 2, n, record_sinks[1]); })};
   // Writes `keys` to `sink` and `index`.
   const auto write_index = [&](const std::vector<absl::string_view>& keys,
                                internal::TableSink& sink,
@@ -1543,9 +1568,8 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(const internal::
   internal::BucketedKeys consumer_index = internal::PublishedState::NewConsumerIndex();
   internal::BucketedKeys device_index = internal::PublishedState::NewDeviceIndex();
   consumer_index.Reserve(consumers.size());
-  std::thread consumer_writer(
-      [&] { consumers_written = write_index(consumers, consumer_sink, consumer_index); });
-  absl::Status s = [&]() -> absl::Status {
+  // The device check, the device index and the revision.
+  const auto write_devices = [&]() -> absl::Status {
     std::string clash;
     size_t clashes = 0;
     internal::FindDoubleHoldings(devices, [&](std::string problem) {
@@ -1560,12 +1584,17 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(const internal::
     internal::AppendUint64(revision, &encoded);
     CS_RETURN_IF_ERROR(meta_sink.Put(internal::kRevisionKey, encoded));
     return meta_sink.Finish();
-  }();
-  if (!s.ok()) stop = true;
-  for (std::thread& t : record_writers) t.join();
-  consumer_writer.join();
-  for (const absl::Status* other : {&records_written[0], &records_written[1], &consumers_written}) {
-    if (s.ok()) s = *other;
+  };
+  absl::Status written[4];
+  RunConcurrently(
+      {task(&written[0], [&] { return write_records(0, n / 2, record_sinks[0]); }),
+       task(&written[1], [&] { return write_records(n / 2, n, record_sinks[1]); }),
+       task(&written[2], [&] { return write_index(consumers, consumer_sink, consumer_index); }),
+       task(&written[3], write_devices)});
+  // The first failure that was not a stop.
+  absl::Status s;
+  for (const absl::Status& w : written) {
+    if (!w.ok() && (s.ok() || absl::IsCancelled(s))) s = w;
   }
 
   // One atomic ingestion of every family's files (all or none, also
