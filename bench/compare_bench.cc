@@ -280,18 +280,22 @@ void BM_Restore(benchmark::State& state, std::string backend, size_t n) {
 // database). Never closed: repetitions interleave, so no run knows it is
 // the last, and closing the store from a static destructor at exit would
 // race RocksDB's own (every write was synced).
-Backend& SyncedBackend(const std::string& backend, size_t n, Workload** workload) {
-  static Backend* synced = nullptr;
-  static Workload* loaded = nullptr;
-  if (synced == nullptr) {
+struct Synced {
+  Backend* backend = nullptr;
+  const Workload* workload = nullptr;
+};
+Synced synced_db;  // set by OpenSynced, read by the benchmark threads after it
+
+// Opens and loads the synced database on the first call.
+const Synced& OpenSynced(const std::string& backend, size_t n) {
+  if (synced_db.backend == nullptr) {
     const std::string dir = absl::StrCat(BenchDir(), "/synced-", backend, "-", n);
     std::filesystem::remove_all(dir);
-    synced = NewBackend(backend, dir, /*sync=*/true).release();
-    LoadAll(*synced, n);
-    loaded = new Workload(MakeWorkload(n));
+    synced_db.backend = NewBackend(backend, dir, /*sync=*/true).release();
+    LoadAll(*synced_db.backend, n);
+    synced_db.workload = new Workload(MakeWorkload(n));
   }
-  *workload = loaded;
-  return *synced;
+  return synced_db;
 }
 
 // One synced Reserve+Unreserve of writer `t`'s own claims.
@@ -305,17 +309,12 @@ void SyncedPair(Backend& b, const Workload& w, int t, size_t* i) {
 // Group commit: Reserve+Unreserve with sync_writes, one or two threads on
 // their own claims; items/s of /threads:1 against /threads:2.
 void BM_ReserveSynced(benchmark::State& state, std::string backend, size_t n) {
-  Workload* workload = nullptr;
   // Thread 0 before the loop: the other thread waits at the loop's barrier.
-  Backend* b = state.thread_index() == 0 ? &SyncedBackend(backend, n, &workload) : nullptr;
-  static Backend* shared = nullptr;
-  static Workload* shared_workload = nullptr;
-  if (b != nullptr) {
-    shared = b;
-    shared_workload = workload;
-  }
+  if (state.thread_index() == 0) OpenSynced(backend, n);
   size_t i = static_cast<size_t>(state.thread_index()) * 1000;
-  for (auto _ : state) SyncedPair(*shared, *shared_workload, state.thread_index(), &i);
+  for (auto _ : state) {
+    SyncedPair(*synced_db.backend, *synced_db.workload, state.thread_index(), &i);
+  }
   state.SetItemsProcessed(state.iterations() * 2);
 }
 
@@ -325,8 +324,9 @@ void BM_ReserveSynced(benchmark::State& state, std::string backend, size_t n) {
 // every 100 ms within one benchmark, and the ratio is taken of their
 // totals. Counters: one_writer and two_writers (writes/s), ratio.
 void BM_GroupCommitPaired(benchmark::State& state, std::string backend, size_t n) {
-  Workload* workload = nullptr;
-  Backend& b = SyncedBackend(backend, n, &workload);
+  const Synced& db = OpenSynced(backend, n);
+  Backend& b = *db.backend;
+  const Workload* workload = db.workload;
   const auto phase = std::chrono::milliseconds(100);
   double writes[2] = {0, 0}, seconds[2] = {0, 0};
   size_t next[2] = {0, 1000};
