@@ -131,6 +131,9 @@ TEST_F(StoreRaceTest, CompareAndSetHasOneWinnerAndTheLoserLearnsTheRevision) {
 // and a reopened store holds the same state.
 struct WorkloadCounts {
   std::atomic<int> changed{0}, conflicts{0}, refused{0}, unexpected{0};
+  // Successful writes that added index entries: device holdings and
+  // reservations.
+  std::atomic<int> allocated{0}, reserved{0};
 };
 
 void RunRandomWorkload(Store& store, int threads, int ops_per_thread, uint64_t seed,
@@ -146,7 +149,8 @@ void RunRandomWorkload(Store& store, int threads, int ops_per_thread, uint64_t s
     for (int i = 0; i < ops_per_thread; ++i) {
       const ClaimKey key{"ns", absl::StrCat("c", pick(kClaims))};
       absl::StatusOr<WriteResult> r = absl::UnknownError("no operation");
-      switch (pick(8)) {
+      const int last_op = pick(8);
+      switch (last_op) {
         case 0:
           r = store.Put(ClaimJson("ns", key.name));
           break;
@@ -187,7 +191,11 @@ void RunRandomWorkload(Store& store, int threads, int ops_per_thread, uint64_t s
         }
       }
       const absl::Status& s = r.status();
-      if (r.ok() && r->changed) ++counts->changed;
+      if (r.ok() && r->changed) {
+        ++counts->changed;
+        if (last_op == 2 || last_op == 3) ++counts->allocated;
+        if (last_op == 5 || last_op == 7) ++counts->reserved;
+      }
       if (absl::IsAborted(s)) ++counts->conflicts;
       if (absl::IsFailedPrecondition(s) || absl::IsNotFound(s)) ++counts->refused;
       // Refusals by rule or conflict are expected; storage errors are not.
@@ -218,13 +226,17 @@ TEST_F(StoreRaceTest, RandomConcurrentWorkloadKeepsIndexesExact) {
     WorkloadCounts counts;
     RunRandomWorkload(*store_, 4, 1500, seed, &counts);
     // The workload really changes things and really collides.
-    EXPECT_GT(counts.changed.load(), 1500);
+    EXPECT_GT(counts.changed.load(), 1000);  // of 6,000 calls; 1,540 was the fewest seen
     EXPECT_GT(counts.conflicts.load(), 50);
     EXPECT_GT(counts.refused.load(), 50);
     absl::StatusOr<VerifyReport> report = store_->Verify(false);
     ASSERT_THAT(report, IsOk());
     EXPECT_TRUE(report->problems.empty()) << absl::StrJoin(report->problems, "\n");
-    EXPECT_GT(report->index_entries, 0u);
+    // The indexes were really exercised. (The state at the end may hold no
+    // entry at all: every claim deallocated, replaced or deleted last. That
+    // happened about once in 150 runs, so it is not asserted.)
+    EXPECT_GT(counts.allocated.load(), 100);
+    EXPECT_GT(counts.reserved.load(), 100);
   }
   const std::string before = Snapshot(*store_);
   Reopen();
