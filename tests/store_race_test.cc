@@ -149,8 +149,8 @@ void RunRandomWorkload(Store& store, int threads, int ops_per_thread, uint64_t s
     for (int i = 0; i < ops_per_thread; ++i) {
       const ClaimKey key{"ns", absl::StrCat("c", pick(kClaims))};
       absl::StatusOr<WriteResult> r = absl::UnknownError("no operation");
-      const int last_op = pick(8);
-      switch (last_op) {
+      const int op = pick(8);
+      switch (op) {
         case 0:
           r = store.Put(ClaimJson("ns", key.name));
           break;
@@ -193,8 +193,8 @@ void RunRandomWorkload(Store& store, int threads, int ops_per_thread, uint64_t s
       const absl::Status& s = r.status();
       if (r.ok() && r->changed) {
         ++counts->changed;
-        if (last_op == 2 || last_op == 3) ++counts->allocated;
-        if (last_op == 5 || last_op == 7) ++counts->reserved;
+        if (op == 2 || op == 3) ++counts->allocated;
+        if (op == 5 || op == 7) ++counts->reserved;
       }
       if (absl::IsAborted(s)) ++counts->conflicts;
       if (absl::IsFailedPrecondition(s) || absl::IsNotFound(s)) ++counts->refused;
