@@ -51,7 +51,8 @@ for backend in claimstore hashmap sqlite rocksdb_json; do
 done
 # Group commit on its own: fsync latency on a VM drifts over seconds, so the
 # one- and two-thread runs are interleaved, repeated and compared by median,
-# and BM_GroupCommitPaired alternates them every 100 ms within one run.
+# and BM_GroupCommitPaired alternates them every second within one run (the first
+# 300 ms of each left out: two writers take that long to reach speed on this VM).
 echo "== group commit (1 vs 2 synced writers)" >&2
 CLAIMSTORE_BENCH_SIZES="${sizes%%,*}" build/release/bench/compare_bench \
   --benchmark_filter='ReserveSynced|GroupCommitPaired' --benchmark_min_time=0.3 \
