@@ -326,8 +326,9 @@ void BM_ReserveSynced(benchmark::State& state, std::string backend, size_t n) {
 // from one writer to two, two writers' throughput here climbs for 200-300
 // ms before it levels (in 100 ms buckets summed over 30 switches: 17.0k,
 // 17.1k, 18.6k, then 19.0-20.2k writes), while one writer's is flat from
-// the start. The climb is the VM's, not the store's: the store's grouping
-// adapts within a commit or two. Alternating every 100 ms measured only
+// the start. Nothing in the store adapts on that time scale (its grouping
+// follows the writers within a commit or two): we take the climb to be the
+// VM's. Alternating every 100 ms measured only
 // the climb (1.25-1.36x against 1.5-1.6x at a second). Counters:
 // one_writer and two_writers (writes/s after the warm-up), ratio, and
 // ratio_whole (whole seconds, warm-up included).

@@ -158,8 +158,10 @@ int main(int argc, char** argv) {
   for (const Paired& p : paired) {
     std::printf("Group commit, paired (one and two writers alternating every second, the first "
                 "300 ms of each left out, %s claims): 1 writer %.0f writes/s, 2 writers %.0f "
-                "writes/s: %.2f× (whole seconds: %.2f×)\n",
-                p.size.c_str(), p.one, p.two, p.ratio, p.ratio_whole);
+                "writes/s: %.2f×",
+                p.size.c_str(), p.one, p.two, p.ratio);
+    if (p.ratio_whole > 0) std::printf(" (whole seconds: %.2f×)", p.ratio_whole);
+    std::printf("\n");
   }
   std::printf("\nRatios are the other backend's time / claimstore's (above 1: claimstore is "
               "faster).\n");
