@@ -1556,25 +1556,14 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(const internal::
     }
     return sink.Finish();
   };
-  // Writes `keys` to `sink` and, unless null, to `index`.
-  const auto write_index = [&](const std::vector<absl::string_view>& keys,
-                               internal::TableSink& sink,
-                               internal::BucketedKeys* index) -> absl::Status {
+  // Calls `visit` on each of `keys` in order, prefetching ahead; stops at
+  // the first error, or when another task failed.
+  const auto each_key = [&](const std::vector<absl::string_view>& keys,
+                            const auto& visit) -> absl::Status {
     for (size_t i = 0; i < keys.size(); ++i) {
       if (i % 4096 == 0 && stop.load()) return kStopped;
       Prefetch(keys, i + kPrefetchAhead);
-      CS_RETURN_IF_ERROR(sink.Put(keys[i], ""));
-      if (index != nullptr) index->AppendSorted(keys[i]);
-    }
-    return sink.Finish();
-  };
-  // Builds `index` from `keys`.
-  const auto build_index = [&](const std::vector<absl::string_view>& keys,
-                               internal::BucketedKeys& index) -> absl::Status {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (i % 4096 == 0 && stop.load()) return kStopped;
-      Prefetch(keys, i + kPrefetchAhead);
-      index.AppendSorted(keys[i]);
+      CS_RETURN_IF_ERROR(visit(keys[i]));
     }
     return absl::OkStatus();
   };
@@ -1592,7 +1581,12 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(const internal::
       return absl::AbortedError(
           clashes == 1 ? clash : absl::StrCat(clash, " (and ", clashes - 1, " more clashes)"));
     }
-    CS_RETURN_IF_ERROR(write_index(devices, device_sink, &device_index));
+    CS_RETURN_IF_ERROR(each_key(devices, [&](absl::string_view key) {
+      CS_RETURN_IF_ERROR(device_sink.Put(key, ""));
+      device_index.AppendSorted(key);
+      return absl::OkStatus();
+    }));
+    CS_RETURN_IF_ERROR(device_sink.Finish());
     std::string encoded;
     internal::AppendUint64(revision, &encoded);
     CS_RETURN_IF_ERROR(meta_sink.Put(internal::kRevisionKey, encoded));
@@ -1602,8 +1596,20 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(const internal::
   RunConcurrently(
       {task(&written[0], [&] { return write_records(0, n / 2, record_sinks[0]); }),
        task(&written[1], [&] { return write_records(n / 2, n, record_sinks[1]); }),
-       task(&written[2], [&] { return write_index(consumers, consumer_sink, nullptr); }),
-       task(&written[3], [&] { return build_index(consumers, consumer_index); }),
+       task(&written[2],
+            [&] {
+              CS_RETURN_IF_ERROR(each_key(consumers, [&](absl::string_view key) {
+                return consumer_sink.Put(key, "");
+              }));
+              return consumer_sink.Finish();
+            }),
+       task(&written[3],
+            [&] {
+              return each_key(consumers, [&](absl::string_view key) {
+                consumer_index.AppendSorted(key);
+                return absl::OkStatus();
+              });
+            }),
        task(&written[4], write_devices)});
   // The first failure that was not a stop.
   absl::Status s;
