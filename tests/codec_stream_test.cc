@@ -108,6 +108,32 @@ TEST(CodecStreamTest, StraySeparatorsAreErrorsNotHangs) {
   }
 }
 
+// Found by fuzz_restore in CI: the piecewise path took list items followed
+// by a trailing ',' or by another item without a ',' between them, which the
+// whole-document path refuses.
+TEST(CodecStreamTest, ItemsNeedACommaBetweenThemAndNoneAfterTheLast) {
+  const std::string head = R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[)";
+  const std::string a = GenerateClaimJson(1), b = GenerateClaimJson(2);
+  for (const std::string& input : std::vector<std::string>{
+           head + a + ",]}", head + a + " , \n]}", head + a + " " + b + "]}", head + a + b + "]}",
+           head + a + "," + b + ",]}", head + "{} {}]}", head + a + ",," + b + "]}"}) {
+    const absl::Status s = internal::DecodeClaimsStreaming(input, [](DecodedClaim) {
+      return absl::OkStatus();
+    });
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s << " for " << input;
+    EXPECT_THAT(s.message(), ::testing::HasSubstr("malformed JSON")) << s;
+    EXPECT_FALSE(DecodeClaims(input, [](DecodedClaim) { return absl::OkStatus(); }).ok()) << input;
+  }
+  // Where the item was missing its ',' the error names it and the byte.
+  const std::string input = head + a + " " + b + "]}";
+  EXPECT_EQ(internal::DecodeClaimsStreaming(input, [](DecodedClaim) { return absl::OkStatus(); })
+                .message(),
+            absl::StrCat("document 0 (byte ", head.size() + a.size() + 1,
+                         "): malformed JSON: items[0]: expected ',' or ']' after it"));
+  // Space and newlines around the separators are fine on both paths.
+  ExpectSamePaths(head + " " + a + " ,\n " + b + " \n]}");
+}
+
 // Found by fuzz_restore: simdjson reported a syntax error in any document of
 // a stream at document 0; both paths now name the document that has it.
 TEST(CodecStreamTest, SyntaxErrorsNameTheirDocument) {

@@ -1503,8 +1503,20 @@ absl::Status DecodeClaimsStreaming(absl::string_view text,
                             document, pos + items_begin + i);
         }
         CS_RETURN_IF_ERROR(DecodeListItem(items.substr(i, item_end - i), document, pos, index, sink));
+        // Between items: one ',' and then a value; after the last, the ']'.
         i = SkipSpace(items, item_end);
-        if (i < items.size() && items[i] == ',') i = SkipSpace(items, i + 1);
+        if (i < items.size() && items[i] == ',') {
+          i = SkipSpace(items, i + 1);
+          if (i < items.size() && items[i] != ']') continue;
+          return AtDocument(absl::InvalidArgumentError(absl::StrCat(
+                                "malformed JSON: items[", index + 1, "]: no value after ','")),
+                            document, pos + items_begin + i);
+        }
+        if (i + 1 != items.size()) {
+          return AtDocument(absl::InvalidArgumentError(absl::StrCat(
+                                "malformed JSON: items[", index, "]: expected ',' or ']' after it")),
+                            document, pos + items_begin + i);
+        }
       }
     } else {
       absl::Status s = DecodeDocuments(piece.data(), piece.size(), /*nested=*/false,
