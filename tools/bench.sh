@@ -40,12 +40,14 @@ CLAIMSTORE_BENCH_SIZES="$sizes" build/release/bench/compare_bench "${flags[@]}" 
   --benchmark_out="bench/results/compare${suffix}.json" --benchmark_out_format=json >&2
 # Restores in a process per backend: in the main one, the other benchmarks'
 # databases stay open (and compact in the background), and one backend's
-# restores leave memory behind for the next; both took a third off.
+# restores leave memory behind for the next; both took a third off. Three
+# of each (one long iteration each), compared by median: single restores
+# here spread by a third.
 restores=()
 for backend in claimstore hashmap sqlite rocksdb_json; do
   echo "== restore ${backend} (sizes ${sizes})" >&2
   CLAIMSTORE_BENCH_SIZES="$sizes" build/release/bench/compare_bench \
-    --benchmark_filter="Restore/${backend}/" \
+    --benchmark_filter="Restore/${backend}/" --benchmark_repetitions=3 \
     --benchmark_out="bench/results/restore-${backend}${suffix}.json" --benchmark_out_format=json >&2
   restores+=("bench/results/restore-${backend}${suffix}.json")
 done
