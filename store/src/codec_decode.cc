@@ -1495,28 +1495,25 @@ absl::Status DecodeClaimsStreaming(absl::string_view text,
       }
       const absl::string_view items = piece.substr(items_begin, items_end - items_begin);
       size_t i = SkipSpace(items, 1);
+      // A syntax error at items[item], located at items[i].
+      const auto malformed_item = [&](int64_t item, absl::string_view what) {
+        return AtDocument(absl::InvalidArgumentError(
+                              absl::StrCat("malformed JSON: items[", item, "]: ", what)),
+                          document, pos + items_begin + i);
+      };
       for (int64_t index = 0; i < items.size() && items[i] != ']'; ++index) {
         const size_t item_end = ValueEnd(items, i);
-        if (item_end == i) {  // a stray ',' or control character: no item starts here
-          return AtDocument(absl::InvalidArgumentError(
-                                absl::StrCat("malformed JSON: items[", index, "]: no value")),
-                            document, pos + items_begin + i);
-        }
+        // A stray ',' or control character: no item starts here.
+        if (item_end == i) return malformed_item(index, "no value");
         CS_RETURN_IF_ERROR(DecodeListItem(items.substr(i, item_end - i), document, pos, index, sink));
         // Between items: one ',' and then a value; after the last, the ']'.
         i = SkipSpace(items, item_end);
         if (i < items.size() && items[i] == ',') {
           i = SkipSpace(items, i + 1);
           if (i < items.size() && items[i] != ']') continue;
-          return AtDocument(absl::InvalidArgumentError(absl::StrCat(
-                                "malformed JSON: items[", index + 1, "]: no value after ','")),
-                            document, pos + items_begin + i);
+          return malformed_item(index + 1, "no value after ','");
         }
-        if (i + 1 != items.size()) {
-          return AtDocument(absl::InvalidArgumentError(absl::StrCat(
-                                "malformed JSON: items[", index, "]: expected ',' or ']' after it")),
-                            document, pos + items_begin + i);
-        }
+        if (i + 1 != items.size()) return malformed_item(index, "expected ',' or ']' after it");
       }
     } else {
       absl::Status s = DecodeDocuments(piece.data(), piece.size(), /*nested=*/false,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer target for ctest: run_fuzz.sh ARTIFACT_DIR FUZZER ARGS...
 # A crash leaves its input in ARTIFACT_DIR (emptied first) and, because a CI
-# log may be all there is of it, is also printed gzipped and in base64:
-#   base64 -d <<'B64' | gunzip > input   (the lines between the markers)
+# log may be all there is of it, is also printed gzipped and in base64
+# between "-- begin" and "-- end". To get it back from a saved LOG:
+#   sed -n '/^-- begin/,/^-- end/{//!p}' LOG | base64 -d | gunzip > input
 #   FUZZER input
 set -u
 artifacts=$1
