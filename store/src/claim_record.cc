@@ -5,14 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
+#include "fb_strings.h"
 #include "record_factory.h"
 
 namespace claimstore {
 namespace {
 
-absl::string_view View(const flatbuffers::String* s) {
-  return s == nullptr ? absl::string_view() : absl::string_view(s->data(), s->size());
-}
+using internal::View;
 
 absl::Status VerifyRecordBytes(absl::string_view bytes) {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());

@@ -7,9 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
-#include "absl/strings/string_view.h"
-#include "absl/types/span.h"
 #include "claimstore/claim_generated.h"
 
 namespace claimstore::internal {
@@ -23,12 +20,6 @@ struct IndexEntries {
 // the kind of holding: admin access, share with its shareID, or exclusive).
 IndexEntries ComputeIndexEntries(const fb::ClaimRecord& record);
 
-// Device holdings that exclude each other (RULES.md b), from sorted keys of
-// the devices index: per device, the claims holding it other than by admin
-// access, exclusively or by which share. Calls `report` with one line per
-// clashing pair (and per malformed key). Used by Verify and bulk loads.
-void FindDoubleHoldings(absl::Span<const absl::string_view> sorted_device_keys,
-                        absl::FunctionRef<void(std::string problem)> report);
 // Sorted-set differences: keys in `a` that are not in `b`.
 std::vector<std::string> Minus(const std::vector<std::string>& a,
                                const std::vector<std::string>& b);

@@ -160,7 +160,7 @@ void BucketedKeys::CopyTo(std::vector<std::string>* out) const {
 
 void PublishedState::Reset(uint64_t revision, SnapshotRef snapshot, BucketedKeys consumers,
                            BucketedKeys devices) {
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   revision_ = revision;
   snapshot_ = std::move(snapshot);
   consumers_ = std::move(consumers);
@@ -172,7 +172,7 @@ void PublishedState::Reset(uint64_t revision, SnapshotRef snapshot, BucketedKeys
 
 void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
                              absl::Span<const RecordChange> changes) {
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   for (size_t i = 0; i < changes.size(); ++i) {
     const RecordChange& c = changes[i];
     for (const std::string& k : Minus(c.before.consumers, c.after.consumers)) consumers_.Erase(k);
@@ -193,7 +193,7 @@ void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
 Pin PublishedState::Lookup(absl::Span<const std::string> record_keys,
                            std::vector<std::optional<ClaimRecord>>* out) const {
   out->assign(record_keys.size(), std::nullopt);
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   bool missed = false;
   for (size_t i = 0; i < record_keys.size(); ++i) {
     auto it = records_.find(record_keys[i]);
@@ -210,7 +210,7 @@ Pin PublishedState::Lookup(absl::Span<const std::string> record_keys,
 void PublishedState::Fill(uint64_t revision,
                           std::vector<std::pair<std::string, ClaimRecord>> records) {
   if (budget_ == 0 || records.empty()) return;
-  std::unique_lock lock(mu_);
+  WriterLock lock(&mu_);
   if (revision != revision_) return;  // read before a newer commit
   for (auto& [key, record] : records) {
     if (!records_.contains(key)) InsertLocked(key, std::move(record));
@@ -225,23 +225,23 @@ Pin PublishedState::Scan(const BucketedKeys& set, absl::string_view prefix,
 }
 
 Pin PublishedState::ScanConsumers(absl::string_view prefix, KeyVisitor visit) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   return Scan(consumers_, prefix, visit);
 }
 
 Pin PublishedState::ScanDevices(absl::string_view prefix, KeyVisitor visit) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   return Scan(devices_, prefix, visit);
 }
 
 Pin PublishedState::Current() const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   return Pin{revision_, snapshot_};
 }
 
 Pin PublishedState::CopyIndexes(std::vector<std::string>* consumers,
                                 std::vector<std::string>* devices) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(&mu_);
   consumers_.CopyTo(consumers);
   devices_.CopyTo(devices);
   return Pin{revision_, snapshot_};

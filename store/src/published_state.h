@@ -28,7 +28,6 @@
 #include <deque>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,14 +40,10 @@
 #include "absl/types/span.h"
 #include "claimstore/claim_record.h"
 #include "index_entries.h"
-
-namespace rocksdb {
-class Snapshot;
-}  // namespace rocksdb
+#include "mutex.h"
+#include "snapshot_ref.h"
 
 namespace claimstore::internal {
-
-using SnapshotRef = std::shared_ptr<const rocksdb::Snapshot>;
 
 // A set of index keys (keys.h layouts: components that sort as tuples),
 // bucketed by their first `bucket_components` components: a lookup that
@@ -144,7 +139,7 @@ class PublishedState {
 
   // What the cached records cost, as counted against the budget.
   size_t CachedBytes() const {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(&mu_);
     return cached_bytes_;
   }
 
@@ -161,20 +156,21 @@ class PublishedState {
   static size_t Cost(absl::string_view key, const ClaimRecord& record) {
     return key.size() + record.bytes().size() + 96;
   }
-  void InsertLocked(const std::string& key, ClaimRecord record);
-  void EraseLocked(const std::string& key);
-  void EvictLocked();
-  Pin Scan(const BucketedKeys& set, absl::string_view prefix, KeyVisitor visit) const;
+  void InsertLocked(const std::string& key, ClaimRecord record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Pin Scan(const BucketedKeys& set, absl::string_view prefix, KeyVisitor visit) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  mutable std::shared_mutex mu_;
-  uint64_t revision_ = 0;  // guarded by mu_
-  SnapshotRef snapshot_;   // guarded by mu_
+  mutable SharedMutex mu_;
+  uint64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
+  SnapshotRef snapshot_ ABSL_GUARDED_BY(mu_);
   // By consumer uid, and by driver and pool.
-  BucketedKeys consumers_ = NewConsumerIndex();           // guarded by mu_
-  BucketedKeys devices_ = NewDeviceIndex();               // guarded by mu_
-  absl::node_hash_map<std::string, Entry> records_;      // guarded by mu_
-  std::deque<std::string> clock_;  // cached keys in insertion order; guarded by mu_
-  size_t cached_bytes_ = 0;        // guarded by mu_
+  BucketedKeys consumers_ ABSL_GUARDED_BY(mu_) = NewConsumerIndex();
+  BucketedKeys devices_ ABSL_GUARDED_BY(mu_) = NewDeviceIndex();
+  absl::node_hash_map<std::string, Entry> records_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> clock_ ABSL_GUARDED_BY(mu_);  // cached keys in insertion order
+  size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   const size_t budget_;
 };
 

@@ -3,16 +3,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
+#include "fb_strings.h"
 #include "record_edit.h"
 
 namespace claimstore::internal {
-namespace {
-
-absl::string_view View(const flatbuffers::String* s) {
-  return s == nullptr ? absl::string_view() : absl::string_view(s->data(), s->size());
-}
-
-}  // namespace
 
 absl::Status ValidateStoreWrite(const fb::ClaimRecord* current,
                                 const fb::ClaimRecord& updated) {

@@ -17,9 +17,6 @@
 
 namespace claimstore::internal {
 
-// The most consumers status.reservedFor may hold.
-inline constexpr size_t kMaxReservedFor = 256;
-
 // Checks `updated` (and the change from `current`, null for a new claim):
 // namespace and name present and unchanged, then every status rule
 // (ValidateClaimStatus). Returns InvalidArgument (FailedPrecondition for an

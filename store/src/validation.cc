@@ -13,41 +13,40 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "claimstore/claim_generated.h"
+#include "fb_strings.h"
 #include "k8s_formats.h"
+#include "claim_limits.h"
 #include "quantity.h"
 
 namespace claimstore {
 namespace {
 
 using internal::GoQuote;
+using internal::View;
 using Type = FieldError::Type;
 
 constexpr char kPayloadUrl[] = "type.claimstore.dev/field-errors";
-
-absl::string_view View(const flatbuffers::String* s) {
-  return s == nullptr ? absl::string_view() : absl::string_view(s->data(), s->size());
-}
 
 template <typename T>
 size_t Size(const flatbuffers::Vector<T>* v) {
   return v == nullptr ? 0 : v->size();
 }
 
-// Limits (RULES.md A.3).
-constexpr size_t kMaxReservedFor = 256;
-constexpr size_t kMaxResults = 32;
-constexpr size_t kMaxConfig = 64;
-constexpr size_t kMaxConfigRequests = 32;
-constexpr size_t kMaxBindingConditions = 4;
-constexpr size_t kMaxConditions = 8;
-constexpr size_t kMaxIps = 16;
-constexpr size_t kMaxRawBytes = 10240;
-constexpr size_t kMaxInterfaceName = 256;
-constexpr size_t kMaxHardwareAddress = 128;
-constexpr size_t kMaxReason = 1024;
-constexpr size_t kMaxMessage = 32768;
-constexpr size_t kMaxDriver = 63;
-constexpr size_t kMaxPool = 253;
+// Limits (RULES.md A.3): limits.h.
+using internal::kMaxBindingConditions;
+using internal::kMaxConditions;
+using internal::kMaxConfig;
+using internal::kMaxConfigRequests;
+using internal::kMaxDriver;
+using internal::kMaxHardwareAddress;
+using internal::kMaxInterfaceName;
+using internal::kMaxIps;
+using internal::kMaxMessage;
+using internal::kMaxPool;
+using internal::kMaxRawBytes;
+using internal::kMaxReason;
+using internal::kMaxReservedFor;
+using internal::kMaxResults;
 
 // A field path, built on the stack as the validator descends and turned into
 // text only when an error names it: valid claims cost no string work.

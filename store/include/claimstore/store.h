@@ -167,6 +167,19 @@ struct DeviceQuery {
   std::optional<std::string> share_id;  // requires device
 };
 
+// The device holdings of `record`'s allocation: one per allocated device
+// result (admin access included), as the device index holds them.
+std::vector<DeviceHolding> DeviceHoldingsOf(const ClaimRecord& record);
+
+// The rule Allocate enforces, over any set of holdings (e.g. a whole input
+// before a restore): every pair of holdings of one device, by different
+// claims, that exclude each other. An exclusive holding excludes every
+// other holding but admin access; a share excludes exclusive holdings and
+// the same shareID; admin access never conflicts. One line per pair
+// ("device D/P/X is held by both NS/A and NS/B (one exclusively)"), in
+// device order; empty when nothing clashes. Thread-safe (a pure function).
+std::vector<std::string> FindDeviceConflicts(absl::Span<const DeviceHolding> holdings);
+
 // What Verify() found.
 struct VerifyReport {
   uint64_t records = 0;

@@ -1,0 +1,103 @@
+#include "database.h"
+
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "keys.h"
+#include "rocksdb_status.h"
+#include "status_macros.h"
+
+namespace claimstore::internal {
+namespace {
+
+// The first key after every key that starts with `prefix` (which ends in a
+// component terminator 0x00 0x01, so bumping the last byte is enough).
+std::string UpperBound(absl::string_view prefix) {
+  std::string bound(prefix);
+  bound.back() = static_cast<char>(bound.back() + 1);
+  return bound;
+}
+
+}  // namespace
+
+KeyScan::KeyScan(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family, absl::string_view prefix,
+                 rocksdb::ReadOptions options)
+    : prefix_(prefix) {
+  if (!prefix_.empty()) {
+    upper_bound_ = UpperBound(prefix_);
+    upper_slice_ = upper_bound_;
+    options.iterate_upper_bound = &upper_slice_;
+  }
+  it_.reset(db->NewIterator(options, family));
+}
+
+Database::~Database() {
+  for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h);
+  handles_.clear();
+  db_.reset();
+  if (!secondary_dir_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(secondary_dir_, ignored);
+  }
+}
+
+SnapshotRef Database::MakeSnapshot() const {
+  rocksdb::DB* db = db_.get();
+  return SnapshotRef(db->GetSnapshot(), [db](const rocksdb::Snapshot* s) { db->ReleaseSnapshot(s); });
+}
+
+absl::StatusOr<uint64_t> Database::ReadRevision(const rocksdb::Snapshot* snapshot) const {
+  rocksdb::ReadOptions options;
+  options.snapshot = snapshot;
+  rocksdb::PinnableSlice value;
+  const rocksdb::Status s = db_->Get(options, meta(), kRevisionKey, &value);
+  uint64_t revision = 0;
+  CS_RETURN_IF_ERROR(ParseRevision(s, ToView(value), &revision));
+  return revision;
+}
+
+std::unique_ptr<KeyScan> Database::Scan(rocksdb::ColumnFamilyHandle* family,
+                                        absl::string_view prefix, const ReadPoint& point,
+                                        bool fill_cache) const {
+  rocksdb::ReadOptions options;
+  options.snapshot = point.snapshot;
+  options.fill_cache = fill_cache;
+  return std::make_unique<KeyScan>(db_.get(), family, prefix, options);
+}
+
+absl::Status Database::RequireNoClaims() const {
+  std::unique_ptr<KeyScan> scan = Scan(records(), "", ReadPoint{});
+  scan->SeekToFirst();
+  if (scan->Valid()) {
+    std::string claim_namespace, name;
+    ParseRecordKey(scan->key(), &claim_namespace, &name);
+    return absl::FailedPreconditionError(
+        absl::StrCat("a bulk load needs a store without claims; this one holds ",
+                     claim_namespace, "/", name, " (restore with --replace, or use PutAll)"));
+  }
+  return FromRocksDB(scan->status(), "looking for claims");
+}
+
+uint64_t Database::SizeOnDisk() const {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(path_, ec)) {
+    if (entry.is_regular_file(ec)) bytes += entry.file_size(ec);
+  }
+  return bytes;
+}
+
+absl::Status ParseRevision(const rocksdb::Status& s, absl::string_view value,
+                           uint64_t* revision) {
+  if (s.IsNotFound()) {
+    *revision = 0;
+    return absl::OkStatus();
+  }
+  CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the store revision"));
+  if (!ParseUint64(value, revision)) return absl::DataLossError("the store revision is malformed");
+  return absl::OkStatus();
+}
+
+}  // namespace claimstore::internal

@@ -1,0 +1,127 @@
+#include "device_rule.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "index_entries.h"
+
+namespace claimstore {
+namespace internal {
+namespace {
+
+bool SameClaim(const DeviceKeyParts& a, const DeviceKeyParts& b) {
+  return a.claim_namespace == b.claim_namespace && a.name == b.name;
+}
+
+bool SameDevice(const DeviceKeyParts& a, const DeviceKeyParts& b) {
+  return a.driver == b.driver && a.pool == b.pool && a.device == b.device;
+}
+
+// Reports each pair of `group` (the holdings of one device) that excludes
+// each other.
+void ReportClashes(const std::vector<DeviceKeyParts>& group,
+                   absl::FunctionRef<void(std::string problem)> report) {
+  for (size_t i = 0; i < group.size(); ++i) {
+    for (size_t j = i + 1; j < group.size(); ++j) {
+      const DeviceKeyParts& a = group[i];
+      const DeviceKeyParts& b = group[j];
+      if (SameClaim(a, b) || !HoldingsExclude(a.kind, a.share_id, b.kind, b.share_id)) continue;
+      const bool exclusive = a.kind == HoldingKind::kExclusive || b.kind == HoldingKind::kExclusive;
+      report(absl::StrCat("device ", a.driver, "/", a.pool, "/", a.device, " is held by both ",
+                          a.claim_namespace, "/", a.name, " and ", b.claim_namespace, "/",
+                          b.name, exclusive ? " (one exclusively)" : " (the same shareID)"));
+    }
+  }
+}
+
+}  // namespace
+
+bool HoldingsExclude(HoldingKind a, absl::string_view a_share, HoldingKind b,
+                     absl::string_view b_share) {
+  if (a == HoldingKind::kAdmin || b == HoldingKind::kAdmin) return false;
+  return a == HoldingKind::kExclusive || b == HoldingKind::kExclusive || a_share == b_share;
+}
+
+absl::Status CheckNewHolding(const ClaimKey& claim, const DeviceKeyParts& wanted,
+                             absl::Span<const std::string> holders) {
+  DeviceKeyParts held;
+  for (const std::string& holder : holders) {
+    if (!ParseDeviceKey(holder, &held)) return absl::DataLossError("malformed device index key");
+    if (held.claim_namespace == claim.claim_namespace && held.name == claim.name) continue;
+    if (!HoldingsExclude(wanted.kind, wanted.share_id, held.kind, held.share_id)) continue;
+    const bool exclusive = held.kind == HoldingKind::kExclusive;
+    return absl::AbortedError(absl::StrCat(
+        "device ", wanted.driver, "/", wanted.pool, "/", wanted.device, " is allocated to claim ",
+        held.claim_namespace, "/", held.name, " ", exclusive ? "exclusively" : "as share ",
+        exclusive ? "" : held.share_id));
+  }
+  return absl::OkStatus();
+}
+
+void FindDoubleHoldings(absl::Span<const absl::string_view> sorted_device_keys,
+                        absl::FunctionRef<void(std::string problem)> report) {
+  std::vector<DeviceKeyParts> group;  // the holdings of one device
+  DeviceKeyParts parts;
+  for (absl::string_view key : sorted_device_keys) {
+    if (!ParseDeviceKey(key, &parts)) {
+      report(absl::StrCat("devices index: malformed key ", absl::CHexEscape(key)));
+      continue;
+    }
+    if (parts.kind == HoldingKind::kAdmin) continue;  // excludes nothing
+    if (!group.empty() && !SameDevice(group[0], parts)) {
+      ReportClashes(group, report);
+      group.clear();
+    }
+    group.push_back(parts);
+  }
+  ReportClashes(group, report);
+}
+
+DeviceHolding ToHolding(DeviceKeyParts parts) {
+  DeviceHolding h;
+  h.driver = std::move(parts.driver);
+  h.pool = std::move(parts.pool);
+  h.device = std::move(parts.device);
+  h.kind = parts.kind == internal::HoldingKind::kAdmin   ? claimstore::HoldingKind::kAdminAccess
+           : parts.kind == internal::HoldingKind::kShare ? claimstore::HoldingKind::kShare
+                                                         : claimstore::HoldingKind::kExclusive;
+  h.share_id = std::move(parts.share_id);
+  h.claim = ClaimKey{std::move(parts.claim_namespace), std::move(parts.name)};
+  return h;
+}
+
+std::string DeviceKeyOf(const DeviceHolding& h) {
+  const HoldingKind kind = h.kind == claimstore::HoldingKind::kAdminAccess ? HoldingKind::kAdmin
+                           : h.kind == claimstore::HoldingKind::kShare     ? HoldingKind::kShare
+                                                                           : HoldingKind::kExclusive;
+  return DeviceKey(h.driver, h.pool, h.device, kind, h.share_id, h.claim.claim_namespace,
+                   h.claim.name);
+}
+
+}  // namespace internal
+
+std::vector<DeviceHolding> DeviceHoldingsOf(const ClaimRecord& record) {
+  std::vector<DeviceHolding> holdings;
+  internal::DeviceKeyParts parts;
+  for (const std::string& key : internal::ComputeIndexEntries(record.table()).devices) {
+    if (internal::ParseDeviceKey(key, &parts)) holdings.push_back(internal::ToHolding(parts));
+  }
+  return holdings;
+}
+
+std::vector<std::string> FindDeviceConflicts(absl::Span<const DeviceHolding> holdings) {
+  std::vector<std::string> keys;
+  keys.reserve(holdings.size());
+  for (const DeviceHolding& h : holdings) keys.push_back(internal::DeviceKeyOf(h));
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::vector<std::string> conflicts;
+  internal::FindDoubleHoldings(std::vector<absl::string_view>(keys.begin(), keys.end()),
+                               [&](std::string problem) { conflicts.push_back(std::move(problem)); });
+  return conflicts;
+}
+
+}  // namespace claimstore

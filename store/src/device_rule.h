@@ -1,0 +1,48 @@
+// The device-exclusion rule, in one place: which holdings of one device by
+// two different claims exclude each other. An exclusive holding excludes
+// every other holding but admin access; a share excludes exclusive holdings
+// and the same shareID; admin access never conflicts and is never blocked.
+//
+// Every check of the rule goes through HoldingsExclude: the write path
+// (Allocate and Put, one new holding against the device's holders),
+// Verify and bulk loads (FindDoubleHoldings over sorted index keys), and
+// the public FindDeviceConflicts (claimstore/store.h) that the restore tool
+// runs over its input.
+#ifndef CLAIMSTORE_SRC_DEVICE_RULE_H_
+#define CLAIMSTORE_SRC_DEVICE_RULE_H_
+
+#include <string>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "claimstore/store.h"
+#include "keys.h"
+
+namespace claimstore::internal {
+
+// Whether holdings `a` and `b` of one device, by different claims, exclude
+// each other (the kind of holding, and the shareID of shares).
+bool HoldingsExclude(HoldingKind a, absl::string_view a_share, HoldingKind b,
+                     absl::string_view b_share);
+
+// Checks a new holding `wanted` of a device by `claim` against the device's
+// current holders (device-index keys of that device, any order). Returns
+// Aborted naming the device and the first holder it clashes with.
+absl::Status CheckNewHolding(const ClaimKey& claim, const DeviceKeyParts& wanted,
+                             absl::Span<const std::string> holders);
+
+// Device holdings that exclude each other, from sorted keys of the devices
+// index: calls `report` with one line per clashing pair (and per malformed
+// key): "device D/P/X is held by both NS/A and NS/B (one exclusively)".
+void FindDoubleHoldings(absl::Span<const absl::string_view> sorted_device_keys,
+                        absl::FunctionRef<void(std::string problem)> report);
+
+// A device-index key as the public DeviceHolding, and back.
+DeviceHolding ToHolding(DeviceKeyParts parts);
+std::string DeviceKeyOf(const DeviceHolding& holding);
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_DEVICE_RULE_H_

@@ -1,0 +1,69 @@
+// StoreImpl's maintenance: Verify (and repair), Compact, Backup.
+
+#include "maintenance.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rocksdb/utilities/checkpoint.h"
+#include "rocksdb_status.h"
+#include "status_macros.h"
+#include "store_impl.h"
+#include "verifier.h"
+
+namespace claimstore::internal {
+
+absl::Status BackupDatabase(const Database& db, absl::string_view dir) {
+  rocksdb::Checkpoint* raw = nullptr;
+  CS_RETURN_IF_ERROR(
+      FromRocksDB(rocksdb::Checkpoint::Create(db.db(), &raw), "creating a checkpoint"));
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  return FromRocksDB(checkpoint->CreateCheckpoint(std::string(dir)),
+                     absl::StrCat("writing a checkpoint to ", dir));
+}
+
+namespace {
+
+// Records and both indexes at the published snapshot, and the in-memory
+// indexes at the same point.
+absl::StatusOr<Verification> VerifyPublished(const Database& db, const PublishedState& published) {
+  MemoryIndexes memory;
+  const Pin pin = published.CopyIndexes(&memory.consumers, &memory.devices);
+  return VerifyAt(db, ReadPoint{pin.snapshot.get(), pin.revision}, &memory);
+}
+
+}  // namespace
+
+absl::StatusOr<VerifyReport> StoreImpl::Verify(bool repair) {
+  if (!repair) {  // writers may go on meanwhile
+    CS_ASSIGN_OR_RETURN(Verification v, VerifyPublished(*db_, published_));
+    return std::move(v.report);
+  }
+  Exclusive exclusive(&writes_);  // no write may interleave with a repair
+  CS_ASSIGN_OR_RETURN(Verification v, VerifyPublished(*db_, published_));
+  if (!v.data_loss && !v.report.problems.empty()) {
+    CS_RETURN_IF_ERROR(RewriteIndexes(*db_, write_options_, v.expected));
+    CS_RETURN_IF_ERROR(ResetPublished());
+    v.report.repaired = true;
+  }
+  return std::move(v.report);
+}
+
+absl::Status StoreImpl::Refresh() { return absl::OkStatus(); }
+
+absl::Status StoreImpl::Compact() {
+  rocksdb::CompactRangeOptions options;
+  options.change_level = true;
+  for (rocksdb::ColumnFamilyHandle* family :
+       {db_->records(), db_->consumers(), db_->devices(), db_->meta()}) {
+    CS_RETURN_IF_ERROR(
+        FromRocksDB(db_->db()->CompactRange(options, family, nullptr, nullptr), "compacting"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::Backup(absl::string_view dir) { return BackupDatabase(*db_, dir); }
+
+}  // namespace claimstore::internal

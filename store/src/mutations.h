@@ -1,0 +1,81 @@
+// Mutations: each write of the store as a pure function from a claim's
+// current record (null: the claim does not exist) to what the write does
+// to it: nothing (an idempotent no-op), write these record bytes, or delete
+// the claim, or an error. No RocksDB, no locks, no revisions: the write
+// path (write_path.cc) reads the current record, runs one of these, then
+// validates, checks devices, stamps revisions and stages the result. Adding
+// an operation to the store is adding one function here.
+//
+// Errors name the claim: NotFound when it is absent (for operations other
+// than a Put), FailedPrecondition for a rule that forbids the change,
+// ResourceExhausted at kMaxReservedFor consumers.
+//
+// Thread-safety: pure functions; call from any thread.
+#ifndef CLAIMSTORE_SRC_MUTATIONS_H_
+#define CLAIMSTORE_SRC_MUTATIONS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "claimstore/allocation.h"
+#include "claimstore/claim_record.h"
+#include "claimstore/store.h"
+#include "index_entries.h"
+
+namespace claimstore::internal {
+
+// What a mutation decided.
+struct Mutation {
+  enum class Kind { kNoop, kWrite, kDelete };
+  Kind kind = Kind::kNoop;
+  std::string bytes;  // kWrite: the new record, revisions not yet stamped
+};
+
+// Put: the whole record, over whatever is there.
+absl::StatusOr<Mutation> PutRecord(const ClaimRecord& record, const ClaimRecord* current);
+
+// Delete: NotFound when absent.
+absl::StatusOr<Mutation> DeleteClaim(const ClaimKey& key, const ClaimRecord* current);
+
+// Reserve: `consumer` appended to reservedFor; a no-op when its uid is
+// there already. FailedPrecondition when not allocated or being deleted,
+// ResourceExhausted at kMaxReservedFor consumers.
+absl::StatusOr<Mutation> AddConsumer(const ClaimKey& key, const ConsumerRef& consumer,
+                                     const ClaimRecord* current);
+
+// Unreserve: the consumer with `consumer_uid` removed; a no-op when absent.
+absl::StatusOr<Mutation> RemoveConsumer(const ClaimKey& key, absl::string_view consumer_uid,
+                                        const ClaimRecord* current);
+
+// Allocate: status.allocation set. FailedPrecondition when already set.
+absl::StatusOr<Mutation> SetAllocation(const ClaimKey& key, const Allocation& allocation,
+                                       const ClaimRecord* current);
+
+// Deallocate: allocation and device statuses cleared; a no-op when not
+// allocated. FailedPrecondition while reservedFor is not empty.
+absl::StatusOr<Mutation> ClearAllocation(const ClaimKey& key, const ClaimRecord* current);
+
+// SetDeviceStatus: each entry replaces the one of the same
+// driver/pool/device/shareID, or is appended. (Entries that name no
+// allocated device are refused by validation, after the mutation.)
+absl::StatusOr<Mutation> MergeDeviceStatuses(const ClaimKey& key,
+                                             const DeviceStatuses& statuses,
+                                             const ClaimRecord* current);
+
+// Input checks made before a write is queued: InvalidArgument naming the
+// field.
+absl::Status RequireClaimKey(const ClaimRecord& record);
+absl::Status RequireConsumer(const ConsumerRef& consumer);
+
+// What a write of `*bytes` over a claim now `old_table` (null: absent)
+// stores, revisions aside: the record without statuses of devices it does
+// not hold (rewritten in *bytes), validated, and its index entries. The
+// one definition for the write path and bulk loads.
+absl::Status PrepareRecord(const fb::ClaimRecord* old_table, std::string* bytes,
+                           IndexEntries* index);
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_MUTATIONS_H_

@@ -1,0 +1,142 @@
+#include "read_only_store.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "index_queries.h"
+#include "keys.h"
+#include "maintenance.h"
+#include "record_factory.h"
+#include "rocksdb_status.h"
+#include "snapshot_reads.h"
+#include "status_macros.h"
+#include "store_errors.h"
+#include "verifier.h"
+
+namespace claimstore::internal {
+
+absl::StatusOr<std::unique_ptr<Store>> ReadOnlyStore::Create(std::unique_ptr<Database> db) {
+  return std::unique_ptr<Store>(new ReadOnlyStore(std::move(db)));
+}
+
+absl::StatusOr<ReadPoint> ReadOnlyStore::Latest() const {
+  CS_ASSIGN_OR_RETURN(const uint64_t revision, db_->ReadRevision(nullptr));
+  return ReadPoint{nullptr, revision};
+}
+
+absl::StatusOr<ClaimRead> ReadOnlyStore::Get(const ClaimKey& key) const {
+  CS_ASSIGN_OR_RETURN(ClaimReads reads, GetMany({&key, 1}));
+  if (!reads.records[0].has_value()) return ClaimNotFound(key);
+  return ClaimRead{*std::move(reads.records[0]), reads.revision};
+}
+
+// One MultiGet over the records and the revision: RocksDB reads all column
+// families of one MultiGet at the same sequence number.
+absl::StatusOr<ClaimReads> ReadOnlyStore::GetMany(absl::Span<const ClaimKey> keys) const {
+  const size_t n = keys.size() + 1;
+  std::vector<std::string> record_keys;
+  record_keys.reserve(keys.size());
+  for (const ClaimKey& k : keys) record_keys.push_back(RecordKey(k.claim_namespace, k.name));
+  std::vector<rocksdb::Slice> slices(n);
+  std::vector<rocksdb::ColumnFamilyHandle*> families(n, db_->records());
+  for (size_t i = 0; i < keys.size(); ++i) slices[i] = record_keys[i];
+  slices[keys.size()] = kRevisionKey;
+  families[keys.size()] = db_->meta();
+  std::vector<rocksdb::PinnableSlice> values(n);
+  std::vector<rocksdb::Status> statuses(n);
+  db_->db()->MultiGet(rocksdb::ReadOptions(), n, families.data(), slices.data(), values.data(),
+                      statuses.data());
+  ClaimReads out;
+  CS_RETURN_IF_ERROR(ParseRevision(statuses.back(), ToView(values.back()), &out.revision));
+  out.records.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (statuses[i].IsNotFound()) {
+      out.records.emplace_back();
+      continue;
+    }
+    CS_RETURN_IF_ERROR(FromRocksDB(statuses[i], "reading a claim"));
+    auto pinned = std::make_shared<rocksdb::PinnableSlice>(std::move(values[i]));
+    const absl::string_view bytes = ToView(*pinned);
+    absl::StatusOr<ClaimRecord> record = RecordFactory::FromStorage(std::move(pinned), bytes);
+    if (!record.ok()) return CorruptClaim(keys[i], record.status());
+    out.records.emplace_back(*std::move(record));
+  }
+  return out;
+}
+
+absl::StatusOr<ListPage> ReadOnlyStore::List(const ListOptions& options) const {
+  CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
+  return ListAt(*db_, point, options);
+}
+
+absl::StatusOr<ClaimKeys> ReadOnlyStore::ClaimsReservedFor(absl::string_view consumer_uid) const {
+  CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
+  return FindReservations(consumer_uid, [&](const std::string& prefix, KeyVisitor visit) {
+    return ScanIndexAt(*db_, db_->consumers(), point, prefix, visit);
+  });
+}
+
+absl::StatusOr<DeviceHoldings> ReadOnlyStore::ClaimsUsingDevice(const DeviceQuery& query) const {
+  CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
+  return FindHoldings(query, [&](const std::string& prefix, KeyVisitor visit) {
+    return ScanIndexAt(*db_, db_->devices(), point, prefix, visit);
+  });
+}
+
+absl::StatusOr<StoreStats> ReadOnlyStore::Stats() const {
+  CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
+  return StatsAt(*db_, point);
+}
+
+absl::StatusOr<WriteResult> ReadOnlyStore::Put(const ClaimRecord&, const Preconditions&) {
+  return ReadOnlyError();
+}
+absl::StatusOr<std::vector<WriteResult>> ReadOnlyStore::PutAll(absl::Span<const ClaimRecord>) {
+  return ReadOnlyError();
+}
+absl::StatusOr<WriteResult> ReadOnlyStore::Delete(const ClaimKey&, const Preconditions&) {
+  return ReadOnlyError();
+}
+absl::StatusOr<WriteResult> ReadOnlyStore::Reserve(const ClaimKey&, const ConsumerRef&,
+                                                   const Preconditions&) {
+  return ReadOnlyError();
+}
+absl::StatusOr<WriteResult> ReadOnlyStore::Unreserve(const ClaimKey&, absl::string_view,
+                                                     const Preconditions&) {
+  return ReadOnlyError();
+}
+absl::StatusOr<WriteResult> ReadOnlyStore::Allocate(const ClaimKey&, const Allocation&,
+                                                    const Preconditions&) {
+  return ReadOnlyError();
+}
+absl::StatusOr<WriteResult> ReadOnlyStore::Deallocate(const ClaimKey&, const Preconditions&) {
+  return ReadOnlyError();
+}
+absl::StatusOr<WriteResult> ReadOnlyStore::SetDeviceStatus(const ClaimKey&,
+                                                           const DeviceStatuses&,
+                                                           const Preconditions&) {
+  return ReadOnlyError();
+}
+
+absl::StatusOr<VerifyReport> ReadOnlyStore::Verify(bool repair) {
+  if (repair) return ReadOnlyError();
+  CS_ASSIGN_OR_RETURN(Verification v, VerifyAt(*db_, ReadPoint{}, nullptr));
+  return std::move(v.report);
+}
+
+absl::Status ReadOnlyStore::Refresh() {
+  return FromRocksDB(db_->db()->TryCatchUpWithPrimary(), "catching up with the writer");
+}
+
+absl::StatusOr<std::unique_ptr<BulkLoad>> ReadOnlyStore::StartBulkLoad() {
+  return ReadOnlyError();
+}
+
+absl::Status ReadOnlyStore::Compact() { return ReadOnlyError(); }
+
+absl::Status ReadOnlyStore::Backup(absl::string_view dir) { return BackupDatabase(*db_, dir); }
+
+}  // namespace claimstore::internal

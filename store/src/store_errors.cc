@@ -1,0 +1,48 @@
+#include "store_errors.h"
+
+#include <optional>
+#include <string>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace claimstore {
+namespace {
+
+constexpr char kRevisionPayloadUrl[] = "type.claimstore.dev/current-revision";
+
+}  // namespace
+
+std::optional<uint64_t> CurrentRevision(const absl::Status& status) {
+  absl::optional<absl::Cord> payload = status.GetPayload(kRevisionPayloadUrl);
+  uint64_t revision = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &revision)) {
+    return std::nullopt;
+  }
+  return revision;
+}
+
+namespace internal {
+
+absl::Status ClaimNotFound(const ClaimKey& key) {
+  return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
+}
+
+absl::Status CorruptClaim(const ClaimKey& key, const absl::Status& why) {
+  return absl::DataLossError(absl::StrCat("stored claim ", key.ToString(), ": ", why.message()));
+}
+
+absl::Status RevisionMismatch(const ClaimKey& key, absl::string_view what, uint64_t current) {
+  absl::Status s = absl::AbortedError(absl::StrCat("claim ", key.ToString(), " has changed: ",
+                                                   what, "; current revision ", current));
+  s.SetPayload(kRevisionPayloadUrl, absl::Cord(absl::StrCat(current)));
+  return s;
+}
+
+absl::Status ReadOnlyError() { return absl::FailedPreconditionError("the store is open read-only"); }
+
+absl::Status Unshared(const absl::Status& s) { return absl::Status(s.code(), s.message()); }
+
+}  // namespace internal
+}  // namespace claimstore

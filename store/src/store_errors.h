@@ -1,0 +1,35 @@
+// The store's errors that name a claim, made in one place so that every
+// path words them alike.
+#ifndef CLAIMSTORE_SRC_STORE_ERRORS_H_
+#define CLAIMSTORE_SRC_STORE_ERRORS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "claimstore/store.h"
+
+namespace claimstore::internal {
+
+// NotFound: "claim NS/NAME not found".
+absl::Status ClaimNotFound(const ClaimKey& key);
+
+// DataLoss: "stored claim NS/NAME: <why>".
+absl::Status CorruptClaim(const ClaimKey& key, const absl::Status& why);
+
+// Aborted: "claim NS/NAME has changed: <what>; current revision N", with N
+// as the payload that CurrentRevision() reads.
+absl::Status RevisionMismatch(const ClaimKey& key, absl::string_view what, uint64_t current);
+
+// FailedPrecondition for writes to a read-only store.
+absl::Status ReadOnlyError();
+
+// A copy of `s` that shares nothing with it. Writers of a group take their
+// errors to their own threads; copies of one absl::Status would share a
+// reference count that Debian's Abseil (built without TSAN annotations)
+// updates out of ThreadSanitizer's sight.
+absl::Status Unshared(const absl::Status& s);
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_STORE_ERRORS_H_

@@ -1,0 +1,194 @@
+// StoreImpl: the writable Store. This header is its table of contents;
+// the definitions are split by concern:
+//
+//   store_open.cc    Create: options, atomic creation, open, the published
+//                    state loaded (the database itself: database.h)
+//   store_read.cc    reads from the published state, List and Stats
+//   write_path.cc    the writes: apply, preconditions, staging, device
+//                    conflicts, revisions, the commit, the publication
+//   bulk_load.cc     bulk loads: sort, check, write table files, ingest,
+//                    publish
+//   maintenance.cc   Verify and repair, Compact, Backup
+//
+// Its parts, each in its own file pair: WriteGroup (group commit),
+// mutations (each write as a pure function of the current record),
+// StagedWrites (what a group staged), PublishedState (what readers see),
+// device_rule (which holdings exclude each other), Database (RocksDB).
+//
+// The flow of a write: JSON --codec--> ClaimRecord --Store::Reserve, ...-->
+// a WriteStep in a PendingWrite, queued on writes_ --the leader's
+// CommitGroup--> per step: the current record (staged, published or
+// RocksDB), preconditions, the mutation, PrepareRecord (prune, validate,
+// index entries), device conflicts, revisions stamped, staged in one
+// rocksdb::WriteBatch --one Write (one fsync)--> RocksDB --Publish-->
+// published_ --> the writers return.
+//
+// Thread-safety: a Store is safe for concurrent use by any number of
+// threads (store.h). Members are immutable after Create, internally
+// synchronized (published_, writes_), or held by the write leader
+// (ABSL_GUARDED_BY(writes_.leader)): the one thread committing a group or
+// running exclusively (Verify with repair, bulk-load commits).
+#ifndef CLAIMSTORE_SRC_STORE_IMPL_H_
+#define CLAIMSTORE_SRC_STORE_IMPL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "claimstore/store.h"
+#include "database.h"
+#include "index_entries.h"
+#include "mutations.h"
+#include "published_state.h"
+#include "rocksdb/write_batch.h"
+#include "staging.h"
+#include "write_group.h"
+
+namespace claimstore::internal {
+
+class BulkBatch;
+
+class StoreImpl final : public Store {
+ public:
+  // The store over `db`, a primary instance (store_open.cc): removes table
+  // files of an interrupted bulk load and loads the published state.
+  static absl::StatusOr<std::unique_ptr<Store>> Create(std::unique_ptr<Database> db,
+                                                       const Options& options);
+  ~StoreImpl() override;
+
+  // Reads (store_read.cc) ------------------------------------------------------
+  absl::StatusOr<ClaimRead> Get(const ClaimKey& key) const override;
+  absl::StatusOr<ClaimReads> GetMany(absl::Span<const ClaimKey> keys) const override;
+  absl::StatusOr<ListPage> List(const ListOptions& options) const override;
+  absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const override;
+  absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(const DeviceQuery& query) const override;
+  absl::StatusOr<StoreStats> Stats() const override;
+
+  // Writes (write_path.cc) -------------------------------------------------------
+  absl::StatusOr<WriteResult> Put(const ClaimRecord& record, const Preconditions& pre) override;
+  absl::StatusOr<std::vector<WriteResult>> PutAll(
+      absl::Span<const ClaimRecord> records) override;
+  absl::StatusOr<WriteResult> Delete(const ClaimKey& key, const Preconditions& pre) override;
+  absl::StatusOr<WriteResult> Reserve(const ClaimKey& key, const ConsumerRef& consumer,
+                                      const Preconditions& pre) override;
+  absl::StatusOr<WriteResult> Unreserve(const ClaimKey& key, absl::string_view consumer_uid,
+                                        const Preconditions& pre) override;
+  absl::StatusOr<WriteResult> Allocate(const ClaimKey& key, const Allocation& allocation,
+                                       const Preconditions& pre) override;
+  absl::StatusOr<WriteResult> Deallocate(const ClaimKey& key, const Preconditions& pre) override;
+  absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
+                                              const DeviceStatuses& statuses,
+                                              const Preconditions& pre) override;
+
+  // Bulk loads (bulk_load.cc) ----------------------------------------------------
+  absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad() override;
+  // Writes a bulk load's claims (BulkLoad::Commit), exclusively.
+  absl::StatusOr<BulkLoadResult> CommitBulk(const BulkBatch& batch);
+
+  // Maintenance (maintenance.cc) -------------------------------------------------
+  absl::StatusOr<VerifyReport> Verify(bool repair) override;
+  absl::Status Refresh() override;  // OK: a writable store is always current
+  absl::Status Compact() override;
+  absl::Status Backup(absl::string_view dir) override;
+
+ private:
+  // A mutation of one claim: its current record (null: absent) to what the
+  // write does (mutations.h).
+  using MutateFn = absl::FunctionRef<absl::StatusOr<Mutation>(const ClaimRecord* current)>;
+
+  // One mutation of one claim.
+  struct WriteStep {
+    std::string record_key;
+    ClaimKey key;
+    const Preconditions* pre;
+    MutateFn mutate;
+    WriteResult result;
+  };
+
+  // One call waiting in the write group: its steps commit together or not
+  // at all. Filled by the caller, then by the leader; read by the caller
+  // after Submit returns.
+  struct PendingWrite : WriteGroup::Writer {
+    std::vector<WriteStep> steps;
+    absl::Status status;
+    // What the steps staged, for the published state (empty when refused).
+    std::vector<RecordChange> changes;
+    bool Changed() const;
+  };
+
+  StoreImpl(std::unique_ptr<Database> db, const Options& options);
+
+  // The write path (write_path.cc).
+  // Queues a one-step write and returns its result.
+  absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre,
+                                    MutateFn mutate);
+  // Commits `group` (WriteGroup's commit function): applies each write,
+  // writes the batch, publishes.
+  void CommitGroup(absl::Span<WriteGroup::Writer* const> group)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Writes the staged batch with the new revision, then publishes what the
+  // group's accepted writes changed. On a storage error every write that
+  // was to change something fails, and the store stops taking writes.
+  void WriteAndPublish(absl::Span<PendingWrite* const> group, rocksdb::WriteBatch* batch,
+                       uint64_t revision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Runs every step of `w` against what the writes before it left; the
+  // first refusal fails them all.
+  absl::Status Apply(PendingWrite* w, rocksdb::WriteBatch* batch, uint64_t* revision)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  absl::Status ApplyStep(WriteStep* step, rocksdb::WriteBatch* batch, uint64_t* revision,
+                         std::vector<RecordChange>* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // The claim as the writes before this one left it: staged by this group,
+  // or else as published (from memory when cached, else from RocksDB).
+  absl::StatusOr<std::optional<ClaimRecord>> CurrentRecord(const WriteStep& step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  absl::Status StageWrite(const ClaimKey& key, const ClaimRecord* current, std::string bytes,
+                          rocksdb::WriteBatch* batch, uint64_t* revision, WriteResult* result,
+                          std::vector<RecordChange>* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  absl::Status StageDelete(const ClaimRecord& current, rocksdb::WriteBatch* batch,
+                           uint64_t* revision, WriteResult* result,
+                           std::vector<RecordChange>* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  absl::Status StageIndexChanges(const IndexEntries& before, const IndexEntries& after,
+                                 rocksdb::WriteBatch* batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Aborted when a device key `claim` newly holds clashes with a holder as
+  // published and staged (device_rule.h).
+  absl::Status CheckDeviceConflict(const ClaimKey& claim, const std::string& device_key) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+
+  // Loads the published state from the database (open, repair).
+  absl::Status ResetPublished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // The published snapshot and revision.
+  ReadPoint Published(Pin* pin) const;
+
+  // Bulk loads (bulk_load.cc): the commit, holding the store exclusively.
+  absl::StatusOr<BulkLoadResult> CommitBulkExclusively(const BulkBatch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+
+  const Options options_;
+  const rocksdb::WriteOptions write_options_;
+  // Declared before what holds its snapshots (published_), so that it
+  // closes last.
+  const std::unique_ptr<Database> db_;
+  // What readers see: published by the leader after each commit.
+  // Internally synchronized; mutable because reads fill its record cache.
+  mutable PublishedState published_;
+  WriteGroup writes_;
+  // The store revision of the last commit.
+  uint64_t revision_ ABSL_GUARDED_BY(writes_.leader) = 0;
+  // What the group being committed has staged so far.
+  StagedWrites staged_ ABSL_GUARDED_BY(writes_.leader);
+  // Set when a commit failed in storage: every later write fails with it.
+  absl::Status write_error_ ABSL_GUARDED_BY(writes_.leader);
+};
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_STORE_IMPL_H_

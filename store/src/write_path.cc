@@ -1,0 +1,343 @@
+// StoreImpl's write path. Every write is a mutation (mutations.h) of one
+// claim, or of many for PutAll, run by the leader of a write group
+// (write_group.h): read the current record (as staged earlier in the
+// group, else as published, else from RocksDB), check preconditions, run
+// the mutation, prepare the result (prune, validate, index entries), check
+// device conflicts, diff the index entries of old and new, and stage the
+// record, the index changes and the revision in one WriteBatch. The group
+// is committed with one RocksDB Write (and, with sync_writes, one fsync),
+// then published before its writers return.
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "device_rule.h"
+#include "keys.h"
+#include "record_edit.h"
+#include "record_factory.h"
+#include "rocksdb_status.h"
+#include "status_macros.h"
+#include "store_errors.h"
+#include "store_impl.h"
+
+namespace claimstore::internal {
+namespace {
+
+absl::Status CheckPreconditions(const ClaimKey& key, const Preconditions& pre,
+                                const ClaimRecord* current) {
+  if (!pre.mod_revision.has_value() && !pre.uid.has_value()) return absl::OkStatus();
+  if (current == nullptr) {
+    if (pre.mod_revision.has_value() && *pre.mod_revision == 0 && !pre.uid.has_value()) {
+      return absl::OkStatus();  // "must not exist yet", as a create
+    }
+    return ClaimNotFound(key);
+  }
+  if (pre.mod_revision.has_value() && *pre.mod_revision != current->mod_revision()) {
+    return RevisionMismatch(key, absl::StrCat("expected revision ", *pre.mod_revision),
+                            current->mod_revision());
+  }
+  if (pre.uid.has_value() && *pre.uid != current->uid()) {
+    return RevisionMismatch(key, absl::StrCat("expected uid ", *pre.uid, ", found ", current->uid()),
+                            current->mod_revision());
+  }
+  return absl::OkStatus();
+}
+
+// `s` for item `i` of a write of several claims.
+absl::Status ForItem(const absl::Status& s, size_t i, const ClaimKey& key) {
+  return absl::Status(s.code(), absl::StrCat("item ", i, " (", key.ToString(), "): ", s.message()));
+}
+
+}  // namespace
+
+bool StoreImpl::PendingWrite::Changed() const {
+  return std::any_of(steps.begin(), steps.end(),
+                     [](const WriteStep& s) { return s.result.changed; });
+}
+
+// The writes -------------------------------------------------------------------
+
+absl::StatusOr<WriteResult> StoreImpl::Put(const ClaimRecord& record, const Preconditions& pre) {
+  CS_RETURN_IF_ERROR(RequireClaimKey(record));
+  const ClaimKey key{std::string(record.claim_namespace()), std::string(record.name())};
+  return Write(key, pre, [&](const ClaimRecord* current) { return PutRecord(record, current); });
+}
+
+absl::StatusOr<std::vector<WriteResult>> StoreImpl::PutAll(absl::Span<const ClaimRecord> records) {
+  struct PutOne {
+    const ClaimRecord* record;
+    absl::StatusOr<Mutation> operator()(const ClaimRecord* current) const {
+      return PutRecord(*record, current);
+    }
+  };
+  static const Preconditions kNone;
+  std::vector<PutOne> puts;
+  puts.reserve(records.size());
+  PendingWrite write;
+  write.steps.reserve(records.size());
+  for (const ClaimRecord& record : records) {
+    ClaimKey key{std::string(record.claim_namespace()), std::string(record.name())};
+    if (key.claim_namespace.empty() || key.name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "item ", write.steps.size(), ": metadata.namespace and metadata.name: Required value"));
+    }
+    puts.push_back(PutOne{&record});
+    std::string record_key = RecordKey(key.claim_namespace, key.name);
+    write.steps.push_back(
+        WriteStep{std::move(record_key), std::move(key), &kNone, MutateFn(puts.back()), {}});
+  }
+  writes_.Submit(&write);
+  if (!write.status.ok()) return write.status;
+  std::vector<WriteResult> results;
+  results.reserve(write.steps.size());
+  for (const WriteStep& step : write.steps) results.push_back(step.result);
+  return results;
+}
+
+absl::StatusOr<WriteResult> StoreImpl::Delete(const ClaimKey& key, const Preconditions& pre) {
+  return Write(key, pre, [&](const ClaimRecord* current) { return DeleteClaim(key, current); });
+}
+
+absl::StatusOr<WriteResult> StoreImpl::Reserve(const ClaimKey& key, const ConsumerRef& consumer,
+                                               const Preconditions& pre) {
+  CS_RETURN_IF_ERROR(RequireConsumer(consumer));
+  return Write(key, pre,
+               [&](const ClaimRecord* current) { return AddConsumer(key, consumer, current); });
+}
+
+absl::StatusOr<WriteResult> StoreImpl::Unreserve(const ClaimKey& key,
+                                                 absl::string_view consumer_uid,
+                                                 const Preconditions& pre) {
+  return Write(key, pre, [&](const ClaimRecord* current) {
+    return RemoveConsumer(key, consumer_uid, current);
+  });
+}
+
+absl::StatusOr<WriteResult> StoreImpl::Allocate(const ClaimKey& key, const Allocation& allocation,
+                                                const Preconditions& pre) {
+  return Write(key, pre,
+               [&](const ClaimRecord* current) { return SetAllocation(key, allocation, current); });
+}
+
+absl::StatusOr<WriteResult> StoreImpl::Deallocate(const ClaimKey& key, const Preconditions& pre) {
+  return Write(key, pre, [&](const ClaimRecord* current) { return ClearAllocation(key, current); });
+}
+
+absl::StatusOr<WriteResult> StoreImpl::SetDeviceStatus(const ClaimKey& key,
+                                                       const DeviceStatuses& statuses,
+                                                       const Preconditions& pre) {
+  return Write(key, pre, [&](const ClaimRecord* current) {
+    return MergeDeviceStatuses(key, statuses, current);
+  });
+}
+
+absl::StatusOr<WriteResult> StoreImpl::Write(const ClaimKey& key, const Preconditions& pre,
+                                             MutateFn mutate) {
+  PendingWrite write;
+  write.steps.push_back(
+      WriteStep{RecordKey(key.claim_namespace, key.name), key, &pre, mutate, {}});
+  writes_.Submit(&write);
+  if (!write.status.ok()) return write.status;
+  return write.steps[0].result;
+}
+
+// The commit of a group -----------------------------------------------------------
+
+void StoreImpl::CommitGroup(absl::Span<WriteGroup::Writer* const> writers) {
+  std::vector<PendingWrite*> group;
+  group.reserve(writers.size());
+  for (WriteGroup::Writer* w : writers) group.push_back(static_cast<PendingWrite*>(w));
+  if (!write_error_.ok()) {
+    for (PendingWrite* w : group) w->status = Unshared(write_error_);
+    return;
+  }
+  rocksdb::WriteBatch batch;
+  staged_.Clear();
+  uint64_t revision = revision_;
+  for (PendingWrite* w : group) {
+    batch.SetSavePoint();
+    staged_.BeginWrite();
+    w->status = Apply(w, &batch, &revision);
+    if (w->status.ok()) {
+      batch.PopSavePoint();
+    } else {
+      batch.RollbackToSavePoint();
+      staged_.Undo();
+    }
+  }
+  if (revision == revision_) return;  // nothing changed
+  WriteAndPublish(group, &batch, revision);
+}
+
+void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
+                                rocksdb::WriteBatch* batch, uint64_t revision) {
+  std::string encoded;
+  AppendUint64(revision, &encoded);
+  absl::Status s =
+      FromRocksDB(batch->Put(db_->meta(), kRevisionKey, encoded), "staging the revision");
+  if (s.ok()) s = FromRocksDB(db_->db()->Write(write_options_, batch), "committing");
+  if (!s.ok()) {
+    // Nothing of the group was written: every write that was to change
+    // something fails with the storage error.
+    for (PendingWrite* w : group) {
+      if (w->status.ok() && w->Changed()) w->status = Unshared(s);
+    }
+    // The failed batch may still be in the write-ahead log, whole, and
+    // come back at the next open; a later write given the same revision
+    // would then collide with it. And RocksDB's log writer must not be
+    // used again after an error (Debian's build asserts that it is not).
+    // So no more writes: reads go on, and reopening recovers.
+    write_error_ = absl::UnavailableError(absl::StrCat(
+        "the store takes no more writes after a failed commit (", s.message(),
+        "); reopen it to recover"));
+    return;
+  }
+  revision_ = revision;
+  // Readers see the group before its writers are acknowledged.
+  std::vector<RecordChange> changes;
+  for (PendingWrite* w : group) {
+    if (!w->status.ok()) continue;
+    for (RecordChange& c : w->changes) changes.push_back(std::move(c));
+    w->changes.clear();
+  }
+  published_.Publish(revision, db_->MakeSnapshot(), changes);
+}
+
+absl::Status StoreImpl::Apply(PendingWrite* w, rocksdb::WriteBatch* batch, uint64_t* revision) {
+  const uint64_t before = *revision;
+  for (size_t i = 0; i < w->steps.size(); ++i) {
+    absl::Status s = ApplyStep(&w->steps[i], batch, revision, &w->changes);
+    if (!s.ok()) {
+      *revision = before;
+      w->changes.clear();
+      return w->steps.size() == 1 ? s : ForItem(s, i, w->steps[i].key);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<ClaimRecord>> StoreImpl::CurrentRecord(const WriteStep& step) const {
+  if (const std::optional<ClaimRecord>* staged = staged_.FindRecord(step.record_key);
+      staged != nullptr) {
+    return *staged;
+  }
+  // As published: the leader publishes every commit before the next group
+  // starts.
+  std::vector<std::optional<ClaimRecord>> hit;
+  published_.Lookup({&step.record_key, 1}, &hit);
+  if (hit[0].has_value()) return std::move(hit[0]);
+  rocksdb::PinnableSlice value;
+  rocksdb::Status s = db_->db()->Get(rocksdb::ReadOptions(), db_->records(), step.record_key, &value);
+  if (s.IsNotFound()) return std::nullopt;
+  CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the claim"));
+  absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(ToView(value)));
+  if (!record.ok()) return CorruptClaim(step.key, record.status());
+  return *std::move(record);
+}
+
+absl::Status StoreImpl::ApplyStep(WriteStep* step, rocksdb::WriteBatch* batch, uint64_t* revision,
+                                  std::vector<RecordChange>* changes) {
+  CS_ASSIGN_OR_RETURN(const std::optional<ClaimRecord> current, CurrentRecord(*step));
+  const ClaimRecord* old = current.has_value() ? &*current : nullptr;
+  CS_RETURN_IF_ERROR(CheckPreconditions(step->key, *step->pre, old));
+  CS_ASSIGN_OR_RETURN(Mutation mutation, step->mutate(old));
+  switch (mutation.kind) {
+    case Mutation::Kind::kNoop:
+      step->result = WriteResult{old != nullptr ? old->mod_revision() : *revision, false};
+      return absl::OkStatus();
+    case Mutation::Kind::kDelete:
+      return StageDelete(*old, batch, revision, &step->result, changes);
+    case Mutation::Kind::kWrite:
+      return StageWrite(step->key, old, std::move(mutation.bytes), batch, revision, &step->result,
+                        changes);
+  }
+  return absl::InternalError("unknown mutation");
+}
+
+// Staging ----------------------------------------------------------------------
+
+absl::Status StoreImpl::StageWrite(const ClaimKey& key, const ClaimRecord* current,
+                                   std::string bytes, rocksdb::WriteBatch* batch,
+                                   uint64_t* revision, WriteResult* result,
+                                   std::vector<RecordChange>* changes) {
+  IndexEntries after;
+  CS_RETURN_IF_ERROR(PrepareRecord(current != nullptr ? &current->table() : nullptr, &bytes, &after));
+  IndexEntries before =
+      current != nullptr ? ComputeIndexEntries(current->table()) : IndexEntries{};
+  for (const std::string& device_key : Minus(after.devices, before.devices)) {
+    CS_RETURN_IF_ERROR(CheckDeviceConflict(key, device_key));
+  }
+  const uint64_t next = *revision + 1;
+  const uint64_t create = current != nullptr ? current->create_revision() : next;
+  const uint64_t version = current != nullptr ? current->version() + 1 : 1;
+  ClaimRecord stamped = RecordFactory::FromBuilt(StampRevisions(bytes, create, next, version));
+  std::string record_key = RecordKey(key.claim_namespace, key.name);
+  CS_RETURN_IF_ERROR(FromRocksDB(
+      batch->Put(db_->records(), record_key,
+                 rocksdb::Slice(stamped.bytes().data(), stamped.bytes().size())),
+      "staging"));
+  CS_RETURN_IF_ERROR(StageIndexChanges(before, after, batch));
+  *revision = next;
+  *result = WriteResult{next, true};
+  staged_.SetRecord(record_key, stamped);
+  changes->push_back({std::move(record_key), std::move(stamped), std::move(before), std::move(after)});
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::StageDelete(const ClaimRecord& current, rocksdb::WriteBatch* batch,
+                                    uint64_t* revision, WriteResult* result,
+                                    std::vector<RecordChange>* changes) {
+  IndexEntries before = ComputeIndexEntries(current.table());
+  std::string record_key = RecordKey(current.claim_namespace(), current.name());
+  CS_RETURN_IF_ERROR(FromRocksDB(batch->Delete(db_->records(), record_key), "staging"));
+  CS_RETURN_IF_ERROR(StageIndexChanges(before, IndexEntries{}, batch));
+  *revision += 1;
+  *result = WriteResult{*revision, true};
+  staged_.SetRecord(record_key, std::nullopt);
+  changes->push_back({std::move(record_key), std::nullopt, std::move(before), {}});
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::StageIndexChanges(const IndexEntries& before, const IndexEntries& after,
+                                          rocksdb::WriteBatch* batch) {
+  const struct {
+    rocksdb::ColumnFamilyHandle* family;
+    const std::vector<std::string>& old_keys;
+    const std::vector<std::string>& new_keys;
+    bool devices;
+  } indexes[] = {{db_->consumers(), before.consumers, after.consumers, false},
+                 {db_->devices(), before.devices, after.devices, true}};
+  for (const auto& index : indexes) {
+    for (const std::string& k : Minus(index.old_keys, index.new_keys)) {
+      CS_RETURN_IF_ERROR(FromRocksDB(batch->Delete(index.family, k), "staging"));
+      if (index.devices) staged_.SetDevice(k, false);
+    }
+    for (const std::string& k : Minus(index.new_keys, index.old_keys)) {
+      CS_RETURN_IF_ERROR(FromRocksDB(batch->Put(index.family, k, ""), "staging"));
+      if (index.devices) staged_.SetDevice(k, true);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreImpl::CheckDeviceConflict(const ClaimKey& claim,
+                                            const std::string& device_key) const {
+  DeviceKeyParts wanted;
+  if (!ParseDeviceKey(device_key, &wanted)) return absl::InternalError("malformed device key");
+  if (wanted.kind == HoldingKind::kAdmin) return absl::OkStatus();  // never blocked
+  std::string prefix;
+  AppendComponent(wanted.driver, &prefix);
+  AppendComponent(wanted.pool, &prefix);
+  AppendComponent(wanted.device, &prefix);
+  // The holders as published, then as this group's staged writes left them.
+  std::vector<std::string> holders;
+  published_.ScanDevices(prefix, [&holders](absl::string_view k) { holders.emplace_back(k); });
+  staged_.OverlayDevices(prefix, &holders);
+  return CheckNewHolding(claim, wanted, holders);
+}
+
+}  // namespace claimstore::internal
