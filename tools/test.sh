@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test through ctest.
-# Usage: tools/test.sh [PRESET...]   (default: release asan-ubsan tsan fuzz)
+# Usage: tools/test.sh [PRESET...]   (default: release asan-ubsan tsan thread-safety fuzz)
 # Exits non-zero when any build or test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 presets=("$@")
-if [ "${#presets[@]}" -eq 0 ]; then presets=(release asan-ubsan tsan fuzz); fi
+if [ "${#presets[@]}" -eq 0 ]; then presets=(release asan-ubsan tsan thread-safety fuzz); fi
 
 tools/deps.sh
 for preset in "${presets[@]}"; do

@@ -25,7 +25,7 @@ absl::string_view BulkBatch::Arena::Keep(absl::string_view bytes) {
 void BulkBatch::Add(absl::string_view record_key, absl::string_view bytes,
                     const IndexEntries& index) {
   Shard& shard = shards_[std::hash<std::thread::id>()(std::this_thread::get_id()) % kShards];
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu);
   // The bytes first: they are the ones that must stay 8-byte aligned.
   const absl::string_view kept_bytes = shard.arena.Keep(bytes);
   shard.claims.push_back({shard.arena.Keep(record_key), kept_bytes});
@@ -37,6 +37,7 @@ void BulkBatch::Collect(std::vector<Claim>* claims, std::vector<absl::string_vie
                         std::vector<absl::string_view>* devices) const {
   size_t n[3] = {0, 0, 0};
   for (const Shard& s : shards_) {
+    MutexLock lock(&s.mu);  // uncontended: every Add has returned
     n[0] += s.claims.size();
     n[1] += s.consumers.size();
     n[2] += s.devices.size();
@@ -45,6 +46,7 @@ void BulkBatch::Collect(std::vector<Claim>* claims, std::vector<absl::string_vie
   consumers->reserve(n[1]);
   devices->reserve(n[2]);
   for (const Shard& s : shards_) {
+    MutexLock lock(&s.mu);
     claims->insert(claims->end(), s.claims.begin(), s.claims.end());
     consumers->insert(consumers->end(), s.consumers.begin(), s.consumers.end());
     devices->insert(devices->end(), s.devices.begin(), s.devices.end());

@@ -12,11 +12,11 @@
 #include <array>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "index_entries.h"
+#include "mutex.h"
 
 namespace claimstore::internal {
 
@@ -48,11 +48,11 @@ class BulkBatch {
     size_t left_ = 0;
   };
   struct Shard {
-    std::mutex mu;
-    Arena arena;                                   // guarded by mu
-    std::vector<Claim> claims;                     // guarded by mu
-    std::vector<absl::string_view> consumers;      // guarded by mu
-    std::vector<absl::string_view> devices;        // guarded by mu
+    mutable Mutex mu;
+    Arena arena ABSL_GUARDED_BY(mu);
+    std::vector<Claim> claims ABSL_GUARDED_BY(mu);
+    std::vector<absl::string_view> consumers ABSL_GUARDED_BY(mu);
+    std::vector<absl::string_view> devices ABSL_GUARDED_BY(mu);
   };
   static constexpr size_t kShards = 16;
   std::array<Shard, kShards> shards_;

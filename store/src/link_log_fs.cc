@@ -9,20 +9,20 @@ rocksdb::IOStatus LinkLogFileSystem::LinkFile(const std::string& src, const std:
                                               rocksdb::IODebugContext* dbg) {
   rocksdb::IOStatus s = FileSystemWrapper::LinkFile(src, target, options, dbg);
   if (s.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!dir_.empty() && absl::StartsWith(src, dir_ + "/")) links_.emplace_back(src, target);
   }
   return s;
 }
 
 void LinkLogFileSystem::Watch(const std::string& dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   dir_ = dir;
   links_.clear();
 }
 
 std::vector<std::pair<std::string, std::string>> LinkLogFileSystem::Links() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return links_;
 }
 

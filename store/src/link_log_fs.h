@@ -15,11 +15,11 @@
 #define CLAIMSTORE_SRC_LINK_LOG_FS_H_
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "mutex.h"
 #include "rocksdb/file_system.h"
 
 namespace claimstore::internal {
@@ -42,9 +42,9 @@ class LinkLogFileSystem : public rocksdb::FileSystemWrapper {
   std::vector<std::pair<std::string, std::string>> Links() const;
 
  private:
-  mutable std::mutex mu_;
-  std::string dir_;                                          // guarded by mu_
-  std::vector<std::pair<std::string, std::string>> links_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::string dir_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> links_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace claimstore::internal

@@ -78,11 +78,11 @@ absl::StatusOr<StoreStats> StatsAt(const Database& db, const ReadPoint& point) {
     }
   }
   CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), "reading the records"));
-  for (auto [family, count] : {std::pair{db.consumers(), &stats.consumer_entries},
-                               std::pair{db.devices(), &stats.device_entries}}) {
-    CS_RETURN_IF_ERROR(
-        ScanIndexAt(db, family, point, "", [count](absl::string_view) { ++*count; }).status());
-  }
+  const auto count = [&](rocksdb::ColumnFamilyHandle* family, uint64_t* n) {
+    return ScanIndexAt(db, family, point, "", [n](absl::string_view) { ++*n; }).status();
+  };
+  CS_RETURN_IF_ERROR(count(db.consumers(), &stats.consumer_entries));
+  CS_RETURN_IF_ERROR(count(db.devices(), &stats.device_entries));
   stats.size_on_disk_bytes = db.SizeOnDisk();
   return stats;
 }
