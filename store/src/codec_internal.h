@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "claimstore/codec.h"
+#include "decode_status.h"
 
 namespace claimstore::internal {
 
@@ -16,7 +17,11 @@ namespace claimstore::internal {
 // largest claim instead of the whole input.
 inline constexpr size_t kStreamingThreshold = size_t{16} << 20;
 
-// DecodeClaims' piecewise path, whatever the input's size (for tests).
+// DecodeClaims' piecewise path, whatever the input's size
+// (piecewise_reader.cc).
+DecodeStatus DecodePiecewise(absl::string_view input,
+                             absl::FunctionRef<absl::Status(DecodedClaim)> sink);
+// The same, with the location written into the message (for tests).
 absl::Status DecodeClaimsStreaming(absl::string_view input,
                                    absl::FunctionRef<absl::Status(DecodedClaim)> sink);
 
