@@ -11,6 +11,8 @@ packages=(
   clang libclang-rt-14-dev
   # the library's dependencies
   librocksdb-dev libflatbuffers-dev flatbuffers-compiler libabsl-dev libsimdjson-dev
+  # the claimstore tool's command line (header-only)
+  libcli11-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev
   # the SQLite baseline of bench/compare_bench

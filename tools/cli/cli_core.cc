@@ -1,0 +1,169 @@
+#include "cli_core.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "claimstore/claim_generated.h"
+#include "claimstore/codec.h"
+#include "claimstore/validation.h"
+
+namespace claimstore::cli {
+namespace {
+
+std::map<const CLI::App*, std::string>& Usages() {
+  static auto* usages = new std::map<const CLI::App*, std::string>();
+  return *usages;
+}
+
+std::string State(const ClaimRecord& r) {
+  const fb::ResourceClaimStatus* s = r.table().status();
+  if (s == nullptr || s->allocation() == nullptr) return "pending";
+  if (s->reserved_for() != nullptr && s->reserved_for()->size() > 0) return "reserved";
+  return "allocated";
+}
+
+std::string Devices(const ClaimRecord& r) {
+  const fb::ResourceClaimStatus* s = r.table().status();
+  if (s == nullptr || s->allocation() == nullptr || s->allocation()->results() == nullptr) {
+    return "<none>";
+  }
+  std::vector<std::string> out;
+  for (const auto* res : *s->allocation()->results()) {
+    out.push_back(
+        absl::StrCat(res->driver()->str(), "/", res->pool()->str(), "/", res->device()->str()));
+  }
+  return absl::StrJoin(out, ",");
+}
+
+}  // namespace
+
+std::string Context::DbPath() const {
+  if (!db_flag.empty()) return db_flag;
+  if (const char* env = getenv("CLAIMSTORE_DB"); env != nullptr && *env) return env;
+  return "./claimstore.db";
+}
+
+CLI::App* AddCommand(CLI::App& app, const std::string& name, const std::string& usage,
+                     const std::string& description) {
+  CLI::App* command = app.add_subcommand(name, description);
+  Usages()[command] = usage;
+  return command;
+}
+
+std::string UsageOf(const CLI::App* command) {
+  auto it = Usages().find(command);
+  return it == Usages().end() ? std::string() : it->second;
+}
+
+int ExitCode(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kOk: return 0;
+    case absl::StatusCode::kInvalidArgument: return 1;
+    case absl::StatusCode::kNotFound: return 2;
+    case absl::StatusCode::kAborted: return 3;
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kResourceExhausted: return 4;
+    default: return 5;
+  }
+}
+
+int Fail(const absl::Status& s, const std::string& context) {
+  const std::string prefix = context.empty() ? "" : context + ": ";
+  const std::vector<FieldError> fields = FieldErrorsOf(s);
+  if (fields.empty()) {
+    std::cerr << "Error: " << prefix << s.message() << "\n";
+  } else {
+    for (const FieldError& e : fields) std::cerr << "Error: " << prefix << e.ToString() << "\n";
+  }
+  return ExitCode(s);
+}
+
+int Usage(const std::string& message, const std::string& usage) {
+  std::cerr << "Error: " << message << "\n" << usage;
+  return 1;
+}
+
+absl::StatusOr<std::unique_ptr<Store>> OpenForReading(const Context& context) {
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(context.DbPath(), {.create_if_missing = false, .read_only = true});
+  if (!store.ok()) return store.status();
+  if (absl::Status s = (*store)->Refresh(); !s.ok()) return s;
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<Store>> OpenForWriting(const Context& context) {
+  return Store::Open(context.DbPath(), {.sync_writes = true});
+}
+
+absl::StatusOr<std::string> ReadInput(const std::string& path) {
+  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 3, ' ');
+    }
+    std::cout << line << "\n";
+  }
+}
+
+size_t ConsumerCount(const ClaimRecord& r) {
+  const fb::ResourceClaimStatus* s = r.table().status();
+  return s == nullptr || s->reserved_for() == nullptr ? 0 : s->reserved_for()->size();
+}
+
+std::vector<std::string> ClaimRow(const ClaimRecord& r, bool wide) {
+  std::vector<std::string> row = {std::string(r.claim_namespace()), std::string(r.name()),
+                                  State(r), absl::StrCat(ConsumerCount(r)),
+                                  absl::StrCat(r.mod_revision())};
+  if (wide) row.insert(row.begin() + 3, Devices(r));
+  return row;
+}
+
+std::vector<std::string> ClaimHeader(bool wide) {
+  std::vector<std::string> h = {"NAMESPACE", "NAME", "STATE", "CONSUMERS", "REVISION"};
+  if (wide) h.insert(h.begin() + 3, "DEVICES");
+  return h;
+}
+
+void PrintJsonLines(const std::vector<ClaimRecord>& records) {
+  std::string line;
+  for (const ClaimRecord& r : records) {
+    line.clear();
+    AppendClaimJson(r, /*with_type_meta=*/true, &line);
+    std::cout << line << "\n";
+  }
+}
+
+absl::Status ForEachClaimKey(Store& store, const std::function<void(ClaimKey)>& visit) {
+  for (ListOptions page_options{.limit = 5000};;) {
+    absl::StatusOr<ListPage> page = store.List(page_options);
+    if (!page.ok()) return page.status();
+    for (const ClaimRecord& r : page->records) {
+      visit(ClaimKey{std::string(r.claim_namespace()), std::string(r.name())});
+    }
+    if (page->continue_token.empty()) return absl::OkStatus();
+    page_options.continue_token = page->continue_token;
+  }
+}
+
+}  // namespace claimstore::cli
