@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -257,21 +260,23 @@ absl::string_view TrimGoSpace(absl::string_view s) {
 
 }  // namespace
 
-absl::StatusOr<Quantity> Quantity::Parse(absl::string_view str) {
-  if (str.empty()) return QuantityError(kErrFormatWrong);
-  Quantity q;
-  if (str == "0") {
-    q.verbatim_ = "0";
-    return q;
-  }
-  Split split;
-  if (!SplitQuantity(str, &split)) return QuantityError(kErrFormatWrong);
-  Suffix suffix;
-  if (!InterpretSuffix(split.suffix, &suffix)) return QuantityError(kErrSuffix);
-  q.format_ = suffix.format;
+namespace {
 
-  // The int64 fast path of ParseQuantity, with its "already canonical" test
-  // that keeps the input text.
+// What a parse found: the value is -1 (when negative) times digits times
+// 10^scale10.
+struct Parsed {
+  bool negative = false;
+  std::string digits;  // without leading zeros; empty for zero
+  int64_t scale10 = 0;
+  Quantity::Format format = Quantity::Format::kDecimalSI;
+  // The fast path judged the input canonical: its text is kept verbatim.
+  bool canonical = false;
+};
+
+// The int64 fast path of ParseQuantity, with its "already canonical" test
+// that keeps the input text; nullopt when the value does not fit it.
+std::optional<absl::StatusOr<Parsed>> ParseFast(const Split& split, const Suffix& suffix) {
+  using Format = Quantity::Format;
   int64_t precision = 0;
   int64_t scale = 0;
   uint64_t mantissa = 1;
@@ -279,9 +284,7 @@ absl::StatusOr<Quantity> Quantity::Parse(absl::string_view str) {
     if (suffix.exponent >= 0 && split.denom.empty()) {
       mantissa = uint64_t{1} << suffix.exponent;
       precision = 15 - static_cast<int64_t>(split.num.size()) -
-                  static_cast<int64_t>(static_cast<float>(suffix.exponent) *
-                                       3 / 10) -
-                  1;
+                  static_cast<int64_t>(static_cast<float>(suffix.exponent) * 3 / 10) - 1;
     } else {
       precision = -1;
     }
@@ -289,31 +292,47 @@ absl::StatusOr<Quantity> Quantity::Parse(absl::string_view str) {
     scale = suffix.exponent;
     precision = 18 - static_cast<int64_t>(split.num.size() + split.denom.size());
   }
-  if (precision >= 0) {
-    scale -= static_cast<int64_t>(split.denom.size());
-    if (scale >= -9) {
-      const std::string shifted = absl::StrCat(split.num, split.denom);
-      uint64_t value = 0;
-      if (!absl::SimpleAtoi(shifted, &value) || value > kMaxInt64) {
-        return QuantityError(kErrNumeric);
-      }
-      if (value == 0 || mantissa <= kMaxInt64 / value) {
-        const uint64_t result = value * mantissa;
-        q.negative_ = !split.positive && result != 0;
-        q.digits_ = result == 0 ? "" : absl::StrCat(result);
-        q.scale10_ = scale;
-        const bool canonical =
-            suffix.format == Format::kBinarySI
-                ? suffix.exponent % 10 == 0 && (value & 0x07) != 0
-                : scale % 3 == 0 && !absl::EndsWith(shifted, "000") &&
-                      shifted[0] != '0';
-        if (canonical) q.verbatim_ = std::string(str);
-        return q;
-      }
-    }
+  if (precision < 0) return std::nullopt;
+  scale -= static_cast<int64_t>(split.denom.size());
+  if (scale < -9) return std::nullopt;
+  const std::string shifted = absl::StrCat(split.num, split.denom);
+  uint64_t value = 0;
+  if (!absl::SimpleAtoi(shifted, &value) || value > kMaxInt64) {
+    return absl::StatusOr<Parsed>(QuantityError(kErrNumeric));
   }
+  if (value != 0 && mantissa > kMaxInt64 / value) return std::nullopt;
+  const uint64_t result = value * mantissa;
+  Parsed p;
+  p.negative = !split.positive && result != 0;
+  p.digits = result == 0 ? "" : absl::StrCat(result);
+  p.scale10 = scale;
+  p.format = suffix.format;
+  p.canonical = suffix.format == Format::kBinarySI
+                    ? suffix.exponent % 10 == 0 && (value & 0x07) != 0
+                    : scale % 3 == 0 && !absl::EndsWith(shifted, "000") && shifted[0] != '0';
+  return absl::StatusOr<Parsed>(std::move(p));
+}
 
-  // The arbitrary-precision path (inf.Dec in apimachinery).
+// Rounds a non-zero value up (away from zero) to a multiple of 1n.
+void RoundUpToNano(std::string* digits, int64_t* scale10) {
+  if (digits->empty() || *scale10 >= -9) return;
+  const uint64_t drop = static_cast<uint64_t>(-9 - *scale10);
+  bool dropped_nonzero = false;
+  if (drop >= digits->size()) {
+    dropped_nonzero = true;  // digits is non-empty, so non-zero
+    digits->clear();
+  } else {
+    const size_t keep = digits->size() - drop;
+    dropped_nonzero = digits->find_first_not_of('0', keep) != std::string::npos;
+    digits->erase(keep);
+  }
+  if (dropped_nonzero) AddOne(digits);
+  StripLeadingZeros(digits);
+  *scale10 = -9;
+}
+
+// The arbitrary-precision path (inf.Dec in apimachinery).
+absl::StatusOr<Parsed> ParseExact(const Split& split, const Suffix& suffix) {
   absl::string_view value = split.value;
   bool negative = false;
   if (!value.empty() && (value[0] == '+' || value[0] == '-')) {
@@ -325,45 +344,53 @@ absl::StatusOr<Quantity> Quantity::Parse(absl::string_view str) {
   const absl::string_view frac_part =
       dot == absl::string_view::npos ? absl::string_view() : value.substr(dot + 1);
   if (int_part.empty() && frac_part.empty()) return QuantityError(kErrNumeric);
-  std::string digits = absl::StrCat(int_part, frac_part);
-  int64_t scale10 = -static_cast<int64_t>(frac_part.size());
-  StripLeadingZeros(&digits);
+  Parsed p;
+  p.format = suffix.format;
+  p.digits = absl::StrCat(int_part, frac_part);
+  p.scale10 = -static_cast<int64_t>(frac_part.size());
+  StripLeadingZeros(&p.digits);
   if (suffix.base == 10) {
-    scale10 += suffix.exponent;
+    p.scale10 += suffix.exponent;
   } else {
     for (int32_t e = suffix.exponent; e > 0; e -= 16) {
-      MultiplySmall(&digits, uint32_t{1} << std::min<int32_t>(e, 16));
+      MultiplySmall(&p.digits, uint32_t{1} << std::min<int32_t>(e, 16));
     }
   }
-  // Round non-zero values up (away from zero) to a multiple of 1n.
-  if (!digits.empty() && scale10 < -9) {
-    const uint64_t drop = static_cast<uint64_t>(-9 - scale10);
-    bool dropped_nonzero = false;
-    if (drop >= digits.size()) {
-      dropped_nonzero = true;  // digits is non-empty, so non-zero
-      digits.clear();
-    } else {
-      const size_t keep = digits.size() - drop;
-      dropped_nonzero =
-          digits.find_first_not_of('0', keep) != std::string::npos;
-      digits.erase(keep);
+  RoundUpToNano(&p.digits, &p.scale10);
+  if (p.format == Quantity::Format::kBinarySI) {
+    if (CompareMagnitude(p.digits, p.scale10, absl::StrCat(kMaxInt64), 0) > 0) {
+      p.digits = absl::StrCat(kMaxInt64);
+      p.scale10 = 0;
     }
-    if (dropped_nonzero) AddOne(&digits);
-    StripLeadingZeros(&digits);
-    scale10 = -9;
-  }
-  if (q.format_ == Format::kBinarySI) {
-    if (CompareMagnitude(digits, scale10, absl::StrCat(kMaxInt64), 0) > 0) {
-      digits = absl::StrCat(kMaxInt64);
-      scale10 = 0;
-    }
-    if (!digits.empty() && CompareMagnitude(digits, scale10, "1", 0) < 0) {
-      q.format_ = Format::kDecimalSI;
+    if (!p.digits.empty() && CompareMagnitude(p.digits, p.scale10, "1", 0) < 0) {
+      p.format = Quantity::Format::kDecimalSI;
     }
   }
-  q.negative_ = negative && !digits.empty();
-  q.digits_ = std::move(digits);
-  q.scale10_ = scale10;
+  p.negative = negative && !p.digits.empty();
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<Quantity> Quantity::Parse(absl::string_view str) {
+  if (str.empty()) return QuantityError(kErrFormatWrong);
+  Quantity q;
+  if (str == "0") {
+    q.verbatim_ = "0";
+    return q;
+  }
+  Split split;
+  if (!SplitQuantity(str, &split)) return QuantityError(kErrFormatWrong);
+  Suffix suffix;
+  if (!InterpretSuffix(split.suffix, &suffix)) return QuantityError(kErrSuffix);
+  std::optional<absl::StatusOr<Parsed>> fast = ParseFast(split, suffix);
+  absl::StatusOr<Parsed> parsed = fast.has_value() ? *std::move(fast) : ParseExact(split, suffix);
+  if (!parsed.ok()) return parsed.status();
+  q.negative_ = parsed->negative;
+  q.digits_ = std::move(parsed->digits);
+  q.scale10_ = parsed->scale10;
+  q.format_ = parsed->format;
+  if (parsed->canonical) q.verbatim_ = std::string(str);
   return q;
 }
 
