@@ -1,5 +1,9 @@
-// The counterpart of unguarded_access.cc: the same accesses with the locks
-// held compile cleanly, so a refusal there is the analysis, not the file.
+// Compile tests of the locking annotations (mutex.h, write_group.h), run by
+// ctest in the thread-safety preset (clang, -Wthread-safety -Werror).
+// Compiled as it is, every access holds its guard and the file compiles;
+// with -DUNGUARDED_MUTEX, _ROLE or _SHARED one access is made without its
+// guard, and clang must refuse the file. So a refusal is the analysis, and
+// a missing refusal means the annotations stopped being checked.
 #include "mutex.h"
 #include "write_group.h"
 
@@ -8,15 +12,23 @@ namespace claimstore::internal {
 class Guarded {
  public:
   int ReadMutex() {
+#ifndef UNGUARDED_MUTEX
     MutexLock lock(&mu_);
+#endif
     return value_;
   }
   int ReadRole() {
+#ifndef UNGUARDED_ROLE
     Exclusive exclusive(&group_);
+#endif
     return leader_only_;
   }
   void WriteShared() {
+#ifndef UNGUARDED_SHARED
     WriterLock lock(&shared_);
+#else
+    ReaderLock lock(&shared_);  // a reader may not write
+#endif
     shared_value_ = 1;
   }
   int ReadShared() {
