@@ -10,6 +10,7 @@
 #include "backends.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_generated.h"
+#include "fb_strings.h"
 #include "index_entries.h"
 #include "keys.h"
 #include "record_edit.h"
@@ -17,9 +18,7 @@
 namespace claimstore::bench {
 namespace {
 
-absl::string_view View(const flatbuffers::String* s) {
-  return s == nullptr ? absl::string_view() : absl::string_view(s->data(), s->size());
-}
+using internal::View;
 
 class HashmapBackend final : public Backend {
  public:
