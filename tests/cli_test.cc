@@ -160,6 +160,33 @@ TEST_F(CliTest, TheBundledExampleRestores) {
   EXPECT_THAT(Cli("find --device gpu.example.com/node-b").out, HasSubstr("share 2b0e6d1c"));
 }
 
+// Issue 13, finding 1: a claim being deleted while still reserved (a
+// finalizer, a PodGroup in reservedFor), as kubectl lists it while its
+// namespace is deleted, restores; and the tool's own dump of it restores
+// into an empty database to the same dump.
+TEST_F(CliTest, AClaimBeingDeletedWhileReservedRestoresAndRoundTrips) {
+  const std::string list = R"({"kind":"List","apiVersion":"v1","metadata":{"resourceVersion":""},"items":[
+    {"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1",
+     "metadata":{"name":"gang","namespace":"ml","uid":"7d1c2b3a-0000-4000-8000-000000000001",
+                 "deletionTimestamp":"2026-11-30T03:00:00Z","finalizers":["resource.kubernetes.io/delete-protection"]},
+     "spec":{"devices":{"requests":[{"name":"gpus","exactly":{"deviceClassName":"gpu.example.com"}}]}},
+     "status":{"allocation":{"devices":{"results":[{"request":"gpus","driver":"gpu.example.com","pool":"node-1","device":"gpu-0"}]}},
+               "reservedFor":[{"apiGroup":"scheduling.k8s.io","resource":"podgroups","name":"gang","uid":"7d1c2b3a-0000-4000-8000-000000000002"}]}}]})";
+  const CliRun restore = Cli("restore -", list);
+  ASSERT_EQ(restore.code, 0) << restore.err;
+  const CliRun dump = Cli("dump -o json");
+  ASSERT_EQ(dump.code, 0) << dump.err;
+  EXPECT_THAT(dump.out, HasSubstr(R"("deletionTimestamp": "2026-11-30T03:00:00Z")"));
+  EXPECT_THAT(dump.out, HasSubstr(R"("resource": "podgroups")"));
+  const std::string copy = dir_.path() + "/copy";
+  const std::string dump_file = File("dump.json", dump.out);
+  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " restore ", dump_file,
+                                     " >/dev/null").c_str()), 0);
+  const std::string dump2 = dir_.path() + "/dump2.json";
+  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " dump -o json >", dump2).c_str()), 0);
+  EXPECT_EQ(ReadFile(dump2), dump.out);
+}
+
 TEST_F(CliTest, FindAndTables) {
   ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 16").out)).code, 0);
   const CliRun pool = Cli("find --device gpu.example.com/node-0");

@@ -277,6 +277,23 @@ TEST_F(StoreTest, ReserveRefusesWhatTheRulesForbid) {
               StatusIs(absl::StatusCode::kFailedPrecondition, "is being deleted"));
 }
 
+TEST_F(StoreTest, AClaimBeingDeletedWhileReservedIsStateWhenNotHeldBefore) {
+  // What the store itself reaches (Put, then Put with deletionTimestamp) and
+  // what a dump of it holds: a Put of it into an empty store is state, not
+  // an update, so no rule about adding consumers applies.
+  const std::string reserved =
+      R"({"allocation":{"devices":{}},"reservedFor":[{"resource":"pods","name":"a","uid":"u1"}]})";
+  const std::string dying = R"("deletionTimestamp":"2026-01-01T00:00:00Z")";
+  ASSERT_THAT(store_->Put(ClaimJson("ns", "dying", reserved, dying)), IsOk());
+  // Once held, the rule applies to updates: no consumer may be added.
+  const std::string more =
+      R"({"allocation":{"devices":{}},"reservedFor":[{"resource":"pods","name":"a","uid":"u1"},)"
+      R"({"resource":"pods","name":"b","uid":"u2"}]})";
+  EXPECT_THAT(store_->Put(ClaimJson("ns", "dying", more, dying)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "new entries may not be added"));
+  EXPECT_THAT(Uids(store_->Get({"ns", "dying"})->record), ElementsAre("u1"));
+}
+
 TEST_F(StoreTest, ReserveStopsAt256Consumers) {
   PutClaim(*store_, "claim");
   ASSERT_THAT(store_->Allocate(kKey, AllocationOf({{.device = "gpu-0"}})), IsOk());

@@ -131,6 +131,10 @@ std::vector<Case> Cases() {
        "status.reservedFor: Forbidden: may not be specified when `allocated` is not set"},
       {"reservedFor.no_add_while_deleting", true, Allocated(absl::StrCat(R"(,"reservedFor":[)", Pod(1), "]")),
        "", Allocated(absl::StrCat(R"(,"reservedFor":[)", Pod(1), ",", Pod(2), "]")), deleting},
+      // A claim not held before is state: being deleted while reserved is an
+      // ordinary state (a namespace being deleted), not consumers added.
+      {"reservedFor.no_add_while_deleting", true,
+       Allocated(absl::StrCat(R"(,"reservedFor":[)", Pod(1), ",", Pod(2), "]")), "", "", deleting},
       {"reservedFor.no_add_while_deleting", false,
        Allocated(absl::StrCat(R"(,"reservedFor":[)", Pod(1), ",", Pod(2), "]")),
        "status.reservedFor: Forbidden: new entries may not be added while `deallocationRequested` "

@@ -245,9 +245,12 @@ class Validator {
                        "may not be specified when `allocated` is not set");
     }
     if (!updated_.deletion_timestamp().has_value()) return;
-    // While the claim is being deleted, entries may go but none may come.
+    // While the claim is being deleted, entries may go but none may come: a
+    // rule about a change, so none for a claim not held before (a restore
+    // or a mirror loads state; it does not update).
+    if (current_ == nullptr) return;
     absl::flat_hash_set<std::string> before;
-    const fb::ResourceClaimStatus* old = current_ != nullptr ? current_->status() : nullptr;
+    const fb::ResourceClaimStatus* old = current_->status();
     if (old != nullptr && old->reserved_for() != nullptr) {
       for (const auto* r : *old->reserved_for()) before.insert(ConsumerKey(*r));
     }

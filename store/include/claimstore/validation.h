@@ -46,8 +46,11 @@ struct FieldError {
 // Every rule the validator knows, by name (FieldError::rule).
 const std::vector<std::string>& ValidationRules();
 
-// Checks `updated` as a status write on top of `current` (nullptr for a new
-// claim or a restore). Returns the errors in Kubernetes' order; empty when
+// Checks `updated` as a status write on top of `current`, or, with
+// `current` null (a claim not held before: a new claim, a restore, a
+// mirror), as state: then only the static rules apply (formats, limits,
+// list-map keys), none about a change (immutability, no new consumers
+// while being deleted). Returns the errors in Kubernetes' order; empty when
 // valid. A list over its limit yields one TooMany error and its items are
 // not walked. An allocation that both records have is only compared
 // (semantically: quantities by value), never re-validated.
