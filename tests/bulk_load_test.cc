@@ -274,21 +274,176 @@ TEST_F(BulkLoadTest, DeviceHeldTwiceRefusesTheCommit) {
   ExpectNothingWritten(*store_, db_path());
 }
 
-TEST_F(BulkLoadTest, NeedsAStoreWithoutClaims) {
-  ASSERT_THAT(store_->Put(ClaimJson("ns", "there")).status(), IsOk());
-  EXPECT_THAT(store_->StartBulkLoad().status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition, "holds ns/there"));
-  ASSERT_THAT(store_->Delete({"ns", "there"}).status(), IsOk());
+bool KeyLess(const ClaimRecord& a, const ClaimRecord& b) {
+  return std::make_pair(a.claim_namespace(), a.name()) <
+         std::make_pair(b.claim_namespace(), b.name());
+}
 
-  // A write between start and commit: the commit is refused.
+// Over a store that holds claims, in both modes: the load leaves exactly
+// what its specification says (store.h): Delete of each claim it deletes
+// or replaces, in key order, then PutAll of the claims it loads in key
+// order; the last word on a claim (by ordinal) wins. Readers, indexes and revisions
+// included, before and after reopening.
+TEST(BulkLoad, OverStoredClaimsLeavesWhatDeleteThenPutAllLeaves) {
+  for (const bool replace_all : {false, true}) {
+    SCOPED_TRACE(replace_all ? "replace_all" : "by key");
+    ScopedTempDir dir;
+    std::unique_ptr<Store> bulk = OpenAt(dir.path() + "/bulk");
+    std::unique_ptr<Store> model = OpenAt(dir.path() + "/model");
+    const std::vector<ClaimRecord> stored = Generated(2000, 1);
+    for (Store* s : {bulk.get(), model.get()}) ASSERT_THAT(s->PutAll(stored).status(), IsOk());
+
+    // Claims 1000..2999 of another seed: half replace stored ones, half are
+    // new; 0..99 deleted; 500 added, then deleted; 600 deleted, then added.
+    std::vector<ClaimRecord> generated = Generated(3000, 2);
+    std::vector<ClaimRecord> loaded(generated.begin() + 1000, generated.end());
+    std::vector<ClaimRecord> deleted(stored.begin(), stored.begin() + 100);
+    deleted.push_back(stored[500]);
+    loaded.push_back(generated[600]);
+    absl::StatusOr<std::unique_ptr<BulkLoad>> load =
+        bulk->StartBulkLoad({.replace_all = replace_all});
+    ASSERT_THAT(load.status(), IsOk());
+    const auto key = [](const ClaimRecord& r) {
+      return ClaimKey{std::string(r.claim_namespace()), std::string(r.name())};
+    };
+    ASSERT_THAT((*load)->Add(generated[500], 10), IsOk());
+    ASSERT_THAT((*load)->Delete(key(stored[500]), 11), IsOk());
+    ASSERT_THAT((*load)->Delete(key(stored[600]), 12), IsOk());
+    std::vector<std::thread> adders;
+    for (int t = 0; t < 3; ++t) {
+      adders.emplace_back([&, t] {
+        for (size_t i = t; i < loaded.size(); i += 3) {
+          EXPECT_THAT((*load)->Add(loaded[i], 100 + i), IsOk());
+        }
+        for (size_t i = t; i < 100; i += 3) EXPECT_THAT((*load)->Delete(key(stored[i]), 5), IsOk());
+      });
+    }
+    for (std::thread& t : adders) t.join();
+    absl::StatusOr<BulkLoadResult> result = (*load)->Commit();
+    ASSERT_THAT(result.status(), IsOk());
+
+    // The model: the deletions, then PutAll in key order.
+    if (replace_all) {
+      // Every stored claim the load does not add: 0..999 but 600.
+      deleted.clear();
+      for (size_t i = 0; i < 1000; ++i) {
+        if (i != 600) deleted.push_back(stored[i]);
+      }
+    }
+    std::vector<ClaimRecord> replaced(stored.begin() + 1000, stored.end());  // 1000..1999
+    replaced.push_back(stored[600]);
+    std::vector<ClaimRecord> gone = deleted;
+    gone.insert(gone.end(), replaced.begin(), replaced.end());
+    std::sort(gone.begin(), gone.end(), KeyLess);
+    for (const ClaimRecord& r : gone) ASSERT_THAT(model->Delete(key(r)).status(), IsOk());
+    std::sort(loaded.begin(), loaded.end(), KeyLess);
+    ASSERT_THAT(model->PutAll(loaded).status(), IsOk());
+
+    EXPECT_EQ(result->claims, loaded.size());
+    EXPECT_EQ(result->replaced, 1001u);  // 1000..1999 and 600
+    EXPECT_EQ(result->deleted, deleted.size());
+    EXPECT_EQ(result->revision, 2000 + gone.size() + loaded.size());
+    const std::string want = Dump(*model);
+    EXPECT_EQ(Dump(*bulk), want);
+    ExpectClean(*bulk);
+    bulk.reset();
+    bulk = OpenAt(dir.path() + "/bulk");
+    EXPECT_EQ(Dump(*bulk), want);
+    ExpectClean(*bulk);
+  }
+}
+
+TEST_F(BulkLoadTest, WhatTheLoadSaysLastOfAClaimWins) {
+  const ClaimKey a{"ns", "a"}, b{"ns", "b"};
+  ASSERT_THAT(store_->Put(ClaimJson("ns", "a")).status(), IsOk());
+  absl::StatusOr<std::unique_ptr<BulkLoad>> load = store_->StartBulkLoad();
+  ASSERT_THAT(load.status(), IsOk());
+  ASSERT_THAT((*load)->Delete(a, 2), IsOk());
+  ASSERT_THAT((*load)->Add(ClaimJson("ns", "a", "{}", R"("resourceVersion":"v1")"), 1), IsOk());
+  ASSERT_THAT((*load)->Add(ClaimJson("ns", "b", "{}", R"("resourceVersion":"v1")"), 3), IsOk());
+  ASSERT_THAT((*load)->Add(ClaimJson("ns", "b", "{}", R"("resourceVersion":"v2")"), 4), IsOk());
+  ASSERT_THAT((*load)->Delete({"ns", "never-stored"}, 5), IsOk());
+  absl::StatusOr<BulkLoadResult> result = (*load)->Commit();
+  ASSERT_THAT(result.status(), IsOk());
+  EXPECT_EQ(result->claims, 1u);
+  EXPECT_EQ(result->deleted, 1u);
+  EXPECT_THAT(store_->Get(a).status(), StatusIs(absl::StatusCode::kNotFound, ""));
+  EXPECT_THAT(EncodeClaim(store_->Get(b)->record), HasSubstr(R"("resourceVersion":"v2")"));
+  ExpectClean(*store_);
+
+  // Two words with the same ordinal: refused, nothing written.
+  absl::StatusOr<std::unique_ptr<BulkLoad>> tie = store_->StartBulkLoad();
+  ASSERT_THAT((*tie)->Add(ClaimJson("ns", "c"), 7), IsOk());
+  ASSERT_THAT((*tie)->Delete({"ns", "c"}, 7), IsOk());
+  EXPECT_THAT((*tie)->Commit().status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "ns/c: Duplicate value: added twice"));
+  EXPECT_THAT(store_->Get({"ns", "c"}).status(), StatusIs(absl::StatusCode::kNotFound, ""));
+}
+
+// A write that came in while the load was collected is part of the state it
+// is applied to (before, the commit was refused): the load still commits
+// as one.
+TEST_F(BulkLoadTest, AWriteDuringTheLoadIsPartOfTheStateItIsAppliedTo) {
   absl::StatusOr<std::unique_ptr<BulkLoad>> load = store_->StartBulkLoad();
   ASSERT_THAT(load.status(), IsOk());
   ASSERT_THAT((*load)->Add(ClaimJson("ns", "a")), IsOk());
+  ASSERT_THAT((*load)->Add(ClaimJson("ns", "came-in", "{}", R"("resourceVersion":"loaded")")),
+              IsOk());
   ASSERT_THAT(store_->Put(ClaimJson("ns", "came-in")).status(), IsOk());
-  EXPECT_THAT((*load)->Commit().status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition, "holds ns/came-in"));
-  EXPECT_EQ(store_->Stats()->claims, 1u);
-  EXPECT_THAT(store_->Get({"ns", "a"}).status(), StatusIs(absl::StatusCode::kNotFound, ""));
+  ASSERT_THAT(store_->Put(ClaimJson("ns", "other")).status(), IsOk());
+  absl::StatusOr<BulkLoadResult> result = (*load)->Commit();
+  ASSERT_THAT(result.status(), IsOk());
+  EXPECT_EQ(result->replaced, 1u);
+  EXPECT_EQ(store_->Stats()->claims, 3u);
+  const ClaimRecord replaced = store_->Get({"ns", "came-in"})->record;
+  EXPECT_THAT(EncodeClaim(replaced), HasSubstr(R"("resourceVersion":"loaded")"));
+  // Written anew: the Puts took revisions 1 and 2, the replaced claim's
+  // deletion 3, the loaded ones 4 (ns/a) and 5.
+  EXPECT_EQ(replaced.create_revision(), 5u);
+  EXPECT_EQ(replaced.mod_revision(), 5u);
+  EXPECT_EQ(replaced.version(), 1u);
+  EXPECT_EQ(result->revision, 5u);
+  ExpectClean(*store_);
+}
+
+// The device rule across the result: a loaded claim against the stored
+// claims that stay (a replaced one frees its devices), and DryRun says so
+// against the store as it is, writing nothing.
+TEST_F(BulkLoadTest, DevicesOfStoredClaimsThatStayAreChecked) {
+  const std::string gpu0 =
+      R"({"allocation":{"devices":{"results":[{"request":"req","driver":"gpu.example.com",)"
+      R"("pool":"pool-a","device":"gpu-0"}]}}})";
+  ASSERT_THAT(store_->Put(ClaimJson("ns", "holder", gpu0)).status(), IsOk());
+  ASSERT_THAT(store_->Put(ClaimJson("ns", "bystander")).status(), IsOk());
+  const std::string before = Dump(*store_);
+  absl::StatusOr<std::unique_ptr<BulkLoad>> dry = store_->StartBulkLoad();
+  ASSERT_THAT((*dry)->Add(ClaimJson("ns", "new", gpu0)), IsOk());
+  EXPECT_THAT((*dry)->DryRun().status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       "device gpu.example.com/pool-a/gpu-0 is held by both ns/holder and ns/new "
+                       "(one exclusively)"));
+  absl::StatusOr<std::unique_ptr<BulkLoad>> load = store_->StartBulkLoad();
+  ASSERT_THAT((*load)->Add(ClaimJson("ns", "new", gpu0)), IsOk());
+  EXPECT_THAT((*load)->Commit().status(), StatusIs(absl::StatusCode::kAborted, "ns/holder and ns/new"));
+  EXPECT_EQ(Dump(*store_), before);
+
+  // The holder replaced without the device: the new claim may take it.
+  absl::StatusOr<std::unique_ptr<BulkLoad>> swap = store_->StartBulkLoad();
+  ASSERT_THAT((*swap)->Add(ClaimJson("ns", "holder")), IsOk());
+  ASSERT_THAT((*swap)->Add(ClaimJson("ns", "new", gpu0)), IsOk());
+  absl::StatusOr<BulkLoadResult> checked = (*swap)->DryRun();
+  ASSERT_THAT(checked.status(), IsOk());
+  EXPECT_EQ(checked->claims, 2u);
+  EXPECT_EQ(checked->replaced, 1u);
+  EXPECT_EQ(Dump(*store_), before);  // a dry run writes nothing
+  absl::StatusOr<std::unique_ptr<BulkLoad>> commit = store_->StartBulkLoad();
+  ASSERT_THAT((*commit)->Add(ClaimJson("ns", "holder")), IsOk());
+  ASSERT_THAT((*commit)->Add(ClaimJson("ns", "new", gpu0)), IsOk());
+  ASSERT_THAT((*commit)->Commit().status(), IsOk());
+  absl::StatusOr<DeviceHoldings> h = store_->ClaimsUsingDevice({"gpu.example.com", "pool-a", "gpu-0", {}});
+  ASSERT_EQ(h->holdings.size(), 1u);
+  EXPECT_EQ(h->holdings[0].claim.ToString(), "ns/new");
+  ExpectClean(*store_);
 }
 
 TEST_F(BulkLoadTest, CommitsOnce) {

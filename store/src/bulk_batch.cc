@@ -1,5 +1,6 @@
 #include "bulk_batch.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -22,15 +23,41 @@ absl::string_view BulkBatch::Arena::Keep(absl::string_view bytes) {
   return absl::string_view(at, bytes.size());
 }
 
+BulkBatch::Shard& BulkBatch::ThisThreadsShard(uint32_t* index) {
+  *index = static_cast<uint32_t>(std::hash<std::thread::id>()(std::this_thread::get_id()) % kShards);
+  return shards_[*index];
+}
+
 void BulkBatch::Add(absl::string_view record_key, absl::string_view bytes,
-                    const IndexEntries& index) {
-  Shard& shard = shards_[std::hash<std::thread::id>()(std::this_thread::get_id()) % kShards];
+                    const IndexEntries& index, uint64_t ordinal) {
+  uint32_t shard_index = 0;
+  Shard& shard = ThisThreadsShard(&shard_index);
   MutexLock lock(&shard.mu);
+  Claim claim;
   // The bytes first: they are the ones that must stay 8-byte aligned.
-  const absl::string_view kept_bytes = shard.arena.Keep(bytes);
-  shard.claims.push_back({shard.arena.Keep(record_key), kept_bytes});
+  claim.bytes = shard.arena.Keep(bytes);
+  claim.record_key = shard.arena.Keep(record_key);
+  claim.ordinal = ordinal;
+  claim.shard = shard_index;
+  claim.consumers_begin = static_cast<uint32_t>(shard.consumers.size());
   for (const std::string& k : index.consumers) shard.consumers.push_back(shard.arena.Keep(k));
+  claim.consumers_end = static_cast<uint32_t>(shard.consumers.size());
+  claim.devices_begin = static_cast<uint32_t>(shard.devices.size());
   for (const std::string& k : index.devices) shard.devices.push_back(shard.arena.Keep(k));
+  claim.devices_end = static_cast<uint32_t>(shard.devices.size());
+  shard.claims.push_back(claim);
+}
+
+void BulkBatch::AddDeletion(absl::string_view record_key, uint64_t ordinal) {
+  uint32_t shard_index = 0;
+  Shard& shard = ThisThreadsShard(&shard_index);
+  MutexLock lock(&shard.mu);
+  Claim claim;
+  claim.record_key = shard.arena.Keep(record_key);
+  claim.ordinal = ordinal;
+  claim.deleted = true;
+  claim.shard = shard_index;
+  shard.claims.push_back(claim);
 }
 
 void BulkBatch::Collect(std::vector<Claim>* claims, std::vector<absl::string_view>* consumers,
@@ -51,6 +78,20 @@ void BulkBatch::Collect(std::vector<Claim>* claims, std::vector<absl::string_vie
     consumers->insert(consumers->end(), s.consumers.begin(), s.consumers.end());
     devices->insert(devices->end(), s.devices.begin(), s.devices.end());
   }
+}
+
+absl::Span<const absl::string_view> BulkBatch::Consumers(const Claim& claim) const {
+  const Shard& s = shards_[claim.shard];
+  MutexLock lock(&s.mu);
+  return absl::MakeConstSpan(s.consumers).subspan(claim.consumers_begin,
+                                                  claim.consumers_end - claim.consumers_begin);
+}
+
+absl::Span<const absl::string_view> BulkBatch::Devices(const Claim& claim) const {
+  const Shard& s = shards_[claim.shard];
+  MutexLock lock(&s.mu);
+  return absl::MakeConstSpan(s.devices).subspan(claim.devices_begin,
+                                                claim.devices_end - claim.devices_begin);
 }
 
 }  // namespace claimstore::internal

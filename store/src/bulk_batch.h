@@ -1,20 +1,24 @@
-// BulkBatch: the claims a bulk load collected, prepared by the write path's
-// rules, kept in a few large arenas rather than in millions of small heap
-// blocks: adding from many threads does not contend (a shard, with its own
-// lock and arena, per thread, roughly), and releasing a million claims is a
-// few hundred frees instead of millions (which took a fifth of a commit).
+// BulkBatch: what a bulk load collected: claims prepared by the write
+// path's rules, and deletions, each with the ordinal that orders what the
+// load says of one claim. Kept in a few large arenas rather than in
+// millions of small heap blocks: adding from many threads does not contend
+// (a shard, with its own lock and arena, per thread, roughly), and
+// releasing a million claims is a few hundred frees instead of millions
+// (which took a fifth of a commit).
 //
-// Thread-safety: Add from any number of threads; Collect after every Add
-// has returned.
+// Thread-safety: Add and AddDeletion from any number of threads; Collect
+// and the key accessors after every Add has returned.
 #ifndef CLAIMSTORE_SRC_BULK_BATCH_H_
 #define CLAIMSTORE_SRC_BULK_BATCH_H_
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "index_entries.h"
 #include "mutex.h"
 
@@ -24,16 +28,28 @@ class BulkBatch {
  public:
   struct Claim {
     absl::string_view record_key;
-    absl::string_view bytes;  // 8-byte aligned
+    absl::string_view bytes;  // 8-byte aligned; empty for a deletion
+    uint64_t ordinal = 0;
+    bool deleted = false;
+    // Where its index keys are: in shard `shard`, [begin, end) of each list.
+    uint32_t shard = 0;
+    uint32_t consumers_begin = 0, consumers_end = 0, devices_begin = 0, devices_end = 0;
   };
 
   // Keeps a copy of a prepared claim: its record key, record bytes and
   // index keys.
-  void Add(absl::string_view record_key, absl::string_view bytes, const IndexEntries& index);
-  // Views of everything added, valid while the batch lives: the claims, and
-  // every consumer and device index key (unsorted).
+  void Add(absl::string_view record_key, absl::string_view bytes, const IndexEntries& index,
+           uint64_t ordinal);
+  // Keeps a deletion of the claim of `record_key`.
+  void AddDeletion(absl::string_view record_key, uint64_t ordinal);
+  // Views of everything added, valid while the batch lives: the claims and
+  // deletions, and every consumer and device index key of the claims
+  // (unsorted).
   void Collect(std::vector<Claim>* claims, std::vector<absl::string_view>* consumers,
                std::vector<absl::string_view>* devices) const;
+  // The index keys of one claim of Collect.
+  absl::Span<const absl::string_view> Consumers(const Claim& claim) const;
+  absl::Span<const absl::string_view> Devices(const Claim& claim) const;
 
  private:
   // Bump allocation in chunks of 1 MiB (or one of its own for a bigger
@@ -55,6 +71,7 @@ class BulkBatch {
     std::vector<absl::string_view> devices ABSL_GUARDED_BY(mu);
   };
   static constexpr size_t kShards = 16;
+  Shard& ThisThreadsShard(uint32_t* index);
   std::array<Shard, kShards> shards_;
 };
 

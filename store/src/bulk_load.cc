@@ -1,25 +1,34 @@
-// Bulk loads (into a store without claims) do not go through the write
-// group's queue: each claim is prepared with the write path's
-// PrepareRecord as it is added, and Commit, holding the store exclusively,
-// runs a chain of steps: sort the claims and index keys and refuse a claim
-// added twice → write the records and both indexes as sorted table files
-// (checking devices with the rule Verify uses) on five tasks → ingest
-// every file in one atomic IngestExternalFiles → publish the indexes built
-// on the way. The result is what PutAll of the same claims in key order
-// would leave (bulk_load_test).
+// Bulk loads do not go through the write group's queue: each claim is
+// prepared with the write path's PrepareRecord as it is added, and Commit,
+// holding the store exclusively, runs a chain of steps:
+//
+//   sort the claims and index keys, fold what the load says of each claim
+//   (the largest ordinal wins) → read what the store holds that the load
+//   changes (the claims it replaces or deletes, and with replace_all every
+//   stored key) → check devices across the result, with the rule Verify
+//   uses → write records, index entries and deletions as sorted table files
+//   on five tasks → ingest every file in one atomic IngestExternalFiles →
+//   publish.
+//
+// The result is what deleting and then PutAll-ing the same claims in key
+// order would leave (bulk_load_test).
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <memory>
-#include <shared_mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bulk_batch.h"
+#include "bulk_load.h"
 #include "device_rule.h"
 #include "keys.h"
 #include "mutations.h"
@@ -36,9 +45,10 @@ namespace {
 
 class BulkLoadImpl final : public BulkLoad {
  public:
-  explicit BulkLoadImpl(StoreImpl* store) : store_(store) {}
+  BulkLoadImpl(StoreImpl* store, const BulkLoadOptions& options)
+      : store_(store), options_(options) {}
 
-  absl::Status Add(const ClaimRecord& record) override {
+  absl::Status Add(const ClaimRecord& record, uint64_t ordinal) override {
     if (committed_.load()) return Committed();
     CS_RETURN_IF_ERROR(RequireClaimKey(record));
     std::string bytes(record.bytes());
@@ -46,11 +56,27 @@ class BulkLoadImpl final : public BulkLoad {
     CS_RETURN_IF_ERROR(PrepareRecord(nullptr, &bytes, &index));
     ReaderLock lock(&mu_);
     if (committed_.load()) return Committed();
-    batch_->Add(RecordKey(record.claim_namespace(), record.name()), bytes, index);
+    batch_->Add(RecordKey(record.claim_namespace(), record.name()), bytes, index, ordinal);
     return absl::OkStatus();
   }
 
-  absl::StatusOr<BulkLoadResult> Commit() override {
+  absl::Status Delete(const ClaimKey& key, uint64_t ordinal) override {
+    if (committed_.load()) return Committed();
+    ReaderLock lock(&mu_);
+    if (committed_.load()) return Committed();
+    batch_->AddDeletion(RecordKey(key.claim_namespace, key.name), ordinal);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<BulkLoadResult> Commit() override { return Finish(/*dry_run=*/false); }
+  absl::StatusOr<BulkLoadResult> DryRun() override { return Finish(/*dry_run=*/true); }
+
+ private:
+  static absl::Status Committed() {
+    return absl::FailedPreconditionError("the bulk load was committed already");
+  }
+
+  absl::StatusOr<BulkLoadResult> Finish(bool dry_run) {
     std::unique_ptr<BulkBatch> batch;
     {
       // Waits for Adds in flight; later ones are refused.
@@ -58,260 +84,167 @@ class BulkLoadImpl final : public BulkLoad {
       if (committed_.exchange(true)) return Committed();
       batch = std::move(batch_);
     }
-    return store_->CommitBulk(*batch);
-  }
-
- private:
-  static absl::Status Committed() {
-    return absl::FailedPreconditionError("the bulk load was committed already");
+    return store_->CommitBulk(*batch, options_, dry_run);
   }
 
   StoreImpl* const store_;
+  const BulkLoadOptions options_;
   // Adds share it (BulkBatch has its own locks); Commit takes it alone.
   SharedMutex mu_;
   std::atomic<bool> committed_{false};
   std::unique_ptr<BulkBatch> batch_ ABSL_GUARDED_BY(mu_) = std::make_unique<BulkBatch>();
 };
 
-// What a load holds, sorted: the claims in key order (the order of
-// revisions and of the table files) and both indexes' keys.
-struct SortedLoad {
-  std::vector<BulkBatch::Claim> claims;
-  std::vector<absl::string_view> consumers, devices;
-};
-
-// The index keys are sorted on a second thread while the claims are (at
-// 1M claims about as long: consumer keys start with random uids and mostly
-// compare by their cached prefix; device and record keys share long
-// prefixes).
-SortedLoad Sort(const BulkBatch& batch) {
-  SortedLoad load;
-  batch.Collect(&load.claims, &load.consumers, &load.devices);
-  RunConcurrently({[&] {
-                     SortByKey(&load.consumers, [](absl::string_view k) { return k; });
-                     SortByKey(&load.devices, [](absl::string_view k) { return k; });
-                   },
-                   [&] {
-                     SortByKey(&load.claims,
-                               [](const BulkBatch::Claim& c) { return c.record_key; });
-                   }});
-  return load;
+absl::string_view ClaimNameOf(absl::string_view record_key, std::string* out) {
+  std::string claim_namespace, name;
+  ParseRecordKey(record_key, &claim_namespace, &name);
+  *out = absl::StrCat(claim_namespace, "/", name);
+  return *out;
 }
 
-absl::Status RejectDuplicates(const std::vector<BulkBatch::Claim>& claims) {
-  for (size_t i = 1; i < claims.size(); ++i) {
-    if (claims[i].record_key == claims[i - 1].record_key) {
-      std::string claim_namespace, name;
-      ParseRecordKey(claims[i].record_key, &claim_namespace, &name);
-      return absl::InvalidArgumentError(
-          absl::StrCat("claim ", claim_namespace, "/", name, ": Duplicate value: added twice"));
+// Sorts `claims` by record key, and each run of one key by ordinal.
+void SortClaims(std::vector<BulkBatch::Claim>* claims) {
+  SortByKey(claims, [](const BulkBatch::Claim& c) { return c.record_key; });
+  for (size_t i = 0; i < claims->size();) {
+    size_t j = i + 1;
+    while (j < claims->size() && (*claims)[j].record_key == (*claims)[i].record_key) ++j;
+    if (j - i > 1) {
+      std::sort(claims->begin() + i, claims->begin() + j,
+                [](const auto& a, const auto& b) { return a.ordinal < b.ordinal; });
     }
+    i = j;
   }
-  return absl::OkStatus();
 }
 
-// Writes a sorted load as table files, and builds the in-memory indexes,
-// on five tasks, each one pass over its keys: the record files of the
-// first and of the second half of the claims (revisions stamped in key
-// order); the consumer index file; the in-memory consumer index; the
-// device check, the device index file and its in-memory index, and the
-// revision. A failed task stops the others. (With the consumer file and
-// its in-memory index in one task, that task ran 1.5 s alone at the end of
-// a 1M-claim load, one core idle: there are two consumer keys per claim,
-// and each costs as much to index in memory as to write.)
-class TableWriter {
- public:
-  TableWriter(const Database& db, std::string dir, const SortedLoad& load, uint64_t base)
-      : load_(load),
-        base_(base),
-        records_{{db.db(), db.records(), dir, "records-0"}, {db.db(), db.records(), dir, "records-1"}},
-        consumers_(db.db(), db.consumers(), dir, "consumers"),
-        devices_(db.db(), db.devices(), dir, "devices"),
-        meta_(db.db(), db.meta(), dir, "meta") {
-    consumer_index_.Reserve(load_.consumers.size());
-  }
-
-  // Runs the five tasks; the first failure that was not a stop.
-  absl::Status Run() {
-    const size_t n = load_.claims.size();
-    absl::Status written[5];
-    RunConcurrently({Task(&written[0], [&] { return WriteRecords(0, n / 2, &records_[0]); }),
-                     Task(&written[1], [&] { return WriteRecords(n / 2, n, &records_[1]); }),
-                     Task(&written[2], [&] { return WriteConsumers(); }),
-                     Task(&written[3], [&] { return IndexConsumers(); }),
-                     Task(&written[4], [&] { return WriteDevices(); })});
-    absl::Status s;
-    for (const absl::Status& w : written) {
-      if (!w.ok() && (s.ok() || absl::IsCancelled(s))) s = w;
-    }
-    return s;
-  }
-
-  // One ingestion argument per family that has files.
-  std::vector<rocksdb::IngestExternalFileArg> IngestArgs() const {
-    std::vector<std::string> record_files = records_[0].paths();  // in key order
-    record_files.insert(record_files.end(), records_[1].paths().begin(), records_[1].paths().end());
-    const std::pair<rocksdb::ColumnFamilyHandle*, const std::vector<std::string>*> files[] = {
-        {records_[0].family(), &record_files},
-        {consumers_.family(), &consumers_.paths()},
-        {devices_.family(), &devices_.paths()},
-        {meta_.family(), &meta_.paths()}};
-    std::vector<rocksdb::IngestExternalFileArg> args;
-    for (const auto& [family, paths] : files) {
-      if (paths->empty()) continue;
-      rocksdb::IngestExternalFileArg arg;
-      arg.column_family = family;
-      arg.external_files = *paths;
-      arg.options.move_files = true;
-      arg.options.write_global_seqno = false;  // no rewrite of the moved files
-      args.push_back(std::move(arg));
-    }
-    return args;
-  }
-
-  BucketedKeys TakeConsumerIndex() { return std::move(consumer_index_); }
-  BucketedKeys TakeDeviceIndex() { return std::move(device_index_); }
-
- private:
-  std::function<void()> Task(absl::Status* status, std::function<absl::Status()> work) {
-    return [this, status, work = std::move(work)] {
-      *status = work();
-      if (!status->ok()) stop_ = true;
-    };
-  }
-
-  // Whether another task failed (checked every few thousand keys).
-  absl::Status Stopped(size_t i) const {
-    if (i % 4096 == 0 && stop_.load()) return absl::CancelledError("stopped");
-    return absl::OkStatus();
-  }
-
-  // Writes claims [begin, end) to `sink`.
-  absl::Status WriteRecords(size_t begin, size_t end, TableSink* sink) {
-    std::string stamped;
-    for (size_t i = begin; i < end; ++i) {
-      CS_RETURN_IF_ERROR(Stopped(i));
-      if (i + kPrefetchAhead < end) {
-        __builtin_prefetch(load_.claims[i + kPrefetchAhead].bytes.data());
-        __builtin_prefetch(load_.claims[i + kPrefetchAhead].record_key.data());
+// Keeps, of each claim, what the load says last: into load->claims (an Add)
+// or load->deletions. Returns whether any claim was named more than once.
+absl::StatusOr<bool> Fold(const std::vector<BulkBatch::Claim>& sorted, Load* load) {
+  bool several = false;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i + 1;
+    while (j < sorted.size() && sorted[j].record_key == sorted[i].record_key) ++j;
+    const BulkBatch::Claim& last = sorted[j - 1];
+    if (j - i > 1) {
+      several = true;
+      if (sorted[j - 2].ordinal == last.ordinal) {
+        std::string name;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "claim ", ClaimNameOf(last.record_key, &name), ": Duplicate value: added twice"));
       }
-      const uint64_t r = base_ + i + 1;
-      StampRevisionsInto(load_.claims[i].bytes, r, r, 1, &stamped);
-      CS_RETURN_IF_ERROR(sink->Put(load_.claims[i].record_key, stamped));
     }
-    return sink->Finish();
-  }
-
-  // Calls `visit` on each of `keys` in order, prefetching ahead; stops at
-  // the first error, or when another task failed.
-  template <typename Visit>
-  absl::Status EachKey(const std::vector<absl::string_view>& keys, const Visit& visit) {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      CS_RETURN_IF_ERROR(Stopped(i));
-      Prefetch(keys, i + kPrefetchAhead);
-      CS_RETURN_IF_ERROR(visit(keys[i]));
+    if (last.deleted) {
+      load->deletions.push_back(last.record_key);
+    } else {
+      load->claims.push_back(last);
     }
-    return absl::OkStatus();
+    i = j;
   }
+  return several;
+}
 
-  absl::Status WriteConsumers() {
-    CS_RETURN_IF_ERROR(
-        EachKey(load_.consumers, [&](absl::string_view key) { return consumers_.Put(key, ""); }));
-    return consumers_.Finish();
-  }
-
-  absl::Status IndexConsumers() {
-    return EachKey(load_.consumers, [&](absl::string_view key) {
-      consumer_index_.AppendSorted(key);
-      return absl::OkStatus();
-    });
-  }
-
-  // The device check (holdings that exclude each other, as the write path
-  // checks one claim at a time), the device index and the revision.
-  absl::Status WriteDevices() {
-    std::string clash;
-    size_t clashes = 0;
-    FindDoubleHoldings(load_.devices, [&](std::string problem) {
-      if (clashes++ == 0) clash = std::move(problem);
-    });
-    if (clashes > 0) {
-      return absl::AbortedError(
-          clashes == 1 ? clash : absl::StrCat(clash, " (and ", clashes - 1, " more clashes)"));
+// The load sorted and folded. The index keys are sorted on a second thread
+// while the claims are (at 1M claims about as long: consumer keys start
+// with random uids and mostly compare by their cached prefix; device and
+// record keys share long prefixes); when a claim was named several times,
+// they are gathered again from the claims that won.
+absl::StatusOr<Load> SortAndFold(const BulkBatch& batch) {
+  Load load;
+  std::vector<BulkBatch::Claim> all;
+  batch.Collect(&all, &load.consumers, &load.devices);
+  const auto sort_keys = [](std::vector<absl::string_view>* keys) {
+    SortByKey(keys, [](absl::string_view k) { return k; });
+  };
+  RunConcurrently({[&] {
+                     sort_keys(&load.consumers);
+                     sort_keys(&load.devices);
+                   },
+                   [&] { SortClaims(&all); }});
+  CS_ASSIGN_OR_RETURN(const bool several, Fold(all, &load));
+  if (several) {
+    load.consumers.clear();
+    load.devices.clear();
+    for (const BulkBatch::Claim& c : load.claims) {
+      for (absl::string_view k : batch.Consumers(c)) load.consumers.push_back(k);
+      for (absl::string_view k : batch.Devices(c)) load.devices.push_back(k);
     }
-    CS_RETURN_IF_ERROR(EachKey(load_.devices, [&](absl::string_view key) {
-      CS_RETURN_IF_ERROR(devices_.Put(key, ""));
-      device_index_.AppendSorted(key);
-      return absl::OkStatus();
-    }));
-    CS_RETURN_IF_ERROR(devices_.Finish());
-    std::string encoded;
-    AppendUint64(base_ + load_.claims.size(), &encoded);
-    CS_RETURN_IF_ERROR(meta_.Put(kRevisionKey, encoded));
-    return meta_.Finish();
+    sort_keys(&load.consumers);
+    sort_keys(&load.devices);
   }
-
-  const SortedLoad& load_;
-  const uint64_t base_;  // the store revision before the load
-  TableSink records_[2];
-  TableSink consumers_, devices_, meta_;
-  BucketedKeys consumer_index_ = PublishedState::NewConsumerIndex();
-  BucketedKeys device_index_ = PublishedState::NewDeviceIndex();
-  std::atomic<bool> stop_{false};  // set by a task that failed
-};
-
-// One atomic ingestion of every family's files (all or none, also across a
-// crash); the files are moved, not copied.
-absl::Status Ingest(const Database& db, const std::string& dir,
-                    const std::vector<rocksdb::IngestExternalFileArg>& args) {
-  db.fs().Watch(dir);
-  absl::Status s = FromRocksDB(db.db()->IngestExternalFiles(args), "ingesting the bulk load");
-  if (!s.ok()) {
-    // RocksDB deleted the files it linked in, but its MANIFEST record may
-    // come back at the next open (a failed sync that wrote): put them back
-    // (link_log_fs.h). Unreferenced, the next open deletes them.
-    std::error_code ec;
-    for (const auto& [source, target] : db.fs().Links()) {
-      if (!std::filesystem::exists(target, ec)) std::filesystem::create_hard_link(source, target, ec);
-    }
-  }
-  db.fs().Watch("");
-  return s;
+  return load;
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BulkLoad>> StoreImpl::StartBulkLoad() {
-  CS_RETURN_IF_ERROR(db_->RequireNoClaims());
-  return std::make_unique<BulkLoadImpl>(this);
+absl::StatusOr<std::unique_ptr<BulkLoad>> StoreImpl::StartBulkLoad(
+    const BulkLoadOptions& options) {
+  return std::make_unique<BulkLoadImpl>(this, options);
 }
 
-absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const BulkBatch& batch) {
+absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const BulkBatch& batch,
+                                                     const BulkLoadOptions& options,
+                                                     bool dry_run) {
   Exclusive exclusive(&writes_);
-  return CommitBulkExclusively(batch);
+  if (!write_error_.ok()) return Unshared(write_error_);
+  const uint64_t base = revision_;
+  CS_ASSIGN_OR_RETURN(const Load load, SortAndFold(batch));
+  CS_ASSIGN_OR_RETURN(const StoredPart stored,
+                      ReadStoredPart(*db_, load, options.replace_all, base));
+  // The device rule: within the load when it is all the store holds
+  // afterwards (on the writer's device task, unless nothing is written),
+  // else against the stored claims that stay, now.
+  if (!stored.rebuild) {
+    CS_RETURN_IF_ERROR(CheckDevicesAgainstStored(load, stored));
+  } else if (dry_run) {
+    CS_RETURN_IF_ERROR(CheckDevicesWithin(load.devices));
+  }
+  if (dry_run || stored.result.revision == base) return stored.result;
+  return WriteBulk(load, stored, base);
 }
 
-absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(const BulkBatch& batch) {
-  if (!write_error_.ok()) return Unshared(write_error_);
-  // Checked again here, with writes held off: a write may have come in
-  // since StartBulkLoad.
-  CS_RETURN_IF_ERROR(db_->RequireNoClaims());
-  const uint64_t base = revision_;
-  const SortedLoad load = Sort(batch);
-  const size_t n = load.claims.size();
-  if (n == 0) return BulkLoadResult{0, base};
-  CS_RETURN_IF_ERROR(RejectDuplicates(load.claims));
+absl::Status StoreImpl::CheckDevicesAgainstStored(const Load& load,
+                                                  const StoredPart& stored) const {
+  // Per device the load holds: its holders as published, without those the
+  // load removes, with the load's.
+  std::vector<std::string> problems;
+  for (size_t i = 0; i < load.devices.size();) {
+    const size_t length = ComponentsLength(load.devices[i], 3);
+    if (length == absl::string_view::npos) return absl::InternalError("malformed device key");
+    const absl::string_view prefix = load.devices[i].substr(0, length);
+    std::vector<std::string> holders;
+    published_.ScanDevices(prefix, [&](absl::string_view k) {
+      if (!std::binary_search(stored.device_deletes.begin(), stored.device_deletes.end(), k)) {
+        holders.emplace_back(k);
+      }
+    });
+    for (; i < load.devices.size() && absl::StartsWith(load.devices[i], prefix); ++i) {
+      holders.emplace_back(load.devices[i]);
+    }
+    std::sort(holders.begin(), holders.end());
+    holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
+    FindDoubleHoldings(std::vector<absl::string_view>(holders.begin(), holders.end()),
+                       [&](std::string p) { problems.push_back(std::move(p)); });
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::AbortedError(problems.size() == 1
+                                ? problems[0]
+                                : absl::StrCat(problems[0], " (and ", problems.size() - 1,
+                                               " more clashes)"));
+}
 
+absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(const Load& load, const StoredPart& stored,
+                                                    uint64_t base) {
   const std::string dir = db_->BulkDir();
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   if (!std::filesystem::create_directory(dir, ec)) {
     return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   }
-  TableWriter writer(*db_, dir, load, base);
+  std::function<absl::Status()> check;
+  if (stored.rebuild) check = [&load] { return CheckDevicesWithin(load.devices); };
+  TableWriter writer(*db_, dir, load, stored, base, std::move(check));
   absl::Status s = writer.Run();
   if (s.ok()) {
-    s = Ingest(*db_, dir, writer.IngestArgs());
+    s = IngestTables(*db_, dir, writer.IngestArgs());
     if (!s.ok()) {
       // As after a failed commit: the database is as before, but RocksDB
       // may have stopped writes; reopening recovers.
@@ -322,13 +255,35 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulkExclusively(const BulkBatch&
   }
   std::filesystem::remove_all(dir, ec);
   CS_RETURN_IF_ERROR(s);
+  revision_ = stored.result.revision;
+  CS_RETURN_IF_ERROR(PublishBulk(load, stored, &writer));
+  return stored.result;
+}
 
-  // Publish: the indexes built from the sorted keys (the store had none),
-  // an empty record cache.
-  revision_ = base + n;
-  published_.Reset(revision_, db_->MakeSnapshot(), writer.TakeConsumerIndex(),
-                   writer.TakeDeviceIndex());
-  return BulkLoadResult{n, revision_};
+absl::Status StoreImpl::PublishBulk(const Load& load, const StoredPart& stored,
+                                    TableWriter* writer) {
+  if (stored.rebuild) {
+    // The indexes built from the sorted keys, an empty record cache.
+    published_.Reset(revision_, db_->MakeSnapshot(), writer->TakeConsumerIndex(),
+                     writer->TakeDeviceIndex());
+    return absl::OkStatus();
+  }
+  // A change of many index keys: read the indexes back (a second or two at a
+  // million claims) rather than edit them one key at a time.
+  constexpr size_t kMaxKeysEdited = 100000;
+  if (stored.consumer_deletes.size() + stored.consumer_adds.size() +
+          stored.device_deletes.size() + stored.device_adds.size() >
+      kMaxKeysEdited) {
+    return ResetPublished();
+  }
+  std::vector<absl::string_view> records;
+  records.reserve(load.claims.size() + stored.record_deletes.size());
+  for (const BulkBatch::Claim& c : load.claims) records.push_back(c.record_key);
+  for (const std::string& k : stored.record_deletes) records.push_back(k);
+  published_.PublishBulk(revision_, db_->MakeSnapshot(),
+                         {stored.consumer_deletes, stored.device_deletes, stored.consumer_adds,
+                          stored.device_adds, records});
+  return absl::OkStatus();
 }
 
 }  // namespace claimstore::internal

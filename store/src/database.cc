@@ -67,19 +67,6 @@ std::unique_ptr<KeyScan> Database::Scan(rocksdb::ColumnFamilyHandle* family,
   return std::make_unique<KeyScan>(db_.get(), family, prefix, options);
 }
 
-absl::Status Database::RequireNoClaims() const {
-  std::unique_ptr<KeyScan> scan = Scan(records(), "", ReadPoint{});
-  scan->SeekToFirst();
-  if (scan->Valid()) {
-    std::string claim_namespace, name;
-    ParseRecordKey(scan->key(), &claim_namespace, &name);
-    return absl::FailedPreconditionError(
-        absl::StrCat("a bulk load needs a store without claims; this one holds ",
-                     claim_namespace, "/", name, " (restore with --replace, or use PutAll)"));
-  }
-  return FromRocksDB(scan->status(), "looking for claims");
-}
-
 uint64_t Database::SizeOnDisk() const {
   uint64_t bytes = 0;
   std::error_code ec;

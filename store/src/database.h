@@ -97,8 +97,6 @@ class Database {
   // Keys of `family` that start with `prefix`, at `point`.
   std::unique_ptr<KeyScan> Scan(rocksdb::ColumnFamilyHandle* family, absl::string_view prefix,
                                 const ReadPoint& point, bool fill_cache = true) const;
-  // FailedPrecondition naming a claim when the database holds one.
-  absl::Status RequireNoClaims() const;
   // The bytes of the files in the database directory.
   uint64_t SizeOnDisk() const;
 

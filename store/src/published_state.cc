@@ -190,6 +190,18 @@ void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
   EvictLocked();
 }
 
+void PublishedState::PublishBulk(uint64_t revision, SnapshotRef snapshot,
+                                 const BulkChanges& changes) {
+  WriterLock lock(&mu_);
+  for (const std::string& k : changes.removed_consumers) consumers_.Erase(k);
+  for (const std::string& k : changes.added_consumers) consumers_.Insert(k);
+  for (const std::string& k : changes.removed_devices) devices_.Erase(k);
+  for (const std::string& k : changes.added_devices) devices_.Insert(k);
+  for (absl::string_view k : changes.records) EraseLocked(std::string(k));
+  revision_ = revision;
+  snapshot_ = std::move(snapshot);
+}
+
 Pin PublishedState::Lookup(absl::Span<const std::string> record_keys,
                            std::vector<std::optional<ClaimRecord>>* out) const {
   out->assign(record_keys.size(), std::nullopt);

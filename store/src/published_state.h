@@ -121,6 +121,15 @@ class PublishedState {
              BucketedKeys devices);
   // Publishes a committed group's changes, in commit order.
   void Publish(uint64_t revision, SnapshotRef snapshot, absl::Span<const RecordChange> changes);
+  // Publishes a bulk load that changed part of the store: index keys it
+  // removed and added, and the records it wrote or deleted (their cached
+  // copies go).
+  struct BulkChanges {
+    absl::Span<const std::string> removed_consumers, removed_devices;
+    absl::Span<const std::string> added_consumers, added_devices;
+    absl::Span<const absl::string_view> records;
+  };
+  void PublishBulk(uint64_t revision, SnapshotRef snapshot, const BulkChanges& changes);
 
   // Looks up `record_keys` in the cache: hits go to (*out)[i]. The pin has
   // the snapshot when some key missed.

@@ -131,7 +131,7 @@ absl::Status ReadOnlyStore::Refresh() {
   return FromRocksDB(db_->db()->TryCatchUpWithPrimary(), "catching up with the writer");
 }
 
-absl::StatusOr<std::unique_ptr<BulkLoad>> ReadOnlyStore::StartBulkLoad() {
+absl::StatusOr<std::unique_ptr<BulkLoad>> ReadOnlyStore::StartBulkLoad(const BulkLoadOptions&) {
   return ReadOnlyError();
 }
 

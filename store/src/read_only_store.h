@@ -49,7 +49,7 @@ class ReadOnlyStore final : public Store {
   absl::StatusOr<VerifyReport> Verify(bool repair) override;
   // Catches up with the writer.
   absl::Status Refresh() override;
-  absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad() override;
+  absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad(const BulkLoadOptions& options) override;
   absl::Status Compact() override;
   absl::Status Backup(absl::string_view dir) override;
 

@@ -52,6 +52,9 @@
 namespace claimstore::internal {
 
 class BulkBatch;
+struct Load;
+struct StoredPart;
+class TableWriter;
 
 class StoreImpl final : public Store {
  public:
@@ -86,9 +89,11 @@ class StoreImpl final : public Store {
                                               const Preconditions& pre) override;
 
   // Bulk loads (bulk_load.cc) ----------------------------------------------------
-  absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad() override;
-  // Writes a bulk load's claims (BulkLoad::Commit), exclusively.
-  absl::StatusOr<BulkLoadResult> CommitBulk(const BulkBatch& batch);
+  absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad(const BulkLoadOptions& options) override;
+  // Writes a bulk load's claims (BulkLoad::Commit), or with `dry_run` only
+  // checks them, holding the store exclusively.
+  absl::StatusOr<BulkLoadResult> CommitBulk(const BulkBatch& batch, const BulkLoadOptions& options,
+                                            bool dry_run);
 
   // Maintenance (maintenance.cc) -------------------------------------------------
   absl::StatusOr<VerifyReport> Verify(bool repair) override;
@@ -168,8 +173,15 @@ class StoreImpl final : public Store {
   // The published snapshot and revision.
   ReadPoint Published(Pin* pin) const;
 
-  // Bulk loads (bulk_load.cc): the commit, holding the store exclusively.
-  absl::StatusOr<BulkLoadResult> CommitBulkExclusively(const BulkBatch& batch)
+  // Bulk loads (bulk_load.cc): the steps of a commit that need the store.
+  // The device rule between the load and the stored claims that stay.
+  absl::Status CheckDevicesAgainstStored(const Load& load, const StoredPart& stored) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Writes the table files, ingests them, publishes.
+  absl::StatusOr<BulkLoadResult> WriteBulk(const Load& load, const StoredPart& stored,
+                                           uint64_t base)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  absl::Status PublishBulk(const Load& load, const StoredPart& stored, TableWriter* writer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
 
   const Options options_;

@@ -20,11 +20,22 @@ TableSink::TableSink(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family, std::
   options_.bytes_per_sync = uint64_t{1} << 20;
 }
 
-absl::Status TableSink::Put(absl::string_view key, absl::string_view value) {
+absl::Status TableSink::Open() {
   if (writer_ != nullptr && writer_->FileSize() >= file_bytes_) CS_RETURN_IF_ERROR(Finish());
   if (writer_ == nullptr) CS_RETURN_IF_ERROR(Roll());
+  return absl::OkStatus();
+}
+
+absl::Status TableSink::Put(absl::string_view key, absl::string_view value) {
+  CS_RETURN_IF_ERROR(Open());
   return FromRocksDB(writer_->Put(rocksdb::Slice(key.data(), key.size()),
                                   rocksdb::Slice(value.data(), value.size())),
+                     "writing a table file");
+}
+
+absl::Status TableSink::Delete(absl::string_view key) {
+  CS_RETURN_IF_ERROR(Open());
+  return FromRocksDB(writer_->Delete(rocksdb::Slice(key.data(), key.size())),
                      "writing a table file");
 }
 

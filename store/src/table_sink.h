@@ -25,8 +25,11 @@ class TableSink {
             std::string name, uint64_t file_bytes = uint64_t{64} << 20);
   TableSink(const TableSink&) = delete;
   TableSink& operator=(const TableSink&) = delete;
-  // REQUIRES: `key` sorts after every key put before.
+  // REQUIRES: `key` sorts after every key put or deleted before.
   absl::Status Put(absl::string_view key, absl::string_view value);
+  // A deletion of `key` (a tombstone: it hides the key's stored value once
+  // ingested). REQUIRES: as Put.
+  absl::Status Delete(absl::string_view key);
   // Finishes the last file.
   absl::Status Finish();
   // The finished files, in key order.
@@ -34,6 +37,8 @@ class TableSink {
   rocksdb::ColumnFamilyHandle* family() const { return family_; }
 
  private:
+  // A file to write to: the open one, or a new one when it is full.
+  absl::Status Open();
   absl::Status Roll();
 
   rocksdb::ColumnFamilyHandle* family_;

@@ -1,21 +1,27 @@
-// claimstore restore: claims in any input form into the store, in two
-// passes over the (mapped) input. Pass 1 decodes and validates everything
-// and keeps each claim's key, where its last version is and what it holds;
-// the device rule (FindDeviceConflicts, the check Allocate makes) then runs
-// over the final versions of the whole input. Nothing is written when any
-// of it fails. Then the claims the input replaces (all of them with
-// --replace) are deleted, and pass 2 decodes again and writes each claim's
-// final version: as one bulk load when the store is empty by then, else in
-// batches.
+// claimstore restore: claims in any input form into the store, in one
+// pass over the (mapped) input and one atomic commit: each claim is
+// decoded, then validated and prepared by a bulk load on a second thread
+// (the largest input ordinal of a claim wins, so a watch stream folds in
+// order; a DELETED event deletes); Commit checks the device rule across
+// the result (the input against itself and against the stored claims that
+// stay) and writes everything in one ingestion, or nothing. A stored claim
+// the input holds is replaced; with --replace the database holds exactly
+// the input afterwards.
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,10 +38,12 @@ namespace {
 constexpr char kRestoreUsage[] =
     "Usage: claimstore [--db DIR] restore [FILE...|-] [--dry-run] [--no-validate] [--replace]\n"
     "Reads claims in any form (claim, list, kubectl List, JSON lines, watch events),\n"
-    "checks everything, then writes: nothing is written if any item is bad.\n"
-    "  --dry-run      only check\n"
-    "  --no-validate  skip semantic validation (decoding stays strict)\n"
-    "  --replace      empty the database first: afterwards it holds exactly the input\n";
+    "checks everything, then writes it in one atomic commit: nothing is written if any\n"
+    "item is bad or two claims would hold a device in ways that exclude each other.\n"
+    "A stored claim the input holds is replaced; others are kept.\n"
+    "  --dry-run      only check (against the database as it is)\n"
+    "  --no-validate  accepted; claims are validated by the store all the same\n"
+    "  --replace      afterwards the database holds exactly the input\n";
 
 struct RestoreFlags {
   std::vector<std::string> files;
@@ -106,226 +114,253 @@ class InputFile {
   std::string spool_;
 };
 
-// What restore keeps of each claim between its two passes: where its final
-// version is, and what it holds (for the device check). Not the record.
-struct RestoreEntry {
-  uint64_t ordinal = 0;  // of the claim's last occurrence in the input
-  bool deleted = false;  // the last occurrence was a DELETED watch event
-  std::vector<DeviceHolding> holdings;
-};
-
-// A progress line on a terminal, nothing when stderr is piped.
+// A progress line on a terminal (claims and claims/s), nothing when stderr
+// is piped.
 class Progress {
  public:
-  explicit Progress(const char* what) : what_(what), tty_(isatty(STDERR_FILENO) != 0) {}
+  explicit Progress(const char* what)
+      : what_(what), tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
   void Tick(uint64_t n) {
-    if (tty_ && n % 10000 == 0) {
-      std::fprintf(stderr, "\r%s: %llu claims", what_, static_cast<unsigned long long>(n));
-    }
+    if (tty_ && n % 10000 == 0) Print(n, "");
   }
   void Done(uint64_t n) {
-    if (tty_) std::fprintf(stderr, "\r%s: %llu claims, done\n", what_, static_cast<unsigned long long>(n));
+    if (tty_) Print(n, ", done\n");
   }
 
  private:
+  void Print(uint64_t n, const char* end) const {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::fprintf(stderr, "\r%s: %llu claims (%.0f claims/s)%s", what_,
+                 static_cast<unsigned long long>(n), seconds > 0 ? n / seconds : 0.0, end);
+  }
+
   const char* what_;
   bool tty_;
+  std::chrono::steady_clock::time_point start_;
 };
 
-// The input after pass 1.
-struct CheckedInput {
-  std::vector<std::string> names;
-  std::vector<std::unique_ptr<InputFile>> files;
-  std::map<ClaimKey, RestoreEntry> entries;
-  uint64_t items = 0;
+// Where a claim stood in the input: "FILE: document D, item I (NS/NAME)".
+std::string Where(const std::string& file, const DecodedClaim& c) {
+  return absl::StrCat(file, ": document ", c.document,
+                      c.item >= 0 ? absl::StrCat(", item ", c.item) : std::string(), " (",
+                      c.record.claim_namespace(), "/", c.record.name(), ")");
+}
+
+// Hands decoded claims to a bulk load on a thread of its own, a batch at a
+// time, so that decoding (the caller's thread) and validating and
+// preparing each claim (BulkLoad::Add) keep both cores busy. The first
+// refused claim stops it; its error is kept with where the claim stood.
+class Adder {
+ public:
+  Adder(BulkLoad* load, const std::vector<std::string>* names)
+      : load_(load), names_(names), worker_([this] { Work(); }) {}
+  ~Adder() { (void)Finish(); }
+
+  // Queues one claim of input file `file`; false once the adder has failed.
+  bool Push(size_t file, DecodedClaim claim, uint64_t ordinal) {
+    batch_.push_back(Item{file, ordinal, std::move(claim)});
+    if (batch_.size() < kBatch) return true;
+    return Flush();
+  }
+  // Adds what is queued and stops the thread. The first refusal, if any,
+  // with where the claim stood (*where).
+  absl::Status Finish(std::string* where = nullptr) {
+    if (worker_.joinable()) {
+      Flush();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        done_ = true;
+      }
+      changed_.notify_all();
+      worker_.join();
+    }
+    if (where != nullptr) *where = where_;
+    return error_;
+  }
+
+ private:
+  struct Item {
+    size_t file;
+    uint64_t ordinal;
+    DecodedClaim claim;
+  };
+  static constexpr size_t kBatch = 1024;
+  static constexpr size_t kQueued = 8;  // batches waiting, at most
+
+  bool Flush() {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [&] { return queue_.size() < kQueued || failed_; });
+    if (failed_) return false;
+    queue_.push_back(std::move(batch_));
+    batch_.clear();
+    changed_.notify_all();
+    return true;
+  }
+
+  void Work() {
+    for (;;) {
+      std::vector<Item> batch;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        changed_.wait(lock, [&] { return !queue_.empty() || done_; });
+        if (queue_.empty()) return;
+        batch = std::move(queue_.front());
+        queue_.pop_front();
+        changed_.notify_all();
+      }
+      for (Item& item : batch) {
+        const DecodedClaim& c = item.claim;
+        absl::Status s = c.event == WatchEventType::kDeleted
+                             ? load_->Delete(ClaimKey{std::string(c.record.claim_namespace()),
+                                                      std::string(c.record.name())},
+                                             item.ordinal)
+                             : load_->Add(c.record, item.ordinal);
+        if (!s.ok()) {
+          error_ = std::move(s);
+          where_ = Where((*names_)[item.file], c);
+          std::lock_guard<std::mutex> lock(mu_);
+          failed_ = true;
+          changed_.notify_all();
+          return;
+        }
+      }
+    }
+  }
+
+  BulkLoad* const load_;
+  const std::vector<std::string>* const names_;
+  std::vector<Item> batch_;  // the caller's, being filled
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<std::vector<Item>> queue_;  // guarded by mu_
+  bool done_ = false, failed_ = false;   // guarded by mu_
+  absl::Status error_;                   // the worker's until joined
+  std::string where_;
+  std::thread worker_;
 };
 
 int Refused(const absl::Status& s) {
   std::cerr << "Error: restore refused: nothing was written\n";
-  return ExitCode(s);
+  return ExitCode(s) == 5 ? 5 : 1;
 }
 
-// Pass 1 over one file: decode and validate every item, keep its entry.
-absl::Status CheckFile(size_t f, bool validate, CheckedInput* input, Progress* progress,
-                       bool* reported) {
-  return DecodeClaims(input->files[f]->text(), [&](DecodedClaim c) -> absl::Status {
-    const std::string where =
-        absl::StrCat(input->names[f], ": document ", c.document,
-                     c.item >= 0 ? absl::StrCat(", item ", c.item) : std::string(), " (",
-                     c.record.claim_namespace(), "/", c.record.name(), ")");
-    progress->Tick(++input->items);
-    if (c.record.claim_namespace().empty() || c.record.name().empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": metadata.namespace and metadata.name: Required value"));
-    }
-    const bool deleted = c.event == WatchEventType::kDeleted;
-    if (validate && !deleted) {
-      if (absl::Status v = ValidationStatus(ValidateClaimStatus(nullptr, c.record)); !v.ok()) {
-        for (const FieldError& e : FieldErrorsOf(v)) {
-          std::cerr << "Error: " << where << ": " << e.ToString() << "\n";
-        }
-        *reported = true;
-        return v;
-      }
-    }
-    RestoreEntry& entry = input->entries[ClaimKey{std::string(c.record.claim_namespace()),
-                                                  std::string(c.record.name())}];
-    entry = RestoreEntry{input->items, deleted, {}};
-    if (!deleted) entry.holdings = DeviceHoldingsOf(c.record);
-    return absl::OkStatus();
-  });
-}
-
-// Pass 1 over every file; the exit code of a refusal, or 0.
-int CheckInputs(const RestoreFlags& flags, CheckedInput* input) {
-  input->names = flags.files;
-  if (input->names.empty()) input->names.push_back("-");
-  for (const std::string& name : input->names) {
+// Opens the inputs, mapped.
+absl::StatusOr<std::vector<std::unique_ptr<InputFile>>> OpenInputs(
+    const std::vector<std::string>& names) {
+  std::vector<std::unique_ptr<InputFile>> files;
+  for (const std::string& name : names) {
     absl::StatusOr<std::unique_ptr<InputFile>> f = InputFile::Open(name);
-    if (!f.ok()) return Fail(f.status());
-    input->files.push_back(*std::move(f));
+    if (!f.ok()) return f.status();
+    files.push_back(*std::move(f));
   }
-  Progress check("checking");
-  for (size_t f = 0; f < input->files.size(); ++f) {
-    bool reported = false;  // the errors were printed one per field already
-    absl::Status s = CheckFile(f, !flags.no_validate, input, &check, &reported);
-    input->files[f]->Release();
+  return files;
+}
+
+// Decodes every input into `adder`, numbering the items across inputs.
+// The exit code of a refusal, or 0; *items counts what was read.
+int DecodeInputs(const std::vector<std::string>& names,
+                 const std::vector<std::unique_ptr<InputFile>>& files, Adder* adder,
+                 uint64_t* items) {
+  Progress progress("reading");
+  for (size_t f = 0; f < files.size(); ++f) {
+    bool adder_failed = false;
+    absl::Status s = DecodeClaims(files[f]->text(), [&](DecodedClaim c) -> absl::Status {
+      progress.Tick(++*items);
+      if (c.record.claim_namespace().empty() || c.record.name().empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(names[f], c), ": metadata.namespace and metadata.name: Required value"));
+      }
+      if (!adder->Push(f, std::move(c), *items)) {
+        adder_failed = true;
+        return absl::CancelledError("a claim was refused");
+      }
+      return absl::OkStatus();
+    });
+    files[f]->Release();
+    if (adder_failed) return 0;  // the adder's error is reported by the caller
     if (!s.ok()) {
-      if (!reported) std::cerr << "Error: " << input->names[f] << ": " << s.message() << "\n";
+      std::cerr << "Error: " << names[f] << ": " << s.message() << "\n";
       return Refused(s);
     }
   }
-  check.Done(input->items);
+  progress.Done(*items);
   return 0;
 }
 
-// Two claims of the input holding one device in ways that exclude each
-// other: the check Allocate makes, over the final versions of the input.
-int CheckDevices(const CheckedInput& input) {
-  std::vector<DeviceHolding> holdings;
-  for (const auto& [key, entry] : input.entries) {
-    holdings.insert(holdings.end(), entry.holdings.begin(), entry.holdings.end());
+// Prints a refused claim's errors (validation errors one per field).
+int ClaimRefused(const absl::Status& s, const std::string& where) {
+  const std::vector<FieldError> fields = FieldErrorsOf(s);
+  if (fields.empty()) {
+    std::cerr << "Error: " << where << ": " << s.message() << "\n";
+  } else {
+    for (const FieldError& e : fields) std::cerr << "Error: " << where << ": " << e.ToString() << "\n";
   }
-  const std::vector<std::string> clashes = FindDeviceConflicts(holdings);
-  if (clashes.empty()) return 0;
-  for (const std::string& c : clashes) std::cerr << "Error: " << c << "\n";
-  std::cerr << "Error: restore refused: nothing was written\n";
-  return 1;
+  return Refused(s);
 }
 
-// A failed bulk load wrote nothing of the input; the claims it was to
-// replace were deleted before it.
-int BulkFailed(const absl::Status& s, size_t deleted) {
-  std::cerr << "Error: " << s.message() << "\n"
-            << "Error: restore failed: nothing of the input was written";
-  if (deleted > 0) std::cerr << "; the " << deleted << " claim(s) it replaces were deleted";
-  std::cerr << "\n";
-  return ExitCode(s);
-}
-
-// Deletes the claims that go first: with --replace every stored claim,
-// else those the input deletes or replaces, so that their devices are free.
-// Sets *empty when no stored claim is left.
-absl::StatusOr<size_t> DeleteReplaced(Store& store, const CheckedInput& input, bool replace,
-                                      bool* empty) {
-  std::vector<ClaimKey> to_delete;
-  size_t stored = 0;
-  absl::Status listed = ForEachClaimKey(store, [&](ClaimKey key) {
-    ++stored;
-    if (replace || input.entries.count(key)) to_delete.push_back(std::move(key));
-  });
-  if (!listed.ok()) return listed;
-  for (const ClaimKey& key : to_delete) {
-    absl::StatusOr<WriteResult> r = store.Delete(key);
-    if (!r.ok() && !absl::IsNotFound(r.status())) return r.status();
+// A directory of its own under /tmp, removed with its contents.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    char pattern[] = "/tmp/claimstore-dry-run-XXXXXX";
+    if (mkdtemp(pattern) != nullptr) path_ = pattern;
   }
-  *empty = to_delete.size() == stored;
-  return to_delete.size();
-}
-
-// Pass 2: decode again, writing each claim's final version into `bulk`
-// when given, else in batches of PutAll.
-int WriteClaims(Store& store, CheckedInput& input, BulkLoad* bulk, size_t deleted,
-                uint64_t* written) {
-  std::vector<ClaimRecord> chunk;
-  uint64_t seen = 0;
-  Progress progress("restoring");
-  const auto flush = [&]() -> absl::Status {
-    if (chunk.empty() || bulk != nullptr) return absl::OkStatus();
-    absl::StatusOr<std::vector<WriteResult>> r = store.PutAll(chunk);
-    if (!r.ok()) return r.status();
-    *written += chunk.size();
-    chunk.clear();
-    progress.Tick(*written - *written % 10000);
-    return absl::OkStatus();
-  };
-  for (size_t f = 0; f < input.files.size(); ++f) {
-    absl::Status s = DecodeClaims(input.files[f]->text(), [&](DecodedClaim c) -> absl::Status {
-      ++seen;
-      const auto it = input.entries.find(
-          ClaimKey{std::string(c.record.claim_namespace()), std::string(c.record.name())});
-      if (it == input.entries.end() || it->second.ordinal != seen || it->second.deleted) {
-        return absl::OkStatus();  // a later version follows, or it was deleted
-      }
-      if (bulk != nullptr) {
-        progress.Tick(++*written);
-        return bulk->Add(c.record);
-      }
-      chunk.push_back(std::move(c.record));
-      return chunk.size() == 5000 ? flush() : absl::OkStatus();
-    });
-    if (s.ok()) s = flush();
-    input.files[f]->Release();
-    if (!s.ok() && bulk == nullptr) {
-      std::cerr << "Error: restore stopped after " << *written
-                << " claim(s) were written: " << s.message() << "\n";
-      return ExitCode(s);
-    }
-    if (!s.ok()) return BulkFailed(s, deleted);
+  ~ScratchDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
   }
-  progress.Done(*written);
-  return 0;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The store to restore into; for a dry run of a database that does not
+// exist, an empty one in a temporary directory (removed by *scratch).
+absl::StatusOr<std::unique_ptr<Store>> OpenTarget(const Context& context, bool dry_run,
+                                                  std::unique_ptr<ScratchDir>* scratch) {
+  if (!dry_run) return OpenForWriting(context);
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(context.DbPath(), {.create_if_missing = false});
+  if (!absl::IsNotFound(store.status())) return store;
+  *scratch = std::make_unique<ScratchDir>();
+  return Store::Open((*scratch)->path() + "/db", {});
 }
 
 int Restore(const Context& context, const RestoreFlags& flags) {
-  CheckedInput input;
-  if (int code = CheckInputs(flags, &input); code != 0) return code;
-  if (!flags.no_validate) {
-    if (int code = CheckDevices(input); code != 0) return code;
+  std::vector<std::string> names = flags.files;
+  if (names.empty()) names.push_back("-");
+  absl::StatusOr<std::vector<std::unique_ptr<InputFile>>> files = OpenInputs(names);
+  if (!files.ok()) return Fail(files.status());
+  std::unique_ptr<ScratchDir> scratch;
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenTarget(context, flags.dry_run, &scratch);
+  if (!store.ok()) return Fail(store.status());
+  absl::StatusOr<std::unique_ptr<BulkLoad>> load =
+      (*store)->StartBulkLoad({.replace_all = flags.replace});
+  if (!load.ok()) return Fail(load.status());
+  uint64_t items = 0;
+  {
+    Adder adder(load->get(), &names);
+    if (int code = DecodeInputs(names, *files, &adder, &items); code != 0) return code;
+    std::string where;
+    if (absl::Status s = adder.Finish(&where); !s.ok()) return ClaimRefused(s, where);
+  }
+  const absl::StatusOr<BulkLoadResult> result = flags.dry_run ? (*load)->DryRun() : (*load)->Commit();
+  if (!result.ok()) {
+    std::cerr << "Error: " << result.status().message() << "\n";
+    return Refused(result.status());
   }
   if (flags.dry_run) {
-    std::cout << "checked " << input.items << " item(s): " << input.entries.size()
-              << " claim(s), nothing written\n";
+    std::cout << "checked " << items << " item(s): " << result->claims << " claim(s), nothing written\n";
     return 0;
   }
-  absl::StatusOr<std::unique_ptr<Store>> store = OpenForWriting(context);
-  if (!store.ok()) return Fail(store.status());
-  bool empty = false;
-  absl::StatusOr<size_t> deleted = DeleteReplaced(**store, input, flags.replace, &empty);
-  if (!deleted.ok()) return Fail(deleted.status());
-  // Into a store that is empty now: one bulk load (all or nothing, several
-  // times faster).
-  std::unique_ptr<BulkLoad> bulk;
-  if (empty) {
-    absl::StatusOr<std::unique_ptr<BulkLoad>> started = (*store)->StartBulkLoad();
-    if (!started.ok()) return Fail(started.status());
-    bulk = *std::move(started);
+  std::cout << "restored " << result->claims << " claim(s) from " << items << " item(s); revision "
+            << result->revision;
+  if (result->replaced > 0 || result->deleted > 0) {
+    std::cout << "; " << result->replaced << " replaced, " << result->deleted << " deleted";
   }
-  uint64_t written = 0;
-  if (int code = WriteClaims(**store, input, bulk.get(), *deleted, &written); code != 0) {
-    return code;
-  }
-  if (bulk != nullptr) {
-    if (absl::Status s = bulk->Commit().status(); !s.ok()) return BulkFailed(s, *deleted);
-  }
-  // A bulk load lands in its final shape; batches and deletions need a
-  // compaction so that reads do not wait behind them.
-  if (bulk == nullptr || *deleted > 0) {
-    if (absl::Status s = (*store)->Compact(); !s.ok()) return Fail(s);
-  }
-  absl::StatusOr<StoreStats> stats = (*store)->Stats();
-  std::cout << "restored " << written << " claim(s) from " << input.items << " item(s); revision "
-            << (stats.ok() ? stats->revision : 0) << "\n";
+  std::cout << "\n";
   return 0;
 }
 

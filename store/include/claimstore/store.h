@@ -198,46 +198,77 @@ struct StoreStats {
   uint64_t size_on_disk_bytes = 0;
 };
 
-// What a bulk load wrote.
+// How a bulk load treats what the store holds.
+struct BulkLoadOptions {
+  // Afterwards the store holds exactly the load: every stored claim the load
+  // does not add is deleted. Default: false (stored claims the load does not
+  // name are kept).
+  bool replace_all = false;
+};
+
+// What a bulk load wrote (or, for DryRun, would write).
 struct BulkLoadResult {
-  uint64_t claims = 0;
+  uint64_t claims = 0;    // claims loaded (added or replacing a stored one)
+  uint64_t replaced = 0;  // of them, claims the store held
+  uint64_t deleted = 0;   // stored claims deleted and not loaded again
   uint64_t revision = 0;  // the store revision after it
 };
 
-// A restore into a store that holds no claims, several times faster than
-// PutAll: the claims are collected (and validated as they are added), then
-// Commit sorts them, checks them against each other, writes the records
-// and both indexes as sorted table files and hands those to RocksDB in one
-// atomic ingestion: no write-ahead log, no memtables, no compaction of
-// what was loaded. Afterwards the store holds exactly what a PutAll of the
-// same claims in namespace/name order would have left: claim i of that
-// order has create and mod revision R+i (R the store revision before), and
-// version 1.
+// A restore in one atomic commit, whatever the store holds, several times
+// faster than PutAll: the claims are collected (and validated as they are
+// added), then Commit sorts them, checks them against each other and
+// against the stored claims they do not replace, writes the records, both
+// indexes and every deletion as sorted table files and hands those to
+// RocksDB in one atomic ingestion: no write-ahead log, no memtables.
+//
+// The result is what these writes would leave, one after another: Delete
+// of every stored claim the load deletes (its Deletes, and with
+// replace_all every stored claim it does not add) or replaces, in key
+// order; then PutAll of the loaded claims in key order. So a loaded claim
+// is written anew, whatever the store held (create revision = mod
+// revision, version 1), and the store revision R grows by one per deleted,
+// per replaced and per loaded claim: loaded claim i of key order has
+// revision R + deleted + replaced + i.
+//
+// A claim is validated as state, replaced or not (validation.h: no rule
+// about a change applies to a claim loaded whole: a restore loads state, it
+// does not update), and the device rule holds across the result: a loaded claim may not hold a device in a way that excludes the
+// holding of another loaded claim, or of a stored claim that stays.
 //
 // Memory: the encoded claims are held until Commit (about 0.5 KB per
 // claim of typical shape, plus their index keys).
 //
-// Thread-safety: Add may be called from any number of threads at once
-// (decode in parallel, add as you go); Commit once, after every Add has
-// returned. A BulkLoad must not outlive its Store. Reads of the store go on
-// during Commit and see either none or all of the loaded claims; writes
-// wait for it.
+// Thread-safety: Add and Delete may be called from any number of threads at
+// once (decode in parallel, add as you go); Commit or DryRun once, after
+// every Add has returned. A BulkLoad must not outlive its Store. Reads of
+// the store go on during Commit and see either the state before it or the
+// state after it, never a part; writes wait for it (a write that came in
+// since StartBulkLoad is part of the state the load is applied to).
 class BulkLoad {
  public:
   virtual ~BulkLoad();
-  // Adds one claim. InvalidArgument naming the field path when Put would
-  // refuse it; nothing is written before Commit.
-  virtual absl::Status Add(const ClaimRecord& record) = 0;
-  // Writes every added claim, all or none (also across a crash).
-  // Nothing is written when it fails:
-  //   InvalidArgument     a claim was added twice (names it)
-  //   Aborted             two claims hold a device in ways that exclude each
-  //                       other (names the device and both claims)
-  //   FailedPrecondition  the store holds claims (a write came in since
-  //                       StartBulkLoad), or Commit was called before
+  // Adds one claim. `ordinal` orders what the load says of one claim: of its
+  // Adds and Deletes, the one with the largest ordinal is what the store
+  // holds afterwards (an input's item number, so that a later watch event
+  // of a claim wins). InvalidArgument naming the field path when the claim
+  // is invalid; nothing is written before Commit.
+  virtual absl::Status Add(const ClaimRecord& record, uint64_t ordinal = 0) = 0;
+  // Deletes the stored claim `key` (nothing when the store holds none),
+  // unless an Add of it with a larger ordinal comes.
+  virtual absl::Status Delete(const ClaimKey& key, uint64_t ordinal) = 0;
+  // Writes the load, all or none (also across a crash). Nothing is written
+  // when it fails:
+  //   InvalidArgument     two Adds or Deletes of one claim with the same
+  //                       ordinal (names it)
+  //   Aborted             claims would hold a device in ways that exclude
+  //                       each other (names the device and both claims)
+  //   FailedPrecondition  Commit or DryRun was called before
   // and the mapped RocksDB error otherwise. A failure of the ingestion itself
   // stops writes, as a failed commit does (see Store).
   virtual absl::StatusOr<BulkLoadResult> Commit() = 0;
+  // Checks what Commit checks, against the store as it is now, and says what
+  // Commit would have written; writes nothing. The same errors.
+  virtual absl::StatusOr<BulkLoadResult> DryRun() = 0;
 };
 
 // The current revision carried by an Aborted error of a precondition
@@ -324,9 +355,10 @@ class Store {
   // the state of the last Refresh(); call it while no read is running. OK
   // no-op otherwise.
   virtual absl::Status Refresh() = 0;
-  // Starts a bulk load (see BulkLoad). FailedPrecondition when the store
-  // holds claims or is read-only.
-  virtual absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad() = 0;
+  // Starts a bulk load (see BulkLoad). FailedPrecondition when the store is
+  // read-only.
+  virtual absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad(
+      const BulkLoadOptions& options = {}) = 0;
   // Compacts all data into its final shape now instead of in the background
   // (after a bulk restore, so that reads do not wait behind compaction).
   virtual absl::Status Compact() = 0;

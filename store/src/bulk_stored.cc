@@ -1,0 +1,173 @@
+// What the store holds that a bulk load changes. Three cases:
+//  - the store holds no claims: nothing to read; the indexes are rebuilt
+//    from the load (the fast path of a restore into an empty store);
+//  - replace_all: every stored key is read (records, both indexes) and
+//    merged with the load's: stored keys the load does not have go; the
+//    indexes are rebuilt from the load;
+//  - otherwise: the records of the claims the load adds or deletes are read
+//    (MultiGet): their index entries go where the load's differ.
+
+#include <algorithm>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bulk_load.h"
+#include "device_rule.h"
+#include "index_entries.h"
+#include "keys.h"
+#include "rocksdb_status.h"
+#include "status_macros.h"
+
+namespace claimstore::internal {
+namespace {
+
+// a - b for sorted, unique ranges of string-like keys.
+template <typename A, typename B>
+std::vector<std::string> Difference(const A& a, const B& b) {
+  std::vector<std::string> out;
+  auto j = b.begin();
+  for (const auto& k : a) {
+    while (j != b.end() && absl::string_view(*j) < absl::string_view(k)) ++j;
+    if (j == b.end() || absl::string_view(*j) != absl::string_view(k)) out.emplace_back(k);
+  }
+  return out;
+}
+
+absl::StatusOr<bool> HoldsClaims(const Database& db) {
+  std::unique_ptr<KeyScan> scan = db.Scan(db.records(), "", ReadPoint{});
+  scan->SeekToFirst();
+  CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), "looking for claims"));
+  return scan->Valid();
+}
+
+// Every key of `family` that is not among the sorted `keep`.
+absl::StatusOr<std::vector<std::string>> StoredKeysNotIn(const Database& db,
+                                                         rocksdb::ColumnFamilyHandle* family,
+                                                         const std::vector<absl::string_view>& keep) {
+  std::vector<std::string> out;
+  auto k = keep.begin();
+  std::unique_ptr<KeyScan> scan = db.Scan(family, "", ReadPoint{}, /*fill_cache=*/false);
+  for (scan->SeekToFirst(); scan->Valid(); scan->Next()) {
+    const absl::string_view key = scan->key();
+    while (k != keep.end() && *k < key) ++k;
+    if (k == keep.end() || *k != key) out.emplace_back(key);
+  }
+  CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), "reading the stored claims"));
+  return out;
+}
+
+// replace_all: every stored key is read and merged with the load's.
+absl::Status ReadEverything(const Database& db, const Load& load, StoredPart* stored) {
+  size_t i = 0;
+  std::unique_ptr<KeyScan> scan = db.Scan(db.records(), "", ReadPoint{}, /*fill_cache=*/false);
+  for (scan->SeekToFirst(); scan->Valid(); scan->Next()) {
+    const absl::string_view key = scan->key();
+    while (i < load.claims.size() && load.claims[i].record_key < key) ++i;
+    if (i < load.claims.size() && load.claims[i].record_key == key) {
+      ++stored->result.replaced;
+    } else {
+      stored->record_deletes.emplace_back(key);
+    }
+  }
+  CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), "reading the stored claims"));
+  CS_ASSIGN_OR_RETURN(stored->consumer_deletes, StoredKeysNotIn(db, db.consumers(), load.consumers));
+  CS_ASSIGN_OR_RETURN(stored->device_deletes, StoredKeysNotIn(db, db.devices(), load.devices));
+  return absl::OkStatus();
+}
+
+// The stored records of `keys` (sorted), a chunk of MultiGet at a time:
+// calls visit(key index, record) for each one stored.
+absl::Status ReadRecords(const Database& db, const std::vector<absl::string_view>& keys,
+                         const std::function<absl::Status(size_t, const ClaimRecord&)>& visit) {
+  constexpr size_t kChunk = 1024;
+  for (size_t begin = 0; begin < keys.size(); begin += kChunk) {
+    const size_t n = std::min(kChunk, keys.size() - begin);
+    std::vector<rocksdb::Slice> slices(n);
+    for (size_t j = 0; j < n; ++j) slices[j] = rocksdb::Slice(keys[begin + j].data(), keys[begin + j].size());
+    std::vector<rocksdb::PinnableSlice> values(n);
+    std::vector<rocksdb::Status> statuses(n);
+    db.db()->MultiGet(rocksdb::ReadOptions(), db.records(), n, slices.data(), values.data(),
+                      statuses.data(), /*sorted_input=*/true);
+    for (size_t j = 0; j < n; ++j) {
+      if (statuses[j].IsNotFound()) continue;
+      CS_RETURN_IF_ERROR(FromRocksDB(statuses[j], "reading a stored claim"));
+      absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(ToView(values[j])));
+      if (!record.ok()) {
+        std::string ns, name;
+        ParseRecordKey(keys[begin + j], &ns, &name);
+        return absl::DataLossError(
+            absl::StrCat("stored claim ", ns, "/", name, ": ", record.status().message()));
+      }
+      CS_RETURN_IF_ERROR(visit(begin + j, *record));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Not replace_all: the stored records of the claims the load adds or
+// deletes.
+absl::Status ReadAffected(const Database& db, const Load& load, StoredPart* stored) {
+  std::vector<absl::string_view> added(load.claims.size());
+  for (size_t i = 0; i < load.claims.size(); ++i) added[i] = load.claims[i].record_key;
+  std::vector<std::string> old_consumers, old_devices;
+  const auto keep_entries = [&](const ClaimRecord& record) {
+    IndexEntries entries = ComputeIndexEntries(record.table());
+    std::move(entries.consumers.begin(), entries.consumers.end(), std::back_inserter(old_consumers));
+    std::move(entries.devices.begin(), entries.devices.end(), std::back_inserter(old_devices));
+  };
+  CS_RETURN_IF_ERROR(ReadRecords(db, added, [&](size_t, const ClaimRecord& record) {
+    ++stored->result.replaced;
+    keep_entries(record);
+    return absl::OkStatus();
+  }));
+  CS_RETURN_IF_ERROR(ReadRecords(db, load.deletions, [&](size_t i, const ClaimRecord& record) {
+    stored->record_deletes.emplace_back(load.deletions[i]);
+    keep_entries(record);
+    return absl::OkStatus();
+  }));
+  std::sort(old_consumers.begin(), old_consumers.end());
+  std::sort(old_devices.begin(), old_devices.end());
+  stored->consumer_deletes = Difference(old_consumers, load.consumers);
+  stored->device_deletes = Difference(old_devices, load.devices);
+  stored->consumer_adds = Difference(load.consumers, old_consumers);
+  stored->device_adds = Difference(load.devices, old_devices);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<StoredPart> ReadStoredPart(const Database& db, const Load& load, bool replace_all,
+                                          uint64_t base) {
+  StoredPart stored;
+  CS_ASSIGN_OR_RETURN(const bool holds_claims, HoldsClaims(db));
+  stored.rebuild = replace_all || !holds_claims;
+  if (holds_claims && replace_all) {
+    CS_RETURN_IF_ERROR(ReadEverything(db, load, &stored));
+  } else if (holds_claims) {
+    CS_RETURN_IF_ERROR(ReadAffected(db, load, &stored));
+  }
+  stored.result.claims = load.claims.size();
+  stored.result.deleted = stored.record_deletes.size();
+  // Deleted and replaced claims go first, a revision each; then the loaded
+  // ones, in key order.
+  stored.before_claims = base + stored.result.deleted + stored.result.replaced;
+  stored.result.revision = stored.before_claims + stored.result.claims;
+  return stored;
+}
+
+absl::Status CheckDevicesWithin(absl::Span<const absl::string_view> sorted_device_keys) {
+  std::string clash;
+  size_t clashes = 0;
+  FindDoubleHoldings(sorted_device_keys, [&](std::string problem) {
+    if (clashes++ == 0) clash = std::move(problem);
+  });
+  if (clashes == 0) return absl::OkStatus();
+  return absl::AbortedError(
+      clashes == 1 ? clash : absl::StrCat(clash, " (and ", clashes - 1, " more clashes)"));
+}
+
+}  // namespace claimstore::internal
