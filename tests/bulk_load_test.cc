@@ -507,15 +507,20 @@ TEST_F(BulkLoadTest, ReadersSeeAllOrNothing) {
 // named by CLAIMSTORE_BULK_CHILD_DB and commits. Skipped when run alone.
 constexpr size_t kCrashClaims = 20000;
 
+// Over stored claims (CLAIMSTORE_BULK_CHILD_OVER set), the child loads
+// claims kCrashClaims / 2 .. kCrashClaims * 3 / 2 of another seed: half
+// replace stored claims, half are new.
 TEST(BulkLoadCrash, Child) {
   const char* db = getenv("CLAIMSTORE_BULK_CHILD_DB");
   if (db == nullptr) GTEST_SKIP() << "the child of KilledCommitLeavesAllOrNothing";
+  const bool over = getenv("CLAIMSTORE_BULK_CHILD_OVER") != nullptr;
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db, {});
   ASSERT_THAT(store.status(), IsOk());
   absl::StatusOr<std::unique_ptr<BulkLoad>> load = (*store)->StartBulkLoad();
   ASSERT_THAT(load.status(), IsOk());
-  for (size_t i = 0; i < kCrashClaims; ++i) {
-    absl::StatusOr<ClaimRecord> r = DecodeClaim(GenerateClaimJson(i));
+  const size_t first = over ? kCrashClaims / 2 : 0;
+  for (size_t i = first; i < first + kCrashClaims; ++i) {
+    absl::StatusOr<ClaimRecord> r = DecodeClaim(GenerateClaimJson(i, over ? 2 : 1));
     ASSERT_THAT(r.status(), IsOk());
     ASSERT_THAT((*load)->Add(*r), IsOk());
   }
@@ -525,10 +530,11 @@ TEST(BulkLoadCrash, Child) {
 // Runs the child on `db` (a fresh process: RocksDB's thread pools do not
 // survive fork) and kills it with SIGKILL after `kill_after_us` (never when
 // negative). Returns its wait status.
-int RunChild(const std::string& db, int kill_after_us) {
+int RunChild(const std::string& db, int kill_after_us, bool over = false) {
   const pid_t pid = fork();
   if (pid == 0) {
     setenv("CLAIMSTORE_BULK_CHILD_DB", db.c_str(), 1);
+    if (over) setenv("CLAIMSTORE_BULK_CHILD_OVER", "1", 1);
     if (freopen("/dev/null", "w", stdout) == nullptr) _exit(126);
     execl("/proc/self/exe", "bulk_load_test", "--gtest_filter=BulkLoadCrash.Child",
           static_cast<char*>(nullptr));
@@ -581,6 +587,55 @@ TEST(BulkLoadCrash, KilledCommitLeavesAllOrNothing) {
   }
   std::printf("kill -9 during bulk loads: %d kept everything, %d nothing (a whole run: %d ms)\n",
               all, none, full_us / 1000);
+}
+
+// kill -9 at a random moment of a bulk load over stored claims (issue 13,
+// finding 3: a restore over a database that holds claims, killed, lost
+// claims): after reopening, the store is exactly as before the load or
+// exactly as after it, and verifies clean.
+TEST(BulkLoadCrash, KilledCommitOverStoredClaimsLeavesBeforeOrAfter) {
+  ScopedTempDir dir;
+  const std::string base = dir.path() + "/base";
+  {
+    std::unique_ptr<Store> store = OpenAt(base);
+    absl::StatusOr<std::unique_ptr<BulkLoad>> load = store->StartBulkLoad();
+    for (const ClaimRecord& r : Generated(kCrashClaims)) ASSERT_THAT((*load)->Add(r), IsOk());
+    ASSERT_THAT((*load)->Commit().status(), IsOk());
+  }
+  const auto copy_of_base = [&](const std::string& to) {
+    std::filesystem::copy(base, to, std::filesystem::copy_options::recursive);
+  };
+  const auto dump_of = [&](const std::string& db) {
+    std::unique_ptr<Store> store = OpenAt(db);
+    if (store == nullptr) return std::string();
+    ExpectClean(*store);
+    return Dump(*store);
+  };
+  const std::string before = dump_of(base);
+  const std::string timed = dir.path() + "/timed";
+  copy_of_base(timed);
+  const auto start = std::chrono::steady_clock::now();
+  const int status = RunChild(timed, -1, /*over=*/true);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const int full_us = static_cast<int>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                           std::chrono::steady_clock::now() - start)
+                                           .count());
+  const std::string after = dump_of(timed);
+  ASSERT_NE(before, after);
+  std::mt19937 rng(12);
+  int kept_before = 0, kept_after = 0;
+  for (int cycle = 0; cycle < 8; ++cycle) {
+    const std::string db = absl::StrCat(dir.path(), "/db", cycle);
+    copy_of_base(db);
+    RunChild(db, std::uniform_int_distribution<int>(full_us / 2, full_us + full_us / 10)(rng),
+             /*over=*/true);
+    const std::string now = dump_of(db);
+    EXPECT_TRUE(now == before || now == after) << "cycle " << cycle << ": neither before nor after";
+    (now == before ? kept_before : kept_after) += 1;
+    EXPECT_FALSE(std::filesystem::exists(db + "/bulk-load.tmp"));
+  }
+  std::printf("kill -9 during bulk loads over stored claims: %d before, %d after (a whole run: %d ms)\n",
+              kept_before, kept_after, full_us / 1000);
 }
 
 }  // namespace
