@@ -69,6 +69,9 @@ class FaultTest : public ::testing::Test {
     ASSERT_TRUE(fs_->DropUnsyncedData().ok());
   }
 
+  // The I/O-error sweep over a bulk load (below).
+  void SweepBulkLoad(const std::vector<ClaimRecord>& stored, const std::vector<ClaimRecord>& loaded);
+
   ScopedTempDir dir_;
   std::shared_ptr<FaultFileSystem> fs_;
   std::unique_ptr<rocksdb::Env> env_;
@@ -461,9 +464,35 @@ TEST_F(FaultTest, PowerLossAfterABulkLoadKeepsIt) {
   EXPECT_TRUE(VerifyProblems(**store).empty());
 }
 
+// What a reader sees of a store, compactly: each claim's key, uid and
+// revisions, and the store revision.
+std::string StateOf(Store& store) {
+  std::string out;
+  absl::StatusOr<ListPage> all = store.List({});
+  EXPECT_TRUE(all.ok()) << all.status();
+  if (!all.ok()) return "";
+  for (const ClaimRecord& r : all->records) {
+    absl::StrAppend(&out, r.claim_namespace(), "/", r.name(), " ", r.uid(), " ",
+                    r.create_revision(), " ", r.mod_revision(), "\n");
+  }
+  absl::StrAppend(&out, "revision ", all->revision, "\n");
+  return out;
+}
+
+std::vector<ClaimRecord> GeneratedClaims(size_t first, size_t n, uint64_t seed) {
+  std::vector<ClaimRecord> out;
+  for (size_t i = first; i < first + n; ++i) {
+    absl::StatusOr<ClaimRecord> r = DecodeClaim(GenerateClaimJson(i, seed));
+    EXPECT_TRUE(r.ok()) << r.status();
+    out.push_back(*std::move(r));
+  }
+  return out;
+}
+
 // The n-th write, sync or read of a bulk load failing: the load fails and
-// the live store shows nothing of it; after reopening the store holds all
-// of it or none, verifies clean, and takes writes.
+// the live store shows nothing of it; after reopening the store is as
+// before the load or as after it, verifies clean, and takes writes. The
+// store starts with `stored`; the load is `loaded`.
 //
 // Reads of the table files being ingested are spared: RocksDB 7.8 reads
 // their last key without checking that the read worked
@@ -471,25 +500,32 @@ TEST_F(FaultTest, PowerLossAfterABulkLoadKeepsIt) {
 // invalid iterator after SeekToLast), and Debian's build asserts there. The
 // store writes those files just before, with their pages kept cached, so
 // such a read does not reach the disk in practice; and if it aborts the
-// process, nothing was ingested (the kill -9 test of bulk_load_test covers
+// process, nothing was ingested (the kill -9 tests of bulk_load_test cover
 // a process that dies there).
-TEST_F(FaultTest, BulkLoadUnderIoErrorsIsAllOrNothing) {
+void FaultTest::SweepBulkLoad(const std::vector<ClaimRecord>& stored,
+                              const std::vector<ClaimRecord>& loaded) {
   fs_->SpareReadsOf("/bulk-load.tmp/");
-  const std::vector<ClaimRecord> claims = BulkClaims();
   const auto fresh = [&] {
     std::filesystem::remove_all(db_path());
     absl::StatusOr<std::unique_ptr<Store>> made = Store::Open(db_path(), SmallOptions(true));
     ASSERT_TRUE(made.ok()) << made.status();
+    if (!stored.empty()) {
+      ASSERT_TRUE(BulkLoadInto(**made, stored).ok());
+    }
   };
   std::map<Op, uint64_t> totals;
+  std::string before, after;
   {
     fresh();
     absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
     ASSERT_TRUE(store.ok()) << store.status();
+    before = StateOf(**store);
     fs_->ResetCounts();
-    ASSERT_TRUE(BulkLoadInto(**store, claims).ok());
+    ASSERT_TRUE(BulkLoadInto(**store, loaded).ok());
     for (Op op : {Op::kWrite, Op::kSync, Op::kRead}) totals[op] = fs_->Count(op);
+    after = StateOf(**store);
   }
+  ASSERT_NE(before, after);
   ASSERT_GT(totals[Op::kWrite], 5u);
   ASSERT_GT(totals[Op::kSync], 3u);
   int runs = 0, failed = 0, kept_after_failure = 0;
@@ -507,38 +543,38 @@ TEST_F(FaultTest, BulkLoadUnderIoErrorsIsAllOrNothing) {
           absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
           ASSERT_TRUE(store.ok()) << store.status();
           fs_->FailNth(op, n, error);
-          const absl::Status s = BulkLoadInto(**store, claims);
+          const absl::Status s = BulkLoadInto(**store, loaded);
           // The checks below must not meet a fault that the load did not
           // reach (how many reads a load makes depends on timing).
           fs_->ResetCounts();
           if (!s.ok()) {
             load_failed = true;
             ++failed;
-            EXPECT_EQ(ClaimsIn(**store), 0u) << what << ": " << s;
+            EXPECT_EQ(StateOf(**store), before) << what << ": " << s;
             EXPECT_TRUE((*store)->GetMany({{"ns", "x"}}).ok()) << what;
           } else {
-            EXPECT_EQ(ClaimsIn(**store), kBulkClaims) << what;
+            EXPECT_EQ(StateOf(**store), after) << what;
           }
         }
         fs_->ResetCounts();
         ++runs;
         absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db_path(), SmallOptions(true));
         ASSERT_TRUE(store.ok()) << what << ": reopening: " << store.status();
-        const uint64_t held = ClaimsIn(**store);
-        EXPECT_TRUE(held == 0 || held == kBulkClaims) << what << ": " << held << " claims";
+        const std::string held = StateOf(**store);
+        EXPECT_TRUE(held == before || held == after) << what << ": neither before nor after";
         if (!load_failed) {
-          EXPECT_EQ(held, kBulkClaims) << what;
+          EXPECT_EQ(held, after) << what;
         }
-        kept_after_failure += load_failed && held == kBulkClaims ? 1 : 0;
+        kept_after_failure += load_failed && held == after ? 1 : 0;
         const std::vector<std::string> problems = VerifyProblems(**store);
         EXPECT_TRUE(problems.empty()) << what << ":\n" << absl::StrJoin(problems, "\n");
         EXPECT_FALSE(std::filesystem::exists(db_path() + "/bulk-load.tmp")) << what;
         // Writes go on (and a failed load can be retried).
-        if (held == 0) {
-          EXPECT_TRUE(BulkLoadInto(**store, claims).ok()) << what;
+        if (held == before) {
+          EXPECT_TRUE(BulkLoadInto(**store, loaded).ok()) << what;
         } else {
-          EXPECT_TRUE((*store)->Delete({std::string(claims[0].claim_namespace()),
-                                        std::string(claims[0].name())}).ok()) << what;
+          EXPECT_TRUE((*store)->Delete({std::string(loaded[0].claim_namespace()),
+                                        std::string(loaded[0].name())}).ok()) << what;
         }
         if (HasFailure()) return;
       }
@@ -551,6 +587,15 @@ TEST_F(FaultTest, BulkLoadUnderIoErrorsIsAllOrNothing) {
   // the ingestion failed, and the reopened store has all of it, which needs
   // the files RocksDB deleted put back (link_log_fs.h).
   EXPECT_GT(kept_after_failure, 0);
+}
+
+TEST_F(FaultTest, BulkLoadUnderIoErrorsIsAllOrNothing) {
+  SweepBulkLoad({}, BulkClaims());
+}
+
+// Over stored claims (issue 13): half of the load replaces stored claims.
+TEST_F(FaultTest, BulkLoadOverStoredClaimsUnderIoErrorsIsBeforeOrAfter) {
+  SweepBulkLoad(GeneratedClaims(0, kBulkClaims, 1), GeneratedClaims(kBulkClaims / 2, kBulkClaims, 2));
 }
 
 }  // namespace
