@@ -187,6 +187,37 @@ TEST_F(CliTest, AClaimBeingDeletedWhileReservedRestoresAndRoundTrips) {
   EXPECT_EQ(ReadFile(dump2), dump.out);
 }
 
+// Issue 13, finding 2: 12,001 claims whose last one conflicts with a stored
+// claim that stays. Before: --dry-run said all was well, and the real
+// restore wrote 10,000 claims and stopped, naming item 2000 of a batch.
+// Now both refuse, nothing is written, and the error names the device,
+// both claims and where the input's one stood.
+TEST_F(CliTest, ARestoreConflictingWithAStoredClaimWritesNothing) {
+  const std::string holder =
+      R"({"metadata":{"namespace":"keep","name":"NAME"},"status":{"allocation":{"devices":{"results":)"
+      R"([{"request":"r","driver":"gpu.example.com","pool":"node-9999","device":"gpu-0"}]}}}})";
+  std::string stored_holder = holder, conflict = holder;
+  stored_holder.replace(stored_holder.find("NAME"), 4, "holder");
+  conflict.replace(conflict.find("keep"), 4, "x").replace(conflict.find("NAME"), 4, "conflict");
+  ASSERT_EQ(Cli("restore " + File("c.jsonl", Cli("generate --claims 12000 -o jsonl").out)).code, 0);
+  ASSERT_EQ(Cli("restore -", stored_holder).code, 0);
+  const std::string before = Cli("dump -o jsonl").out;
+  const std::string input =
+      File("in.jsonl", Cli("generate --claims 12000 --seed 9 -o jsonl").out + conflict + "\n");
+  for (const char* mode : {"--dry-run ", ""}) {
+    SCOPED_TRACE(mode);
+    const CliRun r = Cli(absl::StrCat("restore ", mode, input));
+    EXPECT_EQ(r.code, 1);
+    EXPECT_THAT(r.err, HasSubstr("device gpu.example.com/node-9999/gpu-0 is held by both keep/holder "
+                                 "and x/conflict (one exclusively)"));
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat("Error: x/conflict: in ", input,
+                                              ": document 12000 (x/conflict)")));
+    EXPECT_THAT(r.err, HasSubstr("Error: keep/holder: stored, not in the input"));
+    EXPECT_THAT(r.err, HasSubstr("restore refused: nothing was written"));
+    EXPECT_EQ(Cli("dump -o jsonl").out, before);
+  }
+}
+
 TEST_F(CliTest, FindAndTables) {
   ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 16").out)).code, 0);
   const CliRun pool = Cli("find --device gpu.example.com/node-0");

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bulk_batch.h"
@@ -205,7 +206,8 @@ absl::Status StoreImpl::CheckDevicesAgainstStored(const Load& load,
                                                   const StoredPart& stored) const {
   // Per device the load holds: its holders as published, without those the
   // load removes, with the load's.
-  std::vector<std::string> problems;
+  std::vector<Clash> clashes;
+  absl::Status corrupt;
   for (size_t i = 0; i < load.devices.size();) {
     const size_t length = ComponentsLength(load.devices[i], 3);
     if (length == absl::string_view::npos) return absl::InternalError("malformed device key");
@@ -221,14 +223,16 @@ absl::Status StoreImpl::CheckDevicesAgainstStored(const Load& load,
     }
     std::sort(holders.begin(), holders.end());
     holders.erase(std::unique(holders.begin(), holders.end()), holders.end());
-    FindDoubleHoldings(std::vector<absl::string_view>(holders.begin(), holders.end()),
-                       [&](std::string p) { problems.push_back(std::move(p)); });
+    FindDoubleHoldings(
+        std::vector<absl::string_view>(holders.begin(), holders.end()),
+        [&](const Clash& c) { clashes.push_back(c); },
+        [&](absl::string_view key) {
+          corrupt = absl::DataLossError(
+              absl::StrCat("device index key ", absl::CHexEscape(key), " is malformed"));
+        });
   }
-  if (problems.empty()) return absl::OkStatus();
-  return absl::AbortedError(problems.size() == 1
-                                ? problems[0]
-                                : absl::StrCat(problems[0], " (and ", problems.size() - 1,
-                                               " more clashes)"));
+  CS_RETURN_IF_ERROR(corrupt);
+  return clashes.empty() ? absl::OkStatus() : ClashError(clashes);
 }
 
 absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(const Load& load, const StoredPart& stored,

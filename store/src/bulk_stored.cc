@@ -160,14 +160,10 @@ absl::StatusOr<StoredPart> ReadStoredPart(const Database& db, const Load& load, 
 }
 
 absl::Status CheckDevicesWithin(absl::Span<const absl::string_view> sorted_device_keys) {
-  std::string clash;
-  size_t clashes = 0;
-  FindDoubleHoldings(sorted_device_keys, [&](std::string problem) {
-    if (clashes++ == 0) clash = std::move(problem);
-  });
-  if (clashes == 0) return absl::OkStatus();
-  return absl::AbortedError(
-      clashes == 1 ? clash : absl::StrCat(clash, " (and ", clashes - 1, " more clashes)"));
+  std::vector<Clash> clashes;
+  FindDoubleHoldings(sorted_device_keys, [&](const Clash& c) { clashes.push_back(c); },
+                     [](absl::string_view) {});  // index keys made by the load itself
+  return clashes.empty() ? absl::OkStatus() : ClashError(clashes);
 }
 
 }  // namespace claimstore::internal

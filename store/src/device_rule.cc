@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "index_entries.h"
+#include "store_errors.h"
 
 namespace claimstore {
 namespace internal {
@@ -23,16 +24,15 @@ bool SameDevice(const DeviceKeyParts& a, const DeviceKeyParts& b) {
 // Reports each pair of `group` (the holdings of one device) that excludes
 // each other.
 void ReportClashes(const std::vector<DeviceKeyParts>& group,
-                   absl::FunctionRef<void(std::string problem)> report) {
+                   absl::FunctionRef<void(const Clash&)> report) {
   for (size_t i = 0; i < group.size(); ++i) {
     for (size_t j = i + 1; j < group.size(); ++j) {
       const DeviceKeyParts& a = group[i];
       const DeviceKeyParts& b = group[j];
       if (SameClaim(a, b) || !HoldingsExclude(a.kind, a.share_id, b.kind, b.share_id)) continue;
-      const bool exclusive = a.kind == HoldingKind::kExclusive || b.kind == HoldingKind::kExclusive;
-      report(absl::StrCat("device ", a.driver, "/", a.pool, "/", a.device, " is held by both ",
-                          a.claim_namespace, "/", a.name, " and ", b.claim_namespace, "/",
-                          b.name, exclusive ? " (one exclusively)" : " (the same shareID)"));
+      report(Clash{absl::StrCat(a.driver, "/", a.pool, "/", a.device),
+                   ClaimKey{a.claim_namespace, a.name}, ClaimKey{b.claim_namespace, b.name},
+                   a.kind == HoldingKind::kExclusive || b.kind == HoldingKind::kExclusive});
     }
   }
 }
@@ -53,31 +53,48 @@ absl::Status CheckNewHolding(const ClaimKey& claim, const DeviceKeyParts& wanted
     if (held.claim_namespace == claim.claim_namespace && held.name == claim.name) continue;
     if (!HoldingsExclude(wanted.kind, wanted.share_id, held.kind, held.share_id)) continue;
     const bool exclusive = held.kind == HoldingKind::kExclusive;
-    return absl::AbortedError(absl::StrCat(
-        "device ", wanted.driver, "/", wanted.pool, "/", wanted.device, " is allocated to claim ",
-        held.claim_namespace, "/", held.name, " ", exclusive ? "exclusively" : "as share ",
-        exclusive ? "" : held.share_id));
+    return WithClaims(
+        absl::AbortedError(absl::StrCat(
+            "device ", wanted.driver, "/", wanted.pool, "/", wanted.device, " is allocated to claim ",
+            held.claim_namespace, "/", held.name, " ", exclusive ? "exclusively" : "as share ",
+            exclusive ? "" : held.share_id)),
+        {ClaimKey{held.claim_namespace, held.name}});
   }
   return absl::OkStatus();
 }
 
+std::string Clash::ToString() const {
+  return absl::StrCat("device ", device, " is held by both ", first.ToString(), " and ",
+                      second.ToString(), exclusive ? " (one exclusively)" : " (the same shareID)");
+}
+
 void FindDoubleHoldings(absl::Span<const absl::string_view> sorted_device_keys,
-                        absl::FunctionRef<void(std::string problem)> report) {
+                        absl::FunctionRef<void(const Clash&)> clash,
+                        absl::FunctionRef<void(absl::string_view key)> malformed) {
   std::vector<DeviceKeyParts> group;  // the holdings of one device
   DeviceKeyParts parts;
   for (absl::string_view key : sorted_device_keys) {
     if (!ParseDeviceKey(key, &parts)) {
-      report(absl::StrCat("devices index: malformed key ", absl::CHexEscape(key)));
+      malformed(key);
       continue;
     }
     if (parts.kind == HoldingKind::kAdmin) continue;  // excludes nothing
     if (!group.empty() && !SameDevice(group[0], parts)) {
-      ReportClashes(group, report);
+      ReportClashes(group, clash);
       group.clear();
     }
     group.push_back(parts);
   }
-  ReportClashes(group, report);
+  ReportClashes(group, clash);
+}
+
+absl::Status ClashError(const std::vector<Clash>& clashes) {
+  const std::string first = clashes.front().ToString();
+  return WithClaims(
+      absl::AbortedError(clashes.size() == 1
+                             ? first
+                             : absl::StrCat(first, " (and ", clashes.size() - 1, " more clashes)")),
+      {clashes.front().first, clashes.front().second});
 }
 
 DeviceHolding ToHolding(DeviceKeyParts parts) {
@@ -119,8 +136,10 @@ std::vector<std::string> FindDeviceConflicts(absl::Span<const DeviceHolding> hol
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   std::vector<std::string> conflicts;
-  internal::FindDoubleHoldings(std::vector<absl::string_view>(keys.begin(), keys.end()),
-                               [&](std::string problem) { conflicts.push_back(std::move(problem)); });
+  internal::FindDoubleHoldings(
+      std::vector<absl::string_view>(keys.begin(), keys.end()),
+      [&](const internal::Clash& c) { conflicts.push_back(c.ToString()); },
+      [](absl::string_view) {});  // keys made here always parse
   return conflicts;
 }
 

@@ -33,11 +33,26 @@ bool HoldingsExclude(HoldingKind a, absl::string_view a_share, HoldingKind b,
 absl::Status CheckNewHolding(const ClaimKey& claim, const DeviceKeyParts& wanted,
                              absl::Span<const std::string> holders);
 
-// Device holdings that exclude each other, from sorted keys of the devices
-// index: calls `report` with one line per clashing pair (and per malformed
-// key): "device D/P/X is held by both NS/A and NS/B (one exclusively)".
+// Two holdings of one device, by different claims, that exclude each
+// other.
+struct Clash {
+  std::string device;  // DRIVER/POOL/DEVICE
+  ClaimKey first, second;
+  bool exclusive = false;  // one of them exclusive (else: the same shareID)
+  // "device D/P/X is held by both NS/A and NS/B (one exclusively)".
+  std::string ToString() const;
+};
+
+// The clashes among sorted keys of the devices index: `clash` for each
+// pair of holdings of one device that exclude each other, `malformed` for
+// each key that does not parse. Used by Verify and bulk loads.
 void FindDoubleHoldings(absl::Span<const absl::string_view> sorted_device_keys,
-                        absl::FunctionRef<void(std::string problem)> report);
+                        absl::FunctionRef<void(const Clash&)> clash,
+                        absl::FunctionRef<void(absl::string_view key)> malformed);
+
+// Aborted for `clashes` (at least one): the first one's text, and how many
+// more there are; the first one's two claims as the payload ClaimsOf reads.
+absl::Status ClashError(const std::vector<Clash>& clashes);
 
 // A device-index key as the public DeviceHolding, and back.
 DeviceHolding ToHolding(DeviceKeyParts parts);

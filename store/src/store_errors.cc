@@ -6,13 +6,26 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace claimstore {
 namespace {
 
 constexpr char kRevisionPayloadUrl[] = "type.claimstore.dev/current-revision";
+constexpr char kClaimsPayloadUrl[] = "type.claimstore.dev/claims";
 
 }  // namespace
+
+std::vector<ClaimKey> ClaimsOf(const absl::Status& status) {
+  std::vector<ClaimKey> claims;
+  absl::optional<absl::Cord> payload = status.GetPayload(kClaimsPayloadUrl);
+  if (!payload.has_value()) return claims;
+  for (absl::string_view line : absl::StrSplit(std::string(*payload), '\n', absl::SkipEmpty())) {
+    absl::StatusOr<ClaimKey> key = ClaimKey::Parse(line);
+    if (key.ok()) claims.push_back(*std::move(key));
+  }
+  return claims;
+}
 
 std::optional<uint64_t> CurrentRevision(const absl::Status& status) {
   absl::optional<absl::Cord> payload = status.GetPayload(kRevisionPayloadUrl);
@@ -37,6 +50,13 @@ absl::Status RevisionMismatch(const ClaimKey& key, absl::string_view what, uint6
   absl::Status s = absl::AbortedError(absl::StrCat("claim ", key.ToString(), " has changed: ",
                                                    what, "; current revision ", current));
   s.SetPayload(kRevisionPayloadUrl, absl::Cord(absl::StrCat(current)));
+  return s;
+}
+
+absl::Status WithClaims(absl::Status s, const std::vector<ClaimKey>& claims) {
+  std::string text;
+  for (const ClaimKey& k : claims) absl::StrAppend(&text, k.ToString(), "\n");
+  s.SetPayload(kClaimsPayloadUrl, absl::Cord(text));
   return s;
 }
 

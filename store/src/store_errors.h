@@ -4,6 +4,7 @@
 #define CLAIMSTORE_SRC_STORE_ERRORS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -20,6 +21,10 @@ absl::Status CorruptClaim(const ClaimKey& key, const absl::Status& why);
 // Aborted: "claim NS/NAME has changed: <what>; current revision N", with N
 // as the payload that CurrentRevision() reads.
 absl::Status RevisionMismatch(const ClaimKey& key, absl::string_view what, uint64_t current);
+
+// `s` with the claims it names as its payload (ClaimsOf in store.h reads
+// them): the holder of a device, the two claims of a clash.
+absl::Status WithClaims(absl::Status s, const std::vector<ClaimKey>& claims);
 
 // FailedPrecondition for writes to a read-only store.
 absl::Status ReadOnlyError();

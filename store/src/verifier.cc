@@ -113,8 +113,12 @@ absl::StatusOr<Verification> VerifyAt(const Database& db, const ReadPoint& point
     return v;
   }
   CS_RETURN_IF_ERROR(s);
-  FindDoubleHoldings(std::vector<absl::string_view>(devices.begin(), devices.end()),
-                     [&](std::string p) { v.report.problems.push_back(std::move(p)); });
+  FindDoubleHoldings(
+      std::vector<absl::string_view>(devices.begin(), devices.end()),
+      [&](const Clash& c) { v.report.problems.push_back(c.ToString()); },
+      [&](absl::string_view key) {
+        v.report.problems.push_back(absl::StrCat("devices index: malformed key ", absl::CHexEscape(key)));
+      });
   if (memory != nullptr) CheckDrift(*memory, consumers, devices, &v.report);
   return v;
 }

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include <system_error>
 #include <thread>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -316,6 +318,27 @@ class ScratchDir {
   std::string path_;
 };
 
+// Where the claims an error names (ClaimsOf) stood in the input, their
+// last occurrence each: decodes the input again (an error path only).
+void PrintWhereClaimsStood(const absl::Status& error, const std::vector<std::string>& names,
+                           const std::vector<std::unique_ptr<InputFile>>& files) {
+  const std::vector<ClaimKey> claims = ClaimsOf(error);
+  if (claims.empty()) return;
+  std::map<ClaimKey, std::string> where;
+  for (size_t f = 0; f < files.size(); ++f) {
+    (void)DecodeClaims(files[f]->text(), [&](DecodedClaim c) {
+      const ClaimKey key{std::string(c.record.claim_namespace()), std::string(c.record.name())};
+      if (std::find(claims.begin(), claims.end(), key) != claims.end()) where[key] = Where(names[f], c);
+      return absl::OkStatus();
+    });
+  }
+  for (const ClaimKey& key : claims) {
+    auto it = where.find(key);
+    std::cerr << "Error: " << key.ToString() << ": "
+              << (it == where.end() ? "stored, not in the input" : "in " + it->second) << "\n";
+  }
+}
+
 // The store to restore into; for a dry run of a database that does not
 // exist, an empty one in a temporary directory (removed by *scratch).
 absl::StatusOr<std::unique_ptr<Store>> OpenTarget(const Context& context, bool dry_run,
@@ -349,6 +372,7 @@ int Restore(const Context& context, const RestoreFlags& flags) {
   const absl::StatusOr<BulkLoadResult> result = flags.dry_run ? (*load)->DryRun() : (*load)->Commit();
   if (!result.ok()) {
     std::cerr << "Error: " << result.status().message() << "\n";
+    PrintWhereClaimsStood(result.status(), names, *files);
     return Refused(result.status());
   }
   if (flags.dry_run) {

@@ -275,6 +275,11 @@ class BulkLoad {
 // mismatch, if any.
 std::optional<uint64_t> CurrentRevision(const absl::Status& status);
 
+// The claims an Aborted error of the device rule names: the claim holding
+// the device (Allocate, Put), or the two claims of a clash (bulk loads). Empty
+// for other errors.
+std::vector<ClaimKey> ClaimsOf(const absl::Status& status);
+
 class Store {
  public:
   // Opens (or creates) the database at `path`. Returns FailedPrecondition
