@@ -6,6 +6,7 @@
 #include "absl/strings/str_replace.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
+#include "codec_internal.h"
 #include "test_util.h"
 
 namespace claimstore {
@@ -353,6 +354,31 @@ TEST(DecodeErrorsTest, MalformedJson) {
               StatusIs(absl::StatusCode::kInvalidArgument, "malformed JSON"));
   EXPECT_THAT(DecodeClaim(R"({"metadata":{"name":"a\q"}})"),
               StatusIs(absl::StatusCode::kInvalidArgument, "metadata.name: malformed JSON"));
+}
+
+// Issue 13, finding 8: invalid UTF-8 was reported at byte 0; it names the
+// offset of the bad byte (and the list item, where it is in one), on both
+// paths.
+TEST(DecodeErrorsTest, InvalidUtf8NamesTheByte) {
+  const std::string claim = "{\"metadata\":{\"name\":\"a\xff\"}}";  // 0xff at byte 22
+  EXPECT_THAT(DecodeClaim(claim),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "document 0 (byte 22): malformed JSON: invalid UTF-8 (byte 0xff begins no "
+                       "character)"));
+  const std::string good = ClaimWithStatus("{}");
+  const std::string lines = absl::StrCat(good, "\n", good, "\n", claim, "\n");
+  const std::string at_line = absl::StrCat("document 2 (byte ", 2 * (good.size() + 1) + 22, "): ");
+  EXPECT_THAT(DecodeError(lines), StatusIs(absl::StatusCode::kInvalidArgument, at_line));
+  EXPECT_EQ(internal::DecodeClaimsStreaming(lines, [](DecodedClaim) { return absl::OkStatus(); }),
+            DecodeError(lines));
+  const std::string list =
+      absl::StrCat(R"({"kind":"List","apiVersion":"v1","items":[)", good, ",", claim, "]}");
+  const size_t bad = list.find('\xff');
+  EXPECT_THAT(DecodeError(list),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       absl::StrCat("document 0 (byte ", bad, "): items[1]: malformed JSON: invalid UTF-8")));
+  EXPECT_EQ(internal::DecodeClaimsStreaming(list, [](DecodedClaim) { return absl::OkStatus(); }),
+            DecodeError(list));
 }
 
 TEST(DecodeErrorsTest, JsonLinesErrorsNameTheDocumentAndOffset) {

@@ -31,10 +31,11 @@ class DecodeStatus {
     return s;
   }
   // A syntax error that simdjson found while indexing a batch of documents,
-  // before any of them was parsed: somewhere in the batch, document and
-  // byte unknown. DecodeClaims locates it with the piecewise reader.
-  static DecodeStatus Unplaced(absl::Status error) {
-    DecodeStatus s = At(std::move(error), 0, 0);
+  // before any of them was parsed: somewhere in the batch, its document
+  // unknown (and its byte, unless given: `offset` from the batch's start).
+  // DecodeClaims locates it with the piecewise reader.
+  static DecodeStatus Unplaced(absl::Status error, size_t offset = 0) {
+    DecodeStatus s = At(std::move(error), 0, offset);
     s.unplaced_ = true;
     return s;
   }

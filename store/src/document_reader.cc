@@ -276,6 +276,20 @@ absl::Status Reserve(od::parser& parser, size_t size) {
   return absl::OkStatus();
 }
 
+// Invalid UTF-8 in `text`, at the byte that is not valid (simdjson says
+// only that the text has some).
+DecodeStatus InvalidUtf8(absl::string_view text) {
+  const size_t at = FirstInvalidUtf8(text);
+  if (at == absl::string_view::npos) {
+    return DecodeStatus::Unplaced(absl::InvalidArgumentError("malformed JSON: invalid UTF-8"));
+  }
+  return DecodeStatus::Unplaced(
+      absl::InvalidArgumentError(absl::StrCat(
+          "malformed JSON: invalid UTF-8 (byte 0x",
+          absl::Hex(static_cast<unsigned char>(text[at]), absl::kZeroPad2), " begins no character)")),
+      at);
+}
+
 // Decodes one top-level value, an error located at the document.
 DecodeStatus DecodeRoot(ClaimReader* decoder, od::document_reference doc, size_t document,
                         size_t offset, bool nested,
@@ -313,11 +327,16 @@ DecodeStatus DecodeDocuments(const char* data, size_t size, bool nested,
   const auto malformed = [](simdjson::error_code e) {
     return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", simdjson::error_message(e)));
   };
+  // A batch simdjson refused: where, when the byte can be told.
+  const auto unplaced = [&](simdjson::error_code e) {
+    return e == simdjson::UTF8_ERROR ? InvalidUtf8(absl::string_view(data, size))
+                                     : DecodeStatus::Unplaced(malformed(e));
+  };
 
   // Most inputs are one JSON value: parse it as a single document.
   {
     od::document doc;
-    if (auto e = parser.iterate(input).get(doc)) return DecodeStatus::Unplaced(malformed(e));
+    if (auto e = parser.iterate(input).get(doc)) return unplaced(e);
     DecodeStatus s = DecodeRoot(&decoder, doc, 0, 0, nested, sink);
     if (!s.ok()) return s;
     const char* trailing = nullptr;
@@ -334,9 +353,7 @@ DecodeStatus DecodeDocuments(const char* data, size_t size, bool nested,
   // JSON lines: several values. The first one has been decoded already.
   od::document_stream stream;
   const size_t batch = std::max<size_t>(size, simdjson::dom::MINIMAL_BATCH_SIZE);
-  if (auto e = parser.iterate_many(input.data(), size, batch).get(stream)) {
-    return DecodeStatus::Unplaced(malformed(e));
-  }
+  if (auto e = parser.iterate_many(input.data(), size, batch).get(stream)) return unplaced(e);
   size_t document = 0;
   for (auto it = stream.begin(); it != stream.end(); ++it, ++document) {
     if (document == 0) continue;
@@ -357,7 +374,8 @@ DecodeStatus DecodeDocuments(const char* data, size_t size, bool nested,
 }
 
 DecodeStatus DecodeListItem(absl::string_view item, size_t document, size_t offset,
-                            int64_t index, absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
+                            size_t item_offset, int64_t index,
+                            absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
   StateLease lease;
   ParseState& state = *lease;
   const simdjson::padded_string_view input = state.input.Fill(item.data(), item.size());
@@ -369,7 +387,16 @@ DecodeStatus DecodeListItem(absl::string_view item, size_t document, size_t offs
   const auto at_item = [&](absl::Status s) { return DecodeStatus::At(std::move(s), document, offset); };
   od::document doc;
   od::value root;
-  if (auto e = parser.iterate(input).get(doc)) return at_item(decoder.JsonFail(e));
+  if (auto e = parser.iterate(input).get(doc)) {
+    if (e == simdjson::UTF8_ERROR) {
+      const DecodeStatus bad = InvalidUtf8(item);
+      return DecodeStatus::At(
+          absl::Status(bad.error().code(), absl::StrCat(decoder.path().ToString(), ": ",
+                                                         bad.error().message())),
+          document, item_offset + bad.offset());
+    }
+    return at_item(decoder.JsonFail(e));
+  }
   if (doc.get_value().get(root) != simdjson::SUCCESS) {
     // A scalar item: say what it is, as the whole-document path does.
     od::json_type type;

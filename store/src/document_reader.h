@@ -32,10 +32,11 @@ using ClaimSink = absl::FunctionRef<absl::Status(DecodedClaim)>;
 DecodeStatus DecodeDocuments(const char* data, size_t size, bool nested, ClaimSink sink);
 
 // Decodes `item`, items[index] of the list that is `document` of the
-// input, which starts at byte `offset`. Errors of the item are located
-// there; the sink's are returned as they are.
-DecodeStatus DecodeListItem(absl::string_view item, size_t document, size_t offset, int64_t index,
-                            ClaimSink sink);
+// input, which starts at byte `offset` (the item at `item_offset`). Errors
+// of the item are located at the document (invalid UTF-8 at its byte); the
+// sink's are returned as they are.
+DecodeStatus DecodeListItem(absl::string_view item, size_t document, size_t offset,
+                            size_t item_offset, int64_t index, ClaimSink sink);
 
 }  // namespace claimstore::internal
 

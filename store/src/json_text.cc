@@ -40,6 +40,23 @@ size_t ValidUtf8SequenceLength(absl::string_view s, size_t i) {
   return 0;
 }
 
+}  // namespace
+
+size_t FirstInvalidUtf8(absl::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<uint8_t>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    const size_t length = ValidUtf8SequenceLength(s, i);
+    if (length == 0) return i;
+    i += length;
+  }
+  return absl::string_view::npos;
+}
+
+namespace {
+
 bool IsLineOrParagraphSeparator(absl::string_view s, size_t i) {
   // U+2028 and U+2029 are E2 80 A8 and E2 80 A9.
   return i + 2 < s.size() && static_cast<uint8_t>(s[i]) == 0xE2 &&

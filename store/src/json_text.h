@@ -34,6 +34,10 @@ void AppendGoJsonString(absl::string_view s, std::string* out);
 // is then unspecified. `max_depth` lowers the nesting limit for a value that
 // itself sits that many levels deep in a larger document; `utf8_validated`
 // skips the UTF-8 check for text a parser has already validated.
+// The offset of the first byte of `s` that does not begin a valid UTF-8
+// sequence (as Go's decoder judges it), or npos when all of `s` is valid.
+size_t FirstInvalidUtf8(absl::string_view s);
+
 absl::Status CompactJson(absl::string_view in, std::string* out,
                          int max_depth = kMaxJsonDepth,
                          bool utf8_validated = false);

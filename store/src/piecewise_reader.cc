@@ -110,8 +110,13 @@ DecodeStatus DecodeList(absl::string_view piece, size_t document, size_t pos, si
       absl::StrCat(piece.substr(0, items_begin), "[]", piece.substr(items_end));
   const DecodeStatus checked = DecodeDocuments(envelope.data(), envelope.size(), /*nested=*/false,
                                                [](DecodedClaim) { return absl::OkStatus(); });
-  // Reported with this document's number and offset.
-  if (!checked.ok()) return DecodeStatus::At(checked.error(), document, pos);
+  // Reported with this document's number and offset (an invalid byte's
+  // own, but for the items that were cut out).
+  if (!checked.ok()) {
+    const size_t at = checked.offset() < items_begin ? checked.offset()
+                                                     : checked.offset() - 2 + (items_end - items_begin);
+    return DecodeStatus::At(checked.error(), document, pos + (checked.unplaced() ? at : 0));
+  }
   const absl::string_view items = piece.substr(items_begin, items_end - items_begin);
   size_t i = SkipSpace(items, 1);
   // A syntax error at items[item], located at items[i].
@@ -124,7 +129,8 @@ DecodeStatus DecodeList(absl::string_view piece, size_t document, size_t pos, si
     const size_t item_end = ValueEnd(items, i);
     // A stray ',' or control character: no item starts here.
     if (item_end == i) return malformed_item(index, "no value");
-    DecodeStatus s = DecodeListItem(items.substr(i, item_end - i), document, pos, index, sink);
+    DecodeStatus s = DecodeListItem(items.substr(i, item_end - i), document, pos,
+                                    pos + items_begin + i, index, sink);
     if (!s.ok()) return s;
     // Between items: one ',' and then a value; after the last, the ']'.
     i = SkipSpace(items, item_end);
@@ -171,7 +177,9 @@ DecodeStatus DecodePiecewise(absl::string_view text, ClaimSink sink) {
             c.document = document;
             return sink(std::move(c));
           });
-      if (!one.ok()) s = DecodeStatus::At(one.error(), document, pos);
+      // Located in this input: the piece's document, at its start (or the
+      // invalid byte the piece's reader found).
+      if (!one.ok()) s = DecodeStatus::At(one.error(), document, pos + (one.unplaced() ? one.offset() : 0));
     }
     if (!s.ok()) return s;
     pos = SkipSpace(text, end);
