@@ -2,11 +2,17 @@
 // stderr, and the database unchanged after a refused command.
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "claimstore/codec.h"
 #include "claimstore/store.h"
 #include "test_util.h"
 
@@ -16,6 +22,15 @@ namespace {
 using ::claimstore::testing::ReadFile;
 using ::claimstore::testing::ScopedTempDir;
 using ::testing::HasSubstr;
+
+// A claim live/NAME whose resourceVersion says which write made it.
+ClaimRecord ClaimRecordOf(const std::string& name, int write) {
+  absl::StatusOr<ClaimRecord> r = DecodeClaim(absl::StrCat(
+      R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"namespace":"live",)",
+      R"("name":")", name, R"(","uid":"u-)", name, R"(","resourceVersion":")", write, R"("},"status":{}})"));
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
 
 struct CliRun {
   int code;
@@ -130,10 +145,61 @@ TEST_F(CliTest, ReadCommandsWorkWhileAWriterHoldsTheDatabase) {
   EXPECT_EQ(Cli("get team-2/claim-2").code, 0);
   EXPECT_EQ(Cli("verify").code, 0);
   EXPECT_EQ(Cli("stats").code, 0);
-  // A second writer is refused while this one holds the database.
+  // A second writer is refused while this one holds the database: a
+  // storage condition (5), not a rule (issue 13, finding 7).
   const CliRun refused = Cli("delete team-2/claim-2");
-  EXPECT_EQ(refused.code, 4);
+  EXPECT_EQ(refused.code, 5);
   EXPECT_THAT(refused.err, HasSubstr("another process"));
+}
+
+// Issue 13, finding 7: backup needed the write lock, so it could not copy
+// the database a scheduler runs on. Now it copies it while this process
+// writes on, at one revision, and the copy opens, verifies and restores.
+TEST_F(CliTest, BackupOfALiveDatabaseIsConsistentAndRestores) {
+  ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 200").out)).code, 0);
+  absl::StatusOr<std::unique_ptr<Store>> writer = Store::Open(db(), {});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  std::atomic<bool> stop{false};
+  std::atomic<int> writes{0};
+  std::atomic<bool> failed{false};
+  std::thread writing([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      // Claims of their own, created and then rewritten.
+      if (!(*writer)->Put(ClaimRecordOf(absl::StrCat("c", i % 20), i)).ok()) {
+        failed = true;
+        return;
+      }
+      ++writes;
+    }
+  });
+  const auto wait_for = [&](int n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (writes.load() < n && !failed.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+  };
+  wait_for(100);
+  const std::string copy = dir_.path() + "/backup";
+  const CliRun backup = Cli("backup " + copy);
+  wait_for(writes.load() + 100);  // writes went on meanwhile and after
+  stop = true;
+  writing.join();
+  ASSERT_FALSE(failed.load());
+  ASSERT_EQ(backup.code, 0) << backup.err;
+  const std::string at = absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " ");
+  EXPECT_EQ(std::system((at + "verify >/dev/null").c_str()), 0);
+  const std::string dump = dir_.path() + "/backup.jsonl";
+  ASSERT_EQ(std::system((at + "dump -o jsonl >" + dump).c_str()), 0);
+  const std::string dumped = ReadFile(dump);
+  const auto claims = std::count(dumped.begin(), dumped.end(), '\n');
+  EXPECT_GE(claims, 200);  // the generated claims, and the live ones of its revision
+  EXPECT_LE(claims, 220);
+  // The copy restores into a fresh database.
+  const std::string fresh = absl::StrCat(CLAIMSTORE_CLI, " --db ", dir_.path(), "/fresh ");
+  EXPECT_EQ(std::system((fresh + "restore " + dump + " >/dev/null").c_str()), 0);
+  EXPECT_EQ(std::system((fresh + "verify >/dev/null").c_str()), 0);
+  // A backup into a directory that exists is refused, and nothing changes.
+  EXPECT_NE(Cli("backup " + copy).code, 0);
 }
 
 TEST_F(CliTest, TheMainJobRunsAndNeverEmptiesSomeoneElsesDatabase) {

@@ -156,7 +156,7 @@ TEST_F(StoreTest, OpenDoesNotCreateADatabaseInsideOtherFiles) {
 
 TEST_F(StoreTest, ASecondWriterIsRefusedWhileTheFirstHasItOpen) {
   EXPECT_THAT(Store::Open(db_path(), {}),
-              StatusIs(absl::StatusCode::kFailedPrecondition, "another process"));
+              StatusIs(absl::StatusCode::kUnavailable, "another process"));
 }
 
 // --- Put, Get, List ---------------------------------------------------------------

@@ -1,8 +1,10 @@
 #include "read_only_store.h"
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -137,6 +139,19 @@ absl::StatusOr<std::unique_ptr<BulkLoad>> ReadOnlyStore::StartBulkLoad(const Bul
 
 absl::Status ReadOnlyStore::Compact() { return ReadOnlyError(); }
 
-absl::Status ReadOnlyStore::Backup(absl::string_view dir) { return BackupDatabase(*db_, dir); }
+absl::Status ReadOnlyStore::Backup(absl::string_view dir) {
+  // The writer may remove a file (a compaction, a flushed log) while it is
+  // copied: then catch up and copy again.
+  constexpr int kAttempts = 5;
+  absl::Status s;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    CS_RETURN_IF_ERROR(Refresh());
+    s = BackupDatabase(*db_, dir);
+    if (s.ok() || absl::IsAlreadyExists(s) || absl::IsInvalidArgument(s)) return s;
+    std::error_code ignored;
+    std::filesystem::remove_all(std::string(dir), ignored);
+  }
+  return s;
+}
 
 }  // namespace claimstore::internal

@@ -20,7 +20,9 @@ absl::Status FromRocksDB(const rocksdb::Status& s, absl::string_view context) {
     case rocksdb::Status::kIOError:
       if (s.IsNoSpace()) return absl::ResourceExhaustedError(message);
       if (absl::StrContains(s.ToString(), "lock")) {
-        return absl::FailedPreconditionError(absl::StrCat(
+        // A storage condition, not a rule: it passes when the other
+        // process closes the database.
+        return absl::UnavailableError(absl::StrCat(
             message, " (is another process using the database for writing?)"));
       }
       return absl::UnavailableError(message);

@@ -12,8 +12,8 @@ namespace claimstore::internal {
 // `context` (what was being done):
 //   NotFound → NotFound; Corruption → DataLoss; InvalidArgument →
 //   InvalidArgument; NotSupported → Unimplemented; IOError: out of space →
-//   ResourceExhausted, the directory lock held by another process →
-//   FailedPrecondition, otherwise Unavailable; Busy, TryAgain, TimedOut,
+//   ResourceExhausted, the directory lock held by another process (a
+//   storage condition that passes) and otherwise Unavailable; Busy, TryAgain, TimedOut,
 //   ShutdownInProgress → Unavailable; Aborted → Aborted; anything else →
 //   Internal.
 absl::Status FromRocksDB(const rocksdb::Status& s, absl::string_view context);

@@ -13,7 +13,10 @@ namespace {
 constexpr char kVerifyUsage[] =
     "Usage: claimstore [--db DIR] verify [--repair]\n"
     "Reads every record, recomputes every index entry and compares; exit 0 only when clean.\n";
-constexpr char kBackupUsage[] = "Usage: claimstore [--db DIR] backup DIR\n";
+constexpr char kBackupUsage[] =
+    "Usage: claimstore [--db DIR] backup DIR\n"
+    "Writes a consistent copy of the database (one revision) to DIR, which must not exist;\n"
+    "works while another process writes the database.\n";
 
 int Verify(const Context& context, bool repair) {
   absl::StatusOr<std::unique_ptr<Store>> store =
@@ -28,8 +31,9 @@ int Verify(const Context& context, bool repair) {
   return report->problems.empty() || report->repaired ? 0 : 5;
 }
 
+// Read-only: a consistent copy while a scheduler holds the database.
 int Backup(const Context& context, const std::string& dir) {
-  absl::StatusOr<std::unique_ptr<Store>> store = OpenForWriting(context);
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenForReading(context);
   if (!store.ok()) return Fail(store.status());
   if (absl::Status s = (*store)->Backup(dir); !s.ok()) return Fail(s);
   std::cout << "backup written to " << dir << "\n";

@@ -284,7 +284,8 @@ class Store {
  public:
   // Opens (or creates) the database at `path`. Returns FailedPrecondition
   // when the database was written by a newer claimstore (format version),
-  // InvalidArgument for a path that is not a claimstore database, and the
+  // InvalidArgument for a path that is not a claimstore database,
+  // Unavailable while another process has it open for writing, and the
   // mapped RocksDB error otherwise. One process may open a database for
   // writing; any number may open it with Options::read_only.
   static absl::StatusOr<std::unique_ptr<Store>> Open(absl::string_view path,
@@ -368,7 +369,10 @@ class Store {
   // (after a bulk restore, so that reads do not wait behind compaction).
   virtual absl::Status Compact() = 0;
   // A consistent copy of the database at `dir` (must not exist), which
-  // opens as a database (RocksDB checkpoint).
+  // opens as a database (RocksDB checkpoint): the state of one revision. A
+  // read-only store copies the database while another process writes it
+  // (the writer's latest state; a file the writer removes meanwhile makes it
+  // catch up and copy again, a few times at most).
   virtual absl::Status Backup(absl::string_view dir) = 0;
 
  protected:
