@@ -1,6 +1,8 @@
 // Large inputs are decoded a piece at a time; the result must not depend on
 // which path an input takes.
 #include <algorithm>
+#include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -225,6 +227,87 @@ TEST(CodecStreamTest, LargeInputsTakeThePiecewisePath) {
                 return absl::OkStatus();
               }).ok());
   EXPECT_EQ(seen, n);
+}
+
+}  // namespace
+}  // namespace claimstore
+
+namespace claimstore {
+namespace {
+
+// DecodeClaimsConcurrently hands over the claims DecodeClaims does, each
+// once, with ordinals in input order, and returns the error DecodeClaims
+// returns (the first in input order), whatever the threads do.
+struct Seen {
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, std::string>> claims;  // ordinal, name
+};
+
+absl::Status Concurrently(const std::string& input, int threads, Seen* seen) {
+  return DecodeClaimsConcurrently(input, threads, [&](DecodedClaim c) {
+    std::lock_guard<std::mutex> lock(seen->mu);
+    seen->claims.emplace_back(c.ordinal, absl::StrCat(c.record.claim_namespace(), "/", c.record.name(),
+                                                     " ", c.document, " ", c.item, " ",
+                                                     static_cast<int>(c.event)));
+    return absl::OkStatus();
+  });
+}
+
+std::string BigJsonLines(size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) absl::StrAppend(&out, GenerateClaimJson(i, 5), "\n");
+  return out;
+}
+
+TEST(DecodeConcurrentlyTest, TheSameClaimsInInputOrder) {
+  const std::string lines = BigJsonLines(3000);  // over 1 MiB: cut and decoded concurrently
+  ASSERT_GT(lines.size(), size_t{1} << 20);
+  std::string list = R"({"kind":"List","apiVersion":"v1","items":[)";
+  for (size_t i = 0; i < 3000; ++i) absl::StrAppend(&list, i > 0 ? "," : "", GenerateClaimJson(i, 6));
+  list += "]}";
+  for (const std::string* input : std::vector<const std::string*>{&lines, &list}) {
+    std::vector<std::string> want;
+    ASSERT_THAT(DecodeClaims(*input, [&](DecodedClaim c) {
+                  want.push_back(absl::StrCat(c.record.claim_namespace(), "/", c.record.name(), " ",
+                                              c.document, " ", c.item, " ", static_cast<int>(c.event)));
+                  return absl::OkStatus();
+                }),
+                testing::IsOk());
+    Seen seen;
+    ASSERT_THAT(Concurrently(*input, 2, &seen), testing::IsOk());
+    std::sort(seen.claims.begin(), seen.claims.end());
+    std::vector<std::string> got;
+    for (size_t i = 0; i < seen.claims.size(); ++i) {
+      if (i > 0) {
+        EXPECT_LT(seen.claims[i - 1].first, seen.claims[i].first);  // one ordinal each
+      }
+      got.push_back(seen.claims[i].second);
+    }
+    EXPECT_EQ(got, want);
+  }
+}
+
+TEST(DecodeConcurrentlyTest, TheFirstErrorInInputOrder) {
+  std::string lines = BigJsonLines(3000);
+  // A bad claim early, a syntax error late: the early one is reported, as
+  // DecodeClaims reports it.
+  const size_t at = lines.find("\n", lines.size() / 10) + 1;
+  lines.insert(at, R"({"metadata":{"name":"x","namespace":"y"},"status":{"reservedFor":7}})" "\n");
+  lines += "{\"broken\":\n";
+  const absl::Status want = DecodeClaims(lines, [](DecodedClaim) { return absl::OkStatus(); });
+  ASSERT_FALSE(want.ok());
+  EXPECT_THAT(want.message(), ::testing::HasSubstr("status.reservedFor"));
+  for (int round = 0; round < 5; ++round) {
+    Seen seen;
+    EXPECT_EQ(Concurrently(lines, 2, &seen), want);
+  }
+  // A sink's error stops it too, the first in input order.
+  const absl::Status sink_error = DecodeClaimsConcurrently(BigJsonLines(3000), 2, [](DecodedClaim c) {
+    return c.record.name() == "claim-100" || c.record.name() == "claim-2900"
+               ? absl::FailedPreconditionError(absl::StrCat("refused ", c.record.name()))
+               : absl::OkStatus();
+  });
+  EXPECT_THAT(sink_error.message(), ::testing::HasSubstr("refused claim-100"));
 }
 
 }  // namespace

@@ -17,8 +17,12 @@ absl::Status DecodeClaims(absl::string_view input,
   if (input.size() > internal::kStreamingThreshold) {
     return internal::DecodePiecewise(input, sink).ToStatus();
   }
-  const internal::DecodeStatus s =
-      internal::DecodeDocuments(input.data(), input.size(), /*nested=*/false, sink);
+  uint64_t ordinal = 0;
+  const internal::DecodeStatus s = internal::DecodeDocuments(
+      input.data(), input.size(), /*nested=*/false, [&](DecodedClaim c) {
+        c.ordinal = ordinal++;
+        return sink(std::move(c));
+      });
   if (s.unplaced()) {
     // simdjson checks a whole batch of documents before the first is
     // parsed, so where a syntax error is is unknown. Decoding piece by piece
@@ -27,6 +31,13 @@ absl::Status DecodeClaims(absl::string_view input,
         internal::DecodePiecewise(input, [](DecodedClaim) { return absl::OkStatus(); });
     if (!located.ok()) return located.ToStatus();
   }
+  return s.ToStatus();
+}
+
+absl::Status DecodeClaimsConcurrently(absl::string_view input, int threads,
+                                      absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
+  if (threads <= 1 || input.size() < (size_t{1} << 20)) return DecodeClaims(input, sink);
+  const internal::DecodeStatus s = internal::DecodeConcurrently(input, threads, sink);
   return s.ToStatus();
 }
 

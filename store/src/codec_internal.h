@@ -21,6 +21,9 @@ inline constexpr size_t kStreamingThreshold = size_t{16} << 20;
 // (piecewise_reader.cc).
 DecodeStatus DecodePiecewise(absl::string_view input,
                              absl::FunctionRef<absl::Status(DecodedClaim)> sink);
+// DecodeClaimsConcurrently's work (piecewise_reader.cc).
+DecodeStatus DecodeConcurrently(absl::string_view input, int threads,
+                                absl::FunctionRef<absl::Status(DecodedClaim)> sink);
 // The same, with the location written into the message (for tests).
 absl::Status DecodeClaimsStreaming(absl::string_view input,
                                    absl::FunctionRef<absl::Status(DecodedClaim)> sink);

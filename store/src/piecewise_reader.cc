@@ -7,7 +7,13 @@
 // largest claim. The whole-input reader uses it too, to locate a syntax
 // error that simdjson found somewhere in a batch.
 
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <atomic>
+#include <functional>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -15,6 +21,8 @@
 #include "codec_internal.h"
 #include "decode_status.h"
 #include "document_reader.h"
+#include "mutex.h"
+#include "parallel.h"
 
 namespace claimstore::internal {
 namespace {
@@ -27,14 +35,19 @@ size_t SkipSpace(absl::string_view text, size_t pos) {
   return pos;
 }
 
-// The end of the string starting at text[pos] ('"'), or npos.
+// The end of the string starting at text[pos] ('"'), or npos. memchr finds
+// each candidate quote (most bytes of a claim are inside strings); a quote
+// preceded by an odd number of backslashes is escaped.
 size_t StringEnd(absl::string_view text, size_t pos) {
-  for (size_t i = pos + 1; i < text.size(); ++i) {
-    if (text[i] == '\\') {
-      ++i;
-    } else if (text[i] == '"') {
-      return i + 1;
-    }
+  size_t from = pos + 1;
+  while (from < text.size()) {
+    const void* found = std::memchr(text.data() + from, '"', text.size() - from);
+    if (found == nullptr) return absl::string_view::npos;
+    const size_t quote = static_cast<size_t>(static_cast<const char*>(found) - text.data());
+    size_t backslashes = 0;
+    while (quote - backslashes > pos + 1 && text[quote - backslashes - 1] == '\\') ++backslashes;
+    if (backslashes % 2 == 0) return quote + 1;
+    from = quote + 1;
   }
   return absl::string_view::npos;
 }
@@ -102,12 +115,42 @@ bool FindItems(absl::string_view text, size_t* begin, size_t* end) {
   return false;
 }
 
-// A list document: its envelope (kind, apiVersion, metadata) without the
-// items, then each item on its own. `piece` is the document, at `pos`.
-DecodeStatus DecodeList(absl::string_view piece, size_t document, size_t pos, size_t items_begin,
-                        size_t items_end, ClaimSink sink) {
+// One piece of a large input: a whole top-level document, or one element
+// of a list document's items.
+struct Piece {
+  size_t document = 0;
+  int64_t item = -1;      // the index in items; -1 for a whole document
+  size_t doc_offset = 0;  // where the document starts
+  size_t offset = 0;      // where the piece starts
+  absl::string_view text;
+};
+
+// Decodes one piece; its claims are numbered `ordinal`.
+DecodeStatus DecodePiece(const Piece& p, uint64_t ordinal, ClaimSink sink) {
+  const auto numbered = [&](DecodedClaim c) {
+    c.document = p.document;
+    c.ordinal = ordinal;
+    return sink(std::move(c));
+  };
+  if (p.item >= 0) {
+    return DecodeListItem(p.text, p.document, p.doc_offset, p.offset, p.item, numbered);
+  }
+  const DecodeStatus one = DecodeDocuments(p.text.data(), p.text.size(), /*nested=*/false, numbered);
+  if (one.ok()) return one;
+  // Located in this input: the piece's document, at its start (or the
+  // invalid byte the piece's reader found).
+  return DecodeStatus::At(one.error(), p.document, p.offset + (one.unplaced() ? one.offset() : 0));
+}
+
+using PieceFn = absl::FunctionRef<DecodeStatus(const Piece&)>;
+
+// A list document: its envelope (kind, apiVersion, metadata) checked
+// without the items, then each item cut out as a piece. `text` is the
+// document, at `pos`.
+DecodeStatus CutList(absl::string_view text, size_t document, size_t pos, size_t items_begin,
+                     size_t items_end, PieceFn piece) {
   const std::string envelope =
-      absl::StrCat(piece.substr(0, items_begin), "[]", piece.substr(items_end));
+      absl::StrCat(text.substr(0, items_begin), "[]", text.substr(items_end));
   const DecodeStatus checked = DecodeDocuments(envelope.data(), envelope.size(), /*nested=*/false,
                                                [](DecodedClaim) { return absl::OkStatus(); });
   // Reported with this document's number and offset (an invalid byte's
@@ -117,7 +160,7 @@ DecodeStatus DecodeList(absl::string_view piece, size_t document, size_t pos, si
                                                      : checked.offset() - 2 + (items_end - items_begin);
     return DecodeStatus::At(checked.error(), document, pos + (checked.unplaced() ? at : 0));
   }
-  const absl::string_view items = piece.substr(items_begin, items_end - items_begin);
+  const absl::string_view items = text.substr(items_begin, items_end - items_begin);
   size_t i = SkipSpace(items, 1);
   // A syntax error at items[item], located at items[i].
   const auto malformed_item = [&](int64_t item, absl::string_view what) {
@@ -129,8 +172,8 @@ DecodeStatus DecodeList(absl::string_view piece, size_t document, size_t pos, si
     const size_t item_end = ValueEnd(items, i);
     // A stray ',' or control character: no item starts here.
     if (item_end == i) return malformed_item(index, "no value");
-    DecodeStatus s = DecodeListItem(items.substr(i, item_end - i), document, pos,
-                                    pos + items_begin + i, index, sink);
+    DecodeStatus s = piece(Piece{document, index, pos, pos + items_begin + i,
+                                 items.substr(i, item_end - i)});
     if (!s.ok()) return s;
     // Between items: one ',' and then a value; after the last, the ']'.
     i = SkipSpace(items, item_end);
@@ -144,9 +187,10 @@ DecodeStatus DecodeList(absl::string_view piece, size_t document, size_t pos, si
   return DecodeStatus();
 }
 
-}  // namespace
-
-DecodeStatus DecodePiecewise(absl::string_view text, ClaimSink sink) {
+// Cuts `text` into pieces, in input order, checking the structure between
+// them: calls `piece` for each; returns the first error, of the structure
+// or of `piece`.
+DecodeStatus CutPieces(absl::string_view text, PieceFn piece) {
   size_t pos = SkipSpace(text, 0);
   if (pos == text.size()) {
     return DecodeStatus::Unlocated(absl::InvalidArgumentError("no JSON value in the input"));
@@ -166,25 +210,111 @@ DecodeStatus DecodePiecewise(absl::string_view text, ClaimSink sink) {
               absl::Hex(static_cast<unsigned char>(text[pos]), absl::kZeroPad2))),
           document, pos);
     }
-    const absl::string_view piece = text.substr(pos, end - pos);
+    const absl::string_view value = text.substr(pos, end - pos);
     size_t items_begin = 0, items_end = 0;
     DecodeStatus s;
-    if (piece.front() == '{' && FindItems(piece, &items_begin, &items_end)) {
-      s = DecodeList(piece, document, pos, items_begin, items_end, sink);
+    if (value.front() == '{' && FindItems(value, &items_begin, &items_end)) {
+      s = CutList(value, document, pos, items_begin, items_end, piece);
     } else {
-      const DecodeStatus one =
-          DecodeDocuments(piece.data(), piece.size(), /*nested=*/false, [&](DecodedClaim c) {
-            c.document = document;
-            return sink(std::move(c));
-          });
-      // Located in this input: the piece's document, at its start (or the
-      // invalid byte the piece's reader found).
-      if (!one.ok()) s = DecodeStatus::At(one.error(), document, pos + (one.unplaced() ? one.offset() : 0));
+      s = piece(Piece{document, -1, pos, pos, value});
     }
     if (!s.ok()) return s;
     pos = SkipSpace(text, end);
   }
   return DecodeStatus();
+}
+
+// The first error of the concurrent decode, in input order: the piece it
+// came from (kNoPiece for none) and the error.
+class FirstError {
+ public:
+  static constexpr size_t kNoPiece = ~size_t{0};
+
+  // Keeps `error` of piece `index` if it comes before the one kept.
+  void Offer(size_t index, DecodeStatus error) {
+    MutexLock lock(&mu_);
+    if (index < index_) {
+      index_ = index;
+      error_ = std::move(error);
+    }
+    first_.store(index_, std::memory_order_relaxed);
+  }
+  // Whether piece `index` is past an error already (no need to decode it).
+  bool Past(size_t index) const { return index > first_.load(std::memory_order_relaxed); }
+  DecodeStatus Take() {
+    MutexLock lock(&mu_);
+    return std::move(error_);
+  }
+
+ private:
+  Mutex mu_;
+  size_t index_ ABSL_GUARDED_BY(mu_) = kNoPiece;
+  DecodeStatus error_ ABSL_GUARDED_BY(mu_);
+  std::atomic<size_t> first_{kNoPiece};
+};
+
+}  // namespace
+
+DecodeStatus DecodePiecewise(absl::string_view text, ClaimSink sink) {
+  uint64_t ordinal = 0;
+  return CutPieces(text, [&](const Piece& p) { return DecodePiece(p, ordinal++, sink); });
+}
+
+DecodeStatus DecodeConcurrently(absl::string_view text, int threads, ClaimSink sink) {
+  // One thread cuts (a light scan) while the others decode what it has cut,
+  // a chunk of pieces at a time; a structural error stands after the pieces
+  // cut before it.
+  constexpr size_t kChunk = 256;
+  Mutex mu;
+  CondVar cut_more;
+  std::deque<Piece> pieces;  // guarded by mu (a deque: appending moves nothing)
+  bool cut_done = false;     // guarded by mu
+  size_t next = 0;           // the next piece to hand out; guarded by mu
+  FirstError first;
+  // The next chunk of cut pieces, copied into *chunk, the first numbered
+  // *begin; false when none will come.
+  const auto take = [&](size_t* begin, std::vector<Piece>* chunk) {
+    MutexLock lock(&mu);
+    while (!cut_done && pieces.size() < next + kChunk) cut_more.Wait(&mu);
+    if (next >= pieces.size()) return false;
+    *begin = next;
+    const size_t end = std::min(next + kChunk, pieces.size());
+    chunk->assign(pieces.begin() + next, pieces.begin() + end);
+    next = end;
+    return true;
+  };
+  const auto decode = [&] {
+    size_t begin = 0;
+    std::vector<Piece> chunk;
+    while (take(&begin, &chunk)) {
+      for (size_t k = 0; k < chunk.size(); ++k) {
+        if (first.Past(begin + k)) return;
+        DecodeStatus s = DecodePiece(chunk[k], begin + k, sink);
+        if (!s.ok()) {
+          first.Offer(begin + k, std::move(s));
+          return;
+        }
+      }
+    }
+  };
+  const auto cut = [&] {
+    size_t cut_count = 0;
+    const DecodeStatus s = CutPieces(text, [&](const Piece& p) {
+      if (first.Past(cut_count)) return DecodeStatus::Unlocated(absl::CancelledError("stopped"));
+      MutexLock lock(&mu);
+      pieces.push_back(p);
+      if (++cut_count % kChunk == 0) cut_more.NotifyAll();
+      return DecodeStatus();
+    });
+    if (!s.ok() && !absl::IsCancelled(s.error())) first.Offer(cut_count, s);
+    MutexLock lock(&mu);
+    cut_done = true;
+    cut_more.NotifyAll();
+  };
+  std::vector<std::function<void()>> tasks(std::max(threads, 1), decode);
+  tasks.insert(tasks.begin(), cut);  // the last task runs on this thread
+  RunConcurrently(std::move(tasks));
+  return first.Take();
 }
 
 absl::Status DecodeClaimsStreaming(absl::string_view text, ClaimSink sink) {

@@ -1,7 +1,7 @@
 // claimstore restore: claims in any input form into the store, in one
 // pass over the (mapped) input and one atomic commit: each claim is
-// decoded, then validated and prepared by a bulk load on a second thread
-// (the largest input ordinal of a claim wins, so a watch stream folds in
+// decoded, validated and prepared once, on both cores (the largest input
+// ordinal of a claim wins, so a watch stream folds in
 // order; a DELETED event deletes); Commit checks the device rule across
 // the result (the input against itself and against the stored claims that
 // stay) and writes everything in one ingestion, or nothing. A stored claim
@@ -14,10 +14,9 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
-#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <system_error>
@@ -149,97 +148,29 @@ std::string Where(const std::string& file, const DecodedClaim& c) {
                       c.record.claim_namespace(), "/", c.record.name(), ")");
 }
 
-// Hands decoded claims to a bulk load on a thread of its own, a batch at a
-// time, so that decoding (the caller's thread) and validating and
-// preparing each claim (BulkLoad::Add) keep both cores busy. The first
-// refused claim stops it; its error is kept with where the claim stood.
-class Adder {
+// The refused claim that comes first in the input, of those refused by
+// concurrent decoders (BulkLoad::Add's error and where the claim stood).
+class FirstRefusal {
  public:
-  Adder(BulkLoad* load, const std::vector<std::string>* names)
-      : load_(load), names_(names), worker_([this] { Work(); }) {}
-  ~Adder() { (void)Finish(); }
-
-  // Queues one claim of input file `file`; false once the adder has failed.
-  bool Push(size_t file, DecodedClaim claim, uint64_t ordinal) {
-    batch_.push_back(Item{file, ordinal, std::move(claim)});
-    if (batch_.size() < kBatch) return true;
-    return Flush();
+  void Offer(uint64_t ordinal, absl::Status error, std::string where) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_.ok() && ordinal >= ordinal_) return;
+    ordinal_ = ordinal;
+    error_ = std::move(error);
+    where_ = std::move(where);
   }
-  // Adds what is queued and stops the thread. The first refusal, if any,
-  // with where the claim stood (*where).
-  absl::Status Finish(std::string* where = nullptr) {
-    if (worker_.joinable()) {
-      Flush();
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        done_ = true;
-      }
-      changed_.notify_all();
-      worker_.join();
-    }
-    if (where != nullptr) *where = where_;
+  // The error (OK when none) and where the claim stood.
+  absl::Status Take(std::string* where) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *where = where_;
     return error_;
   }
 
  private:
-  struct Item {
-    size_t file;
-    uint64_t ordinal;
-    DecodedClaim claim;
-  };
-  static constexpr size_t kBatch = 1024;
-  static constexpr size_t kQueued = 8;  // batches waiting, at most
-
-  bool Flush() {
-    std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait(lock, [&] { return queue_.size() < kQueued || failed_; });
-    if (failed_) return false;
-    queue_.push_back(std::move(batch_));
-    batch_.clear();
-    changed_.notify_all();
-    return true;
-  }
-
-  void Work() {
-    for (;;) {
-      std::vector<Item> batch;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        changed_.wait(lock, [&] { return !queue_.empty() || done_; });
-        if (queue_.empty()) return;
-        batch = std::move(queue_.front());
-        queue_.pop_front();
-        changed_.notify_all();
-      }
-      for (Item& item : batch) {
-        const DecodedClaim& c = item.claim;
-        absl::Status s = c.event == WatchEventType::kDeleted
-                             ? load_->Delete(ClaimKey{std::string(c.record.claim_namespace()),
-                                                      std::string(c.record.name())},
-                                             item.ordinal)
-                             : load_->Add(c.record, item.ordinal);
-        if (!s.ok()) {
-          error_ = std::move(s);
-          where_ = Where((*names_)[item.file], c);
-          std::lock_guard<std::mutex> lock(mu_);
-          failed_ = true;
-          changed_.notify_all();
-          return;
-        }
-      }
-    }
-  }
-
-  BulkLoad* const load_;
-  const std::vector<std::string>* const names_;
-  std::vector<Item> batch_;  // the caller's, being filled
   std::mutex mu_;
-  std::condition_variable changed_;
-  std::deque<std::vector<Item>> queue_;  // guarded by mu_
-  bool done_ = false, failed_ = false;   // guarded by mu_
-  absl::Status error_;                   // the worker's until joined
-  std::string where_;
-  std::thread worker_;
+  uint64_t ordinal_ = 0;  // guarded by mu_
+  absl::Status error_;    // guarded by mu_
+  std::string where_;     // guarded by mu_
 };
 
 int Refused(const absl::Status& s) {
@@ -257,37 +188,6 @@ absl::StatusOr<std::vector<std::unique_ptr<InputFile>>> OpenInputs(
     files.push_back(*std::move(f));
   }
   return files;
-}
-
-// Decodes every input into `adder`, numbering the items across inputs.
-// The exit code of a refusal, or 0; *items counts what was read.
-int DecodeInputs(const std::vector<std::string>& names,
-                 const std::vector<std::unique_ptr<InputFile>>& files, Adder* adder,
-                 uint64_t* items) {
-  Progress progress("reading");
-  for (size_t f = 0; f < files.size(); ++f) {
-    bool adder_failed = false;
-    absl::Status s = DecodeClaims(files[f]->text(), [&](DecodedClaim c) -> absl::Status {
-      progress.Tick(++*items);
-      if (c.record.claim_namespace().empty() || c.record.name().empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            Where(names[f], c), ": metadata.namespace and metadata.name: Required value"));
-      }
-      if (!adder->Push(f, std::move(c), *items)) {
-        adder_failed = true;
-        return absl::CancelledError("a claim was refused");
-      }
-      return absl::OkStatus();
-    });
-    files[f]->Release();
-    if (adder_failed) return 0;  // the adder's error is reported by the caller
-    if (!s.ok()) {
-      std::cerr << "Error: " << names[f] << ": " << s.message() << "\n";
-      return Refused(s);
-    }
-  }
-  progress.Done(*items);
-  return 0;
 }
 
 // Prints a refused claim's errors (validation errors one per field).
@@ -317,6 +217,56 @@ class ScratchDir {
  private:
   std::string path_;
 };
+
+// Decodes every input into `load` on both cores (each claim decoded,
+// validated and added once), numbering the claims across inputs in input
+// order. The exit code of a refusal, or 0; *items counts what was read.
+int DecodeInputs(const std::vector<std::string>& names,
+                 const std::vector<std::unique_ptr<InputFile>>& files, BulkLoad* load,
+                 uint64_t* items) {
+  Progress progress("reading");
+  std::atomic<uint64_t> read{0};
+  uint64_t base = 0;  // the ordinals of the files before
+  const int threads = std::max(2u, std::thread::hardware_concurrency());
+  for (size_t f = 0; f < files.size(); ++f) {
+    FirstRefusal refusal;
+    std::atomic<uint64_t> last{0};  // the largest ordinal of this file
+    absl::Status s = DecodeClaimsConcurrently(files[f]->text(), threads, [&](DecodedClaim c) {
+      progress.Tick(++read);
+      uint64_t seen = last.load();
+      while (c.ordinal > seen && !last.compare_exchange_weak(seen, c.ordinal)) {
+      }
+      const uint64_t ordinal = base + c.ordinal;
+      absl::Status added;
+      if (c.record.claim_namespace().empty() || c.record.name().empty()) {
+        added = absl::InvalidArgumentError("metadata.namespace and metadata.name: Required value");
+      } else if (c.event == WatchEventType::kDeleted) {
+        added = load->Delete(
+            ClaimKey{std::string(c.record.claim_namespace()), std::string(c.record.name())},
+            ordinal);
+      } else {
+        added = load->Add(c.record, ordinal);
+      }
+      if (added.ok()) return absl::OkStatus();
+      refusal.Offer(ordinal, std::move(added), Where(names[f], c));
+      return absl::CancelledError("a claim was refused");  // stops decoding
+    });
+    files[f]->Release();
+    base += last.load() + 1;
+    if (absl::IsCancelled(s)) {
+      std::string where;
+      const absl::Status refused = refusal.Take(&where);
+      return ClaimRefused(refused, where);
+    }
+    if (!s.ok()) {
+      std::cerr << "Error: " << names[f] << ": " << s.message() << "\n";
+      return Refused(s);
+    }
+  }
+  *items = read.load();
+  progress.Done(*items);
+  return 0;
+}
 
 // Where the claims an error names (ClaimsOf) stood in the input, their
 // last occurrence each: decodes the input again (an error path only).
@@ -363,12 +313,7 @@ int Restore(const Context& context, const RestoreFlags& flags) {
       (*store)->StartBulkLoad({.replace_all = flags.replace});
   if (!load.ok()) return Fail(load.status());
   uint64_t items = 0;
-  {
-    Adder adder(load->get(), &names);
-    if (int code = DecodeInputs(names, *files, &adder, &items); code != 0) return code;
-    std::string where;
-    if (absl::Status s = adder.Finish(&where); !s.ok()) return ClaimRefused(s, where);
-  }
+  if (int code = DecodeInputs(names, *files, load->get(), &items); code != 0) return code;
   const absl::StatusOr<BulkLoadResult> result = flags.dry_run ? (*load)->DryRun() : (*load)->Commit();
   if (!result.ok()) {
     std::cerr << "Error: " << result.status().message() << "\n";

@@ -60,6 +60,10 @@ struct DecodedClaim {
   // and its index in that document's `items`, or -1 outside a list.
   size_t document = 0;
   int64_t item = -1;
+  // The claim's place in the input: larger for a claim later in the input
+  // (not necessarily by one). What orders, say, two watch events of one
+  // claim when they are decoded on different threads.
+  uint64_t ordinal = 0;
 };
 
 // Decodes exactly one ResourceClaim object. Returns InvalidArgument for
@@ -73,6 +77,16 @@ absl::StatusOr<ClaimRecord> DecodeClaim(absl::string_view json);
 // restore, collect first). An input without any JSON value is an error.
 absl::Status DecodeClaims(absl::string_view input,
                           absl::FunctionRef<absl::Status(DecodedClaim)> sink);
+
+// DecodeClaims on `threads` threads at once, for large inputs: the input
+// is cut into its documents and list items (a light scan), which are then
+// decoded concurrently, each claim once. `sink` is called from any of the
+// threads, several at a time, in no particular order: it must be
+// thread-safe, and DecodedClaim::ordinal tells the input order. Returns the
+// error DecodeClaims would return (the first in input order); claims after
+// it may have been handed to `sink` already.
+absl::Status DecodeClaimsConcurrently(absl::string_view input, int threads,
+                                      absl::FunctionRef<absl::Status(DecodedClaim)> sink);
 
 struct EncodeOptions {
   // Indentation per level, as in Go's json.MarshalIndent (kubectl uses four
