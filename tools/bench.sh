@@ -23,7 +23,7 @@ esac
 
 tools/deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release --target compare_bench codec_bench ratio_table >/dev/null
+cmake --build --preset release --target compare_bench codec_bench tool_bench ratio_table >/dev/null
 
 mkdir -p bench/results
 if [ "$quick" -eq 1 ]; then
@@ -61,6 +61,13 @@ CLAIMSTORE_BENCH_SIZES="${sizes%%,*}" build/release/bench/compare_bench \
   --benchmark_repetitions="$([ "$quick" -eq 1 ] && echo 5 || echo 9)" \
   --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
   --benchmark_out="bench/results/group${suffix}.json" --benchmark_out_format=json >&2
+# The restore as users run it: the claimstore tool against the sqlite3
+# shell's import of the same JSON lines (bench/tool_bench), 200k claims
+# (--quick) or 1M, three runs each.
+if [ "$quick" -eq 1 ]; then tool_sizes=200000; else tool_sizes=1000000; fi
+echo "== tool_bench (sizes ${tool_sizes})" >&2
+CLAIMSTORE_BENCH_SIZES="$tool_sizes" build/release/bench/tool_bench --benchmark_repetitions=3 \
+  --benchmark_out="bench/results/tool${suffix}.json" --benchmark_out_format=json >&2
 echo "== codec_bench" >&2
 build/release/bench/codec_bench "${flags[@]}" \
   --benchmark_out="bench/results/codec${suffix}.json" --benchmark_out_format=json >&2
@@ -69,7 +76,7 @@ build/release/bench/codec_bench "${flags[@]}" \
   echo "# tools/bench.sh ${1:-} on $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
   build/release/bench/ratio_table "bench/results/compare${suffix}.json" \
-    "${restores[@]}" "bench/results/group${suffix}.json" \
+    "${restores[@]}" "bench/results/group${suffix}.json" "bench/results/tool${suffix}.json" \
     "bench/results/codec${suffix}.json"
   if [ "$quick" -eq 0 ]; then
     echo

@@ -15,8 +15,8 @@ packages=(
   libcli11-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev
-  # the SQLite baseline of bench/compare_bench
-  libsqlite3-dev
+  # the SQLite baselines of bench/compare_bench and bench/tool_bench (the shell)
+  libsqlite3-dev sqlite3
 )
 
 missing=()
