@@ -104,6 +104,10 @@ absl::string_view ClaimNameOf(absl::string_view record_key, std::string* out) {
 }
 
 // Sorts `claims` by record key, and each run of one key by ordinal.
+// (SortByKey keeps each claim beside its key's first 8 bytes: a tie of
+// prefixes, common among record keys that start with a namespace, then
+// costs one cache miss, the key's, where sorting 16-byte tags of indices
+// cost two and measured slower.)
 void SortClaims(std::vector<BulkBatch::Claim>* claims) {
   SortByKey(claims, [](const BulkBatch::Claim& c) { return c.record_key; });
   for (size_t i = 0; i < claims->size();) {
