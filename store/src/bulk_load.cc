@@ -203,7 +203,7 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const BulkBatch& batch,
     CS_RETURN_IF_ERROR(CheckDevicesWithin(load.devices));
   }
   if (dry_run || stored.result.revision == base) return stored.result;
-  return WriteBulk(load, stored, base);
+  return WriteBulk(load, stored);
 }
 
 absl::Status StoreImpl::CheckDevicesAgainstStored(const Load& load,
@@ -239,8 +239,7 @@ absl::Status StoreImpl::CheckDevicesAgainstStored(const Load& load,
   return clashes.empty() ? absl::OkStatus() : ClashError(clashes);
 }
 
-absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(const Load& load, const StoredPart& stored,
-                                                    uint64_t base) {
+absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(const Load& load, const StoredPart& stored) {
   const std::string dir = db_->BulkDir();
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
@@ -249,7 +248,7 @@ absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(const Load& load, const Stor
   }
   std::function<absl::Status()> check;
   if (stored.rebuild) check = [&load] { return CheckDevicesWithin(load.devices); };
-  TableWriter writer(*db_, dir, load, stored, base, std::move(check));
+  TableWriter writer(*db_, dir, load, stored, std::move(check));
   absl::Status s = writer.Run();
   if (s.ok()) {
     s = IngestTables(*db_, dir, writer.IngestArgs());

@@ -64,7 +64,7 @@ class TableWriter {
   // `check`, when given, runs on the device task before its keys are
   // written (the device rule, overlapped with the record files).
   TableWriter(const Database& db, const std::string& dir, const Load& load,
-              const StoredPart& stored, uint64_t base, std::function<absl::Status()> check);
+              const StoredPart& stored, std::function<absl::Status()> check);
   // Runs the tasks; the first failure that was not a stop.
   absl::Status Run();
   // One ingestion argument per family that has files.
@@ -87,7 +87,6 @@ class TableWriter {
 
   const Load& load_;
   const StoredPart& stored_;
-  const uint64_t base_;  // the store revision before the load
   const std::function<absl::Status()> check_;
   TableSink records_[2];
   TableSink consumers_, devices_, meta_;

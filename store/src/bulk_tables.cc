@@ -26,11 +26,9 @@
 namespace claimstore::internal {
 
 TableWriter::TableWriter(const Database& db, const std::string& dir, const Load& load,
-                         const StoredPart& stored, uint64_t base,
-                         std::function<absl::Status()> check)
+                         const StoredPart& stored, std::function<absl::Status()> check)
     : load_(load),
       stored_(stored),
-      base_(base),
       check_(std::move(check)),
       records_{{db.db(), db.records(), dir, "records-0"}, {db.db(), db.records(), dir, "records-1"}},
       consumers_(db.db(), db.consumers(), dir, "consumers"),

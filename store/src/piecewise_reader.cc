@@ -311,8 +311,10 @@ DecodeStatus DecodeConcurrently(absl::string_view text, int threads, ClaimSink s
     cut_done = true;
     cut_more.NotifyAll();
   };
+  // The cutter last: it runs on this thread, so it always runs; a decoder
+  // whose thread could not start runs after it, on what it cut.
   std::vector<std::function<void()>> tasks(std::max(threads, 1), decode);
-  tasks.insert(tasks.begin(), cut);  // the last task runs on this thread
+  tasks.push_back(cut);
   RunConcurrently(std::move(tasks));
   return first.Take();
 }

@@ -178,8 +178,7 @@ class StoreImpl final : public Store {
   absl::Status CheckDevicesAgainstStored(const Load& load, const StoredPart& stored) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // Writes the table files, ingests them, publishes.
-  absl::StatusOr<BulkLoadResult> WriteBulk(const Load& load, const StoredPart& stored,
-                                           uint64_t base)
+  absl::StatusOr<BulkLoadResult> WriteBulk(const Load& load, const StoredPart& stored)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   absl::Status PublishBulk(const Load& load, const StoredPart& stored, TableWriter* writer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
