@@ -284,6 +284,50 @@ TEST_F(CliTest, ARestoreConflictingWithAStoredClaimWritesNothing) {
   }
 }
 
+// Issue 13, finding 4: --no-validate skipped nothing, so a dump from a
+// cluster with looser rules could not be restored at all.
+TEST_F(CliTest, NoValidateLoadsWhatBreaksFormatRulesAndMarksIt) {
+  // A condition reason of 1,025 bytes (the limit is 1,024) in a kubectl List.
+  const std::string loose = absl::StrCat(
+      R"({"kind":"List","apiVersion":"v1","items":[)",
+      R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"namespace":"old","name":"fine"},"status":{}},)",
+      R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"namespace":"old","name":"loose"},"status":{)",
+      R"("allocation":{"devices":{"results":[{"request":"r","driver":"gpu.example.com","pool":"p","device":"gpu-0"}]}},)",
+      R"("devices":[{"driver":"gpu.example.com","pool":"p","device":"gpu-0","conditions":[{"type":"Ready","status":"True",)",
+      R"("lastTransitionTime":"2026-01-01T00:00:00Z","reason":")", std::string(1025, 'R'), R"(","message":""}]}]}}]})");
+  const std::string file = File("loose.json", loose);
+  const CliRun strict = Cli("restore " + file);
+  EXPECT_EQ(strict.code, 1);
+  EXPECT_THAT(strict.err, HasSubstr(absl::StrCat("Error: ", file, ": document 0, item 1 (old/loose): "
+                                                 "status.devices[0].conditions[0].reason: Too long")));
+  EXPECT_EQ(Cli("stats").code, 2);  // nothing written: no database was made
+
+  const CliRun dry = Cli("restore --no-validate --dry-run " + file);
+  EXPECT_EQ(dry.code, 0) << dry.err;
+  EXPECT_THAT(dry.out, HasSubstr("2 claim(s); 1 unvalidated"));
+  const CliRun loaded = Cli("restore --no-validate " + file);
+  ASSERT_EQ(loaded.code, 0) << loaded.err;
+  EXPECT_THAT(loaded.out, HasSubstr("restored 2 claim(s) from 2 item(s); revision 2; 1 unvalidated"));
+  const CliRun wide = Cli("get old/loose -o wide");
+  EXPECT_THAT(wide.out, HasSubstr("VALIDATED"));
+  EXPECT_THAT(wide.out, HasSubstr("no (1 errors)"));
+  EXPECT_THAT(Cli("get old/fine -o wide").out, HasSubstr("yes"));
+  EXPECT_THAT(Cli("stats").out, HasSubstr("unvalidated              1"));
+  // Ratcheting: a reservation leaves the legacy condition as it was.
+  EXPECT_EQ(Cli("reserve old/loose --consumer pods/p/u1").code, 0);
+  EXPECT_EQ(Cli("verify").code, 0);
+
+  // Identity rules hold with --no-validate: a duplicate consumer uid is
+  // refused, named by file, item and field, and nothing changes.
+  const std::string before = Cli("dump -o jsonl").out;
+  const CliRun dup = Cli("restore --no-validate -", R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[
+      {"metadata":{"namespace":"a","name":"dup"},"status":{"allocation":{"devices":{"results":[]}},"reservedFor":[
+        {"resource":"pods","name":"p","uid":"u"},{"resource":"pods","name":"p","uid":"u"}]}}]})");
+  EXPECT_EQ(dup.code, 1);
+  EXPECT_THAT(dup.err, HasSubstr(R"(Error: -: document 0, item 0 (a/dup): status.reservedFor[1]: Duplicate value: "u")"));
+  EXPECT_EQ(Cli("dump -o jsonl").out, before);
+}
+
 TEST_F(CliTest, FindAndTables) {
   ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 16").out)).code, 0);
   const CliRun pool = Cli("find --device gpu.example.com/node-0");

@@ -5,6 +5,8 @@
 #include <functional>
 #include <thread>
 
+#include "claimstore/claim_generated.h"
+
 namespace claimstore::internal {
 
 absl::string_view BulkBatch::Arena::Keep(absl::string_view bytes) {
@@ -38,6 +40,7 @@ void BulkBatch::Add(absl::string_view record_key, absl::string_view bytes,
   claim.bytes = shard.arena.Keep(bytes);
   claim.record_key = shard.arena.Keep(record_key);
   claim.ordinal = ordinal;
+  claim.unvalidated = fb::GetClaimRecord(bytes.data())->unvalidated();
   claim.shard = shard_index;
   claim.consumers_begin = static_cast<uint32_t>(shard.consumers.size());
   for (const std::string& k : index.consumers) shard.consumers.push_back(shard.arena.Keep(k));

@@ -31,6 +31,7 @@ class BulkBatch {
     absl::string_view bytes;  // 8-byte aligned; empty for a deletion
     uint64_t ordinal = 0;
     bool deleted = false;
+    bool unvalidated = false;  // the record's mark (schema/claim.fbs)
     // Where its index keys are: in shard `shard`, [begin, end) of each list.
     uint32_t shard = 0;
     uint32_t consumers_begin = 0, consumers_end = 0, devices_begin = 0, devices_end = 0;

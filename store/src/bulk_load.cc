@@ -54,7 +54,9 @@ class BulkLoadImpl final : public BulkLoad {
     CS_RETURN_IF_ERROR(RequireClaimKey(record));
     std::string bytes(record.bytes());
     IndexEntries index;
-    CS_RETURN_IF_ERROR(PrepareRecord(nullptr, &bytes, &index));
+    CS_RETURN_IF_ERROR(PrepareRecord(
+        nullptr, &bytes, &index,
+        options_.validate ? RecordChecks::kValidate : RecordChecks::kIdentityOnly));
     ReaderLock lock(&mu_);
     if (committed_.load()) return Committed();
     batch_->Add(RecordKey(record.claim_namespace(), record.name()), bytes, index, ordinal);

@@ -151,6 +151,7 @@ absl::StatusOr<StoredPart> ReadStoredPart(const Database& db, const Load& load, 
     CS_RETURN_IF_ERROR(ReadAffected(db, load, &stored));
   }
   stored.result.claims = load.claims.size();
+  for (const BulkBatch::Claim& c : load.claims) stored.result.unvalidated += c.unvalidated;
   stored.result.deleted = stored.record_deletes.size();
   // Deleted and replaced claims go first, a revision each; then the loaded
   // ones, in key order.

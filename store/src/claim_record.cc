@@ -95,4 +95,6 @@ uint64_t ClaimRecord::version() const {
   return r == nullptr ? 0 : r->version();
 }
 
+bool ClaimRecord::unvalidated() const { return table().unvalidated(); }
+
 }  // namespace claimstore

@@ -158,15 +158,29 @@ absl::Status RequireConsumer(const ConsumerRef& consumer) {
 }
 
 absl::Status PrepareRecord(const fb::ClaimRecord* old_table, std::string* bytes,
-                           IndexEntries* index) {
+                           IndexEntries* index, RecordChecks checks) {
   if (std::optional<std::string> pruned =
           DropStaleDeviceStatuses(old_table, *fb::GetClaimRecord(bytes->data()));
       pruned.has_value()) {
     *bytes = *std::move(pruned);
   }
-  const fb::ClaimRecord& updated = *fb::GetClaimRecord(bytes->data());
-  CS_RETURN_IF_ERROR(ValidateStoreWrite(old_table, updated));
-  *index = ComputeIndexEntries(updated);
+  const fb::ClaimRecord* updated = fb::GetClaimRecord(bytes->data());
+  bool mark = false;
+  if (checks == RecordChecks::kIdentityOnly) {
+    CS_ASSIGN_OR_RETURN(mark, ValidateIdentity(old_table, *updated));
+  } else {
+    CS_RETURN_IF_ERROR(ValidateStoreWrite(old_table, *updated));
+    // A marked claim stays marked while any rule it breaks was ratcheted.
+    mark = old_table != nullptr && old_table->unvalidated() &&
+           !ValidateStatusTables(nullptr, *updated).empty();
+  }
+  if (mark != updated->unvalidated()) {
+    StatusEdit edit;
+    edit.unvalidated = mark;
+    *bytes = RebuildRecord(*updated, edit);
+    updated = fb::GetClaimRecord(bytes->data());
+  }
+  *index = ComputeIndexEntries(*updated);
   return absl::OkStatus();
 }
 

@@ -69,12 +69,19 @@ absl::StatusOr<Mutation> MergeDeviceStatuses(const ClaimKey& key,
 absl::Status RequireClaimKey(const ClaimRecord& record);
 absl::Status RequireConsumer(const ConsumerRef& consumer);
 
+// How PrepareRecord checks a record.
+enum class RecordChecks {
+  kValidate,        // every rule; what a write leaves unchanged ratchets
+  kIdentityOnly,    // a load with validation off: identity rules only
+};
+
 // What a write of `*bytes` over a claim now `old_table` (null: absent)
 // stores, revisions aside: the record without statuses of devices it does
-// not hold (rewritten in *bytes), validated, and its index entries. The
-// one definition for the write path and bulk loads.
+// not hold, validated, with its unvalidated mark set as it must be
+// (schema/claim.fbs; both rewrite *bytes), and its index entries. The one
+// definition for the write path and bulk loads.
 absl::Status PrepareRecord(const fb::ClaimRecord* old_table, std::string* bytes,
-                           IndexEntries* index);
+                           IndexEntries* index, RecordChecks checks = RecordChecks::kValidate);
 
 }  // namespace claimstore::internal
 

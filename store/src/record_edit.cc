@@ -200,7 +200,8 @@ std::string RebuildRecord(const fb::ClaimRecord& old, const StatusEdit& edit) {
       old.revisions() != nullptr ? *old.revisions() : fb::Revisions(0, 0, 0);
   auto root = fb::CreateClaimRecord(fbb, ns, name, uid, rv, old.generation(),
                                     old.creation_timestamp(), old.deletion_timestamp(),
-                                    spec_requests, status, &revisions);
+                                    spec_requests, status, &revisions,
+                                    edit.unvalidated.value_or(old.unvalidated()));
   fb::FinishClaimRecordBuffer(fbb, root);
   return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()),
                      fbb.GetSize());

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct StatusEdit {
 
   Part devices = Part::kKeep;
   std::vector<const fb::AllocatedDeviceStatus*> new_devices;  // kReplace
+
+  // The record's unvalidated mark (schema/claim.fbs); nullopt copies old's.
+  std::optional<bool> unvalidated;
 };
 
 // `old` with `edit` applied, as a finished buffer. Revisions are copied; the

@@ -70,6 +70,7 @@ absl::StatusOr<StoreStats> StatsAt(const Database& db, const ReadPoint& point) {
     absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(scan->value()));
     if (!record.ok()) return record.status();
     ++stats.claims;
+    stats.unvalidated += record->unvalidated();
     const fb::ResourceClaimStatus* status = record->table().status();
     if (status != nullptr && status->allocation() != nullptr) ++stats.allocated;
     if (status != nullptr && status->reserved_for() != nullptr &&

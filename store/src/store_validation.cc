@@ -5,11 +5,14 @@
 #include "absl/strings/string_view.h"
 #include "fb_strings.h"
 #include "record_edit.h"
+#include "status_macros.h"
 
 namespace claimstore::internal {
 
-absl::Status ValidateStoreWrite(const fb::ClaimRecord* current,
-                                const fb::ClaimRecord& updated) {
+namespace {
+
+// Namespace and name present and unchanged.
+absl::Status ValidateKey(const fb::ClaimRecord* current, const fb::ClaimRecord& updated) {
   if (View(updated.namespace_()).empty()) {
     return absl::InvalidArgumentError("metadata.namespace: Required value");
   }
@@ -20,7 +23,28 @@ absl::Status ValidateStoreWrite(const fb::ClaimRecord* current,
                              View(current->name()) != View(updated.name()))) {
     return absl::InvalidArgumentError("metadata.name: Invalid value: may not change");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateStoreWrite(const fb::ClaimRecord* current,
+                                const fb::ClaimRecord& updated) {
+  CS_RETURN_IF_ERROR(ValidateKey(current, updated));
   return ValidationStatus(ValidateStatusTables(current, updated));
+}
+
+absl::StatusOr<bool> ValidateIdentity(const fb::ClaimRecord* current,
+                                      const fb::ClaimRecord& updated) {
+  CS_RETURN_IF_ERROR(ValidateKey(current, updated));
+  std::vector<FieldError> errors =
+      ValidateStatusTables(current, updated, ValidatorOptions{.walk_past_limits = true});
+  std::vector<FieldError> kept;
+  for (FieldError& e : errors) {
+    if (e.identity_rule || e.update_rule) kept.push_back(std::move(e));
+  }
+  if (!kept.empty()) return ValidationStatus(kept);
+  return !errors.empty();
 }
 
 std::optional<std::string> DropStaleDeviceStatuses(const fb::ClaimRecord* current,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/validation.h"
 
@@ -24,9 +25,23 @@ namespace claimstore::internal {
 absl::Status ValidateStoreWrite(const fb::ClaimRecord* current,
                                 const fb::ClaimRecord& updated);
 
+struct ValidatorOptions {
+  // Walk the items of a list over its limit too (one TooMany error and the
+  // items' own errors), so that no identity rule hides behind a limit: for
+  // loads with validation off, which enforce only identity rules.
+  bool walk_past_limits = false;
+};
+
+// ValidateStoreWrite for a load with validation off: the identity rules
+// (FieldError::identity_rule) and the key only. Returns whether the record
+// breaks any other rule, which the store marks (schema/claim.fbs).
+absl::StatusOr<bool> ValidateIdentity(const fb::ClaimRecord* current,
+                                      const fb::ClaimRecord& updated);
+
 // ValidateClaimStatus on FlatBuffers tables.
 std::vector<FieldError> ValidateStatusTables(const fb::ClaimRecord* current,
-                                             const fb::ClaimRecord& updated);
+                                             const fb::ClaimRecord& updated,
+                                             const ValidatorOptions& options = {});
 
 // What the API server does to a status update before validating it
 // (PrepareForUpdate): device statuses of devices that `current` allocated and

@@ -7,6 +7,7 @@
 #include <optional>
 #include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,7 @@
 #include "k8s_formats.h"
 #include "claim_limits.h"
 #include "quantity.h"
+#include "store_validation.h"
 
 namespace claimstore {
 namespace {
@@ -78,10 +80,20 @@ constexpr char kRequestRefDetail[] =
     "must be the name of a request in the claim or the name of a request and a "
     "subrequest separated by '/'";
 
+// The rules that hold for every stored claim, validated or not (FieldError::
+// identity_rule): what makes the claim's lists maps and its reservations
+// references the consumer index can key.
+bool IsIdentityRule(absl::string_view rule) {
+  return rule == "reservedFor.required" || rule == "reservedFor.unique" ||
+         rule == "reservedFor.needs_allocation" || rule == "devices.unique" ||
+         rule == "conditions.type_unique";
+}
+
 class Validator {
  public:
-  Validator(const fb::ClaimRecord* current, const fb::ClaimRecord& updated)
-      : current_(current), updated_(updated) {
+  Validator(const fb::ClaimRecord* current, const fb::ClaimRecord& updated,
+            const internal::ValidatorOptions& options)
+      : current_(current), updated_(updated), walk_past_limits_(options.walk_past_limits) {
     if (const auto* requests = updated.spec_requests(); requests != nullptr) {
       has_request_names_ = true;
       for (const fb::SpecRequest* r : *requests) {
@@ -112,7 +124,7 @@ class Validator {
   void Add(const char* rule, Type type, const Path& field, std::string value,
            std::string detail, bool update_rule = false) {
     errors_.push_back(FieldError{type, field.ToString(), std::move(value), std::move(detail),
-                                 rule, update_rule});
+                                 rule, update_rule, IsIdentityRule(rule)});
   }
   void Required(const char* rule, const Path& field, std::string detail = "") {
     Add(rule, Type::kRequired, field, "", std::move(detail));
@@ -216,8 +228,9 @@ class Validator {
   void ReservedFor(const fb::ResourceClaimStatus* status, const Path& root) {
     const auto* reserved = status->reserved_for();
     const Path field = root.Child("reservedFor");
-    if (Size(reserved) > kMaxReservedFor) {
-      return TooMany("reservedFor.max", field, reserved->size(), kMaxReservedFor);
+    if (Size(reserved) > kMaxReservedFor && !ReservedForUnchanged(reserved)) {
+      TooMany("reservedFor.max", field, reserved->size(), kMaxReservedFor);
+      if (!walk_past_limits_) return;
     }
     if (reserved == nullptr) return;
     absl::flat_hash_set<absl::string_view> uids;
@@ -291,10 +304,17 @@ class Validator {
         allocated.insert(KeyOf(View(r->driver()), View(r->pool()), View(r->device()), r->share_id()));
       }
     }
+    const absl::flat_hash_map<DeviceKey, const fb::AllocatedDeviceStatus*> before = OldDevices();
     absl::flat_hash_set<DeviceKey> seen;
     for (size_t i = 0; i < devices->size(); ++i) {
       const fb::AllocatedDeviceStatus* d = devices->Get(i);
       const Path item = field.Index(i);
+      // Ratcheting: an entry the write leaves as it was is not re-validated.
+      if (auto it = before.find(KeyOf(View(d->driver()), View(d->pool()), View(d->device()),
+                                      d->share_id()));
+          it != before.end() && DeviceStatusEq(it->second, d)) {
+        continue;
+      }
       DriverName(View(d->driver()), item.Child("driver"));
       PoolName(View(d->pool()), item.Child("pool"));
       DeviceName(View(d->device()), item.Child("device"));
@@ -314,10 +334,54 @@ class Validator {
     }
   }
 
+  // Ratcheting (what an update leaves unchanged is not re-validated, as
+  // the API server's declarative validation does): the stored claim's
+  // device statuses by key, none for a claim not held before.
+  absl::flat_hash_map<DeviceKey, const fb::AllocatedDeviceStatus*> OldDevices() const {
+    absl::flat_hash_map<DeviceKey, const fb::AllocatedDeviceStatus*> out;
+    const fb::ResourceClaimStatus* old = current_ != nullptr ? current_->status() : nullptr;
+    if (old == nullptr || old->devices() == nullptr) return out;
+    for (const fb::AllocatedDeviceStatus* d : *old->devices()) {
+      out.emplace(KeyOf(View(d->driver()), View(d->pool()), View(d->device()), d->share_id()), d);
+    }
+    return out;
+  }
+
+  bool ReservedForUnchanged(
+      const flatbuffers::Vector<flatbuffers::Offset<fb::ResourceClaimConsumerReference>>* now)
+      const {
+    const fb::ResourceClaimStatus* old = current_ != nullptr ? current_->status() : nullptr;
+    if (old == nullptr) return false;
+    return ListEq(old->reserved_for(), now,
+                  [](const fb::ResourceClaimConsumerReference* a,
+                     const fb::ResourceClaimConsumerReference* b) { return ConsumerKey(*a) == ConsumerKey(*b); });
+  }
+
+  static bool ConditionEq(const fb::Condition* a, const fb::Condition* b) {
+    return StrEq(a->type(), b->type()) && StrEq(a->status(), b->status()) &&
+           a->observed_generation() == b->observed_generation() &&
+           a->last_transition_time() == b->last_transition_time() &&
+           StrEq(a->reason(), b->reason()) && StrEq(a->message(), b->message());
+  }
+
+  static bool DeviceStatusEq(const fb::AllocatedDeviceStatus* a, const fb::AllocatedDeviceStatus* b) {
+    const fb::NetworkDeviceData* na = a->network_data();
+    const fb::NetworkDeviceData* nb = b->network_data();
+    const bool network_equal =
+        (na == nullptr) == (nb == nullptr) &&
+        (na == nullptr || (StrEq(na->interface_name(), nb->interface_name()) &&
+                           StrEq(na->hardware_address(), nb->hardware_address()) &&
+                           StrListEq(na->ips(), nb->ips())));
+    return network_equal && (a->conditions() == nullptr) == (b->conditions() == nullptr) &&
+           ListEq(a->conditions(), b->conditions(), ConditionEq) &&
+           PtrStrEq(a->data(), b->data());
+  }
+
   void Conditions(const flatbuffers::Vector<flatbuffers::Offset<fb::Condition>>* conditions,
                   const Path& field) {
     if (Size(conditions) > kMaxConditions) {
-      return TooMany("conditions.max", field, conditions->size(), kMaxConditions);
+      TooMany("conditions.max", field, conditions->size(), kMaxConditions);
+      if (!walk_past_limits_) return;
     }
     if (conditions == nullptr) return;
     absl::flat_hash_set<absl::string_view> types;
@@ -363,7 +427,10 @@ class Validator {
     }
     const auto* ips = n->ips();
     const Path ips_field = field.Child("ips");
-    if (Size(ips) > kMaxIps) return TooMany("networkData.ips.max", ips_field, ips->size(), kMaxIps);
+    if (Size(ips) > kMaxIps) {
+      TooMany("networkData.ips.max", ips_field, ips->size(), kMaxIps);
+      if (!walk_past_limits_) return;
+    }
     if (ips == nullptr) return;
     absl::flat_hash_set<absl::string_view> seen;
     for (size_t i = 0; i < ips->size(); ++i) {
@@ -400,14 +467,16 @@ class Validator {
     const auto* results = allocation->results();
     if (Size(results) > kMaxResults) {
       TooMany("results.max", results_field, results->size(), kMaxResults);
-    } else if (results != nullptr) {
+    }
+    if (results != nullptr && (walk_past_limits_ || Size(results) <= kMaxResults)) {
       for (size_t i = 0; i < results->size(); ++i) Result(*results->Get(i), results_field.Index(i));
     }
     const Path config_field = field.Child("config");
     const auto* config = allocation->config();
     if (Size(config) > kMaxConfig) {
       TooMany("config.max", config_field, config->size(), kMaxConfig);
-    } else if (config != nullptr) {
+    }
+    if (config != nullptr && (walk_past_limits_ || Size(config) <= kMaxConfig)) {
       for (size_t i = 0; i < config->size(); ++i) Config(*config->Get(i), config_field.Index(i));
     }
     if (allocation->node_selector() != nullptr) {
@@ -468,7 +537,7 @@ class Validator {
       if (Size(list.values) > kMaxBindingConditions) {
         TooMany("bindingConditions.max", field, list.values->size(), kMaxBindingConditions);
         over = true;
-        continue;
+        if (!walk_past_limits_) continue;
       }
       if (list.values == nullptr) continue;
       absl::flat_hash_set<absl::string_view> seen;
@@ -509,7 +578,8 @@ class Validator {
     const Path requests_field = item.Child("requests");
     if (Size(requests) > kMaxConfigRequests) {
       TooMany("config.requests.max", requests_field, requests->size(), kMaxConfigRequests);
-    } else if (requests != nullptr) {
+    }
+    if (requests != nullptr && (walk_past_limits_ || Size(requests) <= kMaxConfigRequests)) {
       absl::flat_hash_set<absl::string_view> seen;
       for (size_t i = 0; i < requests->size(); ++i) {
         const absl::string_view name = View(requests->Get(i));
@@ -672,6 +742,7 @@ class Validator {
 
   const fb::ClaimRecord* current_;
   const fb::ClaimRecord& updated_;
+  const bool walk_past_limits_;
   bool has_request_names_ = false;
   absl::flat_hash_set<std::string> request_names_;
   std::vector<FieldError> errors_;
@@ -726,8 +797,9 @@ const std::vector<std::string>& ValidationRules() {
 namespace internal {
 
 std::vector<FieldError> ValidateStatusTables(const fb::ClaimRecord* current,
-                                             const fb::ClaimRecord& updated) {
-  return Validator(current, updated).Run();
+                                             const fb::ClaimRecord& updated,
+                                             const ValidatorOptions& options) {
+  return Validator(current, updated, options).Run();
 }
 
 }  // namespace internal
@@ -735,7 +807,7 @@ std::vector<FieldError> ValidateStatusTables(const fb::ClaimRecord* current,
 std::vector<FieldError> ValidateClaimStatus(const ClaimRecord* current,
                                             const ClaimRecord& updated) {
   return internal::ValidateStatusTables(current != nullptr ? &current->table() : nullptr,
-                                        updated.table());
+                                        updated.table(), {});
 }
 
 absl::Status ValidationStatus(const std::vector<FieldError>& errors) {
@@ -753,7 +825,8 @@ absl::Status ValidationStatus(const std::vector<FieldError>& errors) {
   std::string payload;
   for (const FieldError& e : errors) {
     absl::StrAppend(&payload, static_cast<int>(e.type), "\x1f", e.field, "\x1f", e.value, "\x1f",
-                    e.detail, "\x1f", e.rule, "\x1f", e.update_rule ? "1" : "0", "\x1e");
+                    e.detail, "\x1f", e.rule, "\x1f", e.update_rule ? "1" : "0", "\x1f",
+                    e.identity_rule ? "1" : "0", "\x1e");
   }
   status.SetPayload(kPayloadUrl, absl::Cord(payload));
   return status;
@@ -766,7 +839,7 @@ std::vector<FieldError> FieldErrorsOf(const absl::Status& status) {
   const std::string text(*payload);
   for (absl::string_view line : absl::StrSplit(text, '\x1e', absl::SkipEmpty())) {
     std::vector<std::string> f = absl::StrSplit(line, '\x1f');
-    if (f.size() != 6) continue;
+    if (f.size() != 7) continue;
     FieldError e;
     e.type = static_cast<Type>(std::atoi(f[0].c_str()));
     e.field = f[1];
@@ -774,6 +847,7 @@ std::vector<FieldError> FieldErrorsOf(const absl::Status& status) {
     e.detail = f[3];
     e.rule = f[4];
     e.update_rule = f[5] == "1";
+    e.identity_rule = f[6] == "1";
     out.push_back(std::move(e));
   }
   return out;

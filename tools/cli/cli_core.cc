@@ -135,13 +135,21 @@ std::vector<std::string> ClaimRow(const ClaimRecord& r, bool wide) {
   std::vector<std::string> row = {std::string(r.claim_namespace()), std::string(r.name()),
                                   State(r), absl::StrCat(ConsumerCount(r)),
                                   absl::StrCat(r.mod_revision())};
-  if (wide) row.insert(row.begin() + 3, Devices(r));
+  if (wide) {
+    row.insert(row.begin() + 3, Devices(r));
+    row.push_back(r.unvalidated()
+                      ? absl::StrCat("no (", ValidateClaimStatus(nullptr, r).size(), " errors)")
+                      : "yes");
+  }
   return row;
 }
 
 std::vector<std::string> ClaimHeader(bool wide) {
   std::vector<std::string> h = {"NAMESPACE", "NAME", "STATE", "CONSUMERS", "REVISION"};
-  if (wide) h.insert(h.begin() + 3, "DEVICES");
+  if (wide) {
+    h.insert(h.begin() + 3, "DEVICES");
+    h.push_back("VALIDATED");
+  }
   return h;
 }
 

@@ -164,6 +164,7 @@ int Stats(const Context& context) {
   PrintTable({{"claims", absl::StrCat(s->claims)},
               {"allocated", absl::StrCat(s->allocated)},
               {"reserved", absl::StrCat(s->reserved)},
+              {"unvalidated", absl::StrCat(s->unvalidated)},
               {"consumer index entries", absl::StrCat(s->consumer_entries)},
               {"device index entries", absl::StrCat(s->device_entries)},
               {"revision", absl::StrCat(s->revision)},

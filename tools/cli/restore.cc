@@ -43,7 +43,9 @@ constexpr char kRestoreUsage[] =
     "item is bad or two claims would hold a device in ways that exclude each other.\n"
     "A stored claim the input holds is replaced; others are kept.\n"
     "  --dry-run      only check (against the database as it is)\n"
-    "  --no-validate  accepted; claims are validated by the store all the same\n"
+    "  --no-validate  enforce identity rules only (list-map keys, consumer references,\n"
+    "                 the device rule); a claim breaking a format or limit rule is\n"
+    "                 loaded marked unvalidated (get -o wide, stats); decoding stays strict\n"
     "  --replace      afterwards the database holds exactly the input\n";
 
 struct RestoreFlags {
@@ -307,21 +309,44 @@ int Restore(const Context& context, const RestoreFlags& flags) {
   absl::StatusOr<std::vector<std::unique_ptr<InputFile>>> files = OpenInputs(names);
   if (!files.ok()) return Fail(files.status());
   std::unique_ptr<ScratchDir> scratch;
+  // A refused restore changes nothing on disk: not even the database it
+  // would have created.
+  std::error_code exists_error;
+  const bool created = !flags.dry_run && !std::filesystem::exists(context.DbPath(), exists_error) &&
+                       !exists_error;
   absl::StatusOr<std::unique_ptr<Store>> store = OpenTarget(context, flags.dry_run, &scratch);
   if (!store.ok()) return Fail(store.status());
+  const auto refused = [&](int code) {
+    if (created) {
+      store->reset();
+      std::error_code ignored;
+      std::filesystem::remove_all(context.DbPath(), ignored);
+    }
+    return code;
+  };
   absl::StatusOr<std::unique_ptr<BulkLoad>> load =
-      (*store)->StartBulkLoad({.replace_all = flags.replace});
-  if (!load.ok()) return Fail(load.status());
+      (*store)->StartBulkLoad({.replace_all = flags.replace, .validate = !flags.no_validate});
+  if (!load.ok()) return refused(Fail(load.status()));
   uint64_t items = 0;
-  if (int code = DecodeInputs(names, *files, load->get(), &items); code != 0) return code;
+  if (int code = DecodeInputs(names, *files, load->get(), &items); code != 0) {
+    load->reset();
+    return refused(code);
+  }
   const absl::StatusOr<BulkLoadResult> result = flags.dry_run ? (*load)->DryRun() : (*load)->Commit();
   if (!result.ok()) {
     std::cerr << "Error: " << result.status().message() << "\n";
     PrintWhereClaimsStood(result.status(), names, *files);
-    return Refused(result.status());
+    load->reset();
+    return refused(Refused(result.status()));
   }
+  const std::string unvalidated =
+      result->unvalidated == 0
+          ? ""
+          : absl::StrCat("; ", result->unvalidated,
+                         " unvalidated (breaking format or limit rules: get -o wide)");
   if (flags.dry_run) {
-    std::cout << "checked " << items << " item(s): " << result->claims << " claim(s), nothing written\n";
+    std::cout << "checked " << items << " item(s): " << result->claims << " claim(s)"
+              << unvalidated << ", nothing written\n";
     return 0;
   }
   std::cout << "restored " << result->claims << " claim(s) from " << items << " item(s); revision "
@@ -329,7 +354,7 @@ int Restore(const Context& context, const RestoreFlags& flags) {
   if (result->replaced > 0 || result->deleted > 0) {
     std::cout << "; " << result->replaced << " replaced, " << result->deleted << " deleted";
   }
-  std::cout << "\n";
+  std::cout << unvalidated << "\n";
   return 0;
 }
 
@@ -342,7 +367,7 @@ void AddRestoreCommand(CLI::App& app, Context& context) {
   restore->add_option("FILE", flags->files, "input files; - or none for standard input");
   restore->add_flag("--dry-run", flags->dry_run, "only check");
   restore->add_flag("--no-validate", flags->no_validate,
-                    "skip semantic validation (decoding stays strict)");
+                    "enforce identity rules only; mark claims breaking others");
   restore->add_flag("--replace", flags->replace, "empty the database first");
   restore->callback([&context, flags] { context.exit_code = Restore(context, *flags); });
 }

@@ -57,6 +57,11 @@ class ClaimRecord {
   uint64_t mod_revision() const;
   uint64_t version() const;
 
+  // True when the claim was loaded with validation off and breaks a format
+  // or limit rule (BulkLoadOptions::validate); the store clears it once a
+  // write leaves the claim valid.
+  bool unvalidated() const;
+
   // The root table, for reading fields in place.
   const fb::ClaimRecord& table() const;
 

@@ -193,6 +193,7 @@ struct VerifyReport {
 
 struct StoreStats {
   uint64_t claims = 0, allocated = 0, reserved = 0;
+  uint64_t unvalidated = 0;  // claims with the unvalidated mark (BulkLoadOptions::validate)
   uint64_t consumer_entries = 0, device_entries = 0;
   uint64_t revision = 0;
   uint64_t size_on_disk_bytes = 0;
@@ -204,6 +205,18 @@ struct BulkLoadOptions {
   // does not add is deleted. Default: false (stored claims the load does not
   // name are kept).
   bool replace_all = false;
+
+  // Validation off: a claim must still decode (the codec is strict) and
+  // keep the identity rules (validation.h, FieldError::identity_rule: list-
+  // map keys unique, consumer references whole, reservations only with an
+  // allocation), and the device rule holds across claims as always; format
+  // and limit rules are not enforced. A claim that breaks one is stored with
+  // its unvalidated mark (ClaimRecord::unvalidated, StoreStats::unvalidated);
+  // later writes ratchet, as the API server's do: what a write leaves
+  // unchanged is not re-validated, and the mark goes once the claim passes
+  // every rule. For dumps of clusters whose rules were looser (another
+  // release). Default: true.
+  bool validate = true;
 };
 
 // What a bulk load wrote (or, for DryRun, would write).
@@ -211,6 +224,7 @@ struct BulkLoadResult {
   uint64_t claims = 0;    // claims loaded (added or replacing a stored one)
   uint64_t replaced = 0;  // of them, claims the store held
   uint64_t deleted = 0;   // stored claims deleted and not loaded again
+  uint64_t unvalidated = 0;  // loaded claims marked unvalidated (validate = false)
   uint64_t revision = 0;  // the store revision after it
 };
 

@@ -39,6 +39,11 @@ struct FieldError {
   std::string detail;
   std::string rule;       // claimstore's name for the rule, e.g. "reservedFor.unique"
   bool update_rule = false;  // a rule about the change (immutability, deletion)
+  // A rule every stored claim keeps, loaded with validation off or not:
+  // list-map keys unique (reservedFor by uid, devices by driver/pool/device/
+  // shareID, conditions by type), consumer references whole, reservations
+  // only with an allocation. The others are format and limit rules.
+  bool identity_rule = false;
 
   std::string ToString() const;
 };
@@ -52,8 +57,13 @@ const std::vector<std::string>& ValidationRules();
 // list-map keys), none about a change (immutability, no new consumers
 // while being deleted). Returns the errors in Kubernetes' order; empty when
 // valid. A list over its limit yields one TooMany error and its items are
-// not walked. An allocation that both records have is only compared
-// (semantically: quantities by value), never re-validated.
+// not walked. Ratcheting, as the API server's declarative validation does:
+// what an update leaves as it was is not re-validated. An allocation that
+// both records have is only compared (semantically: quantities by value);
+// a status.devices entry equal to the current one of its key, and the
+// length of a reservedFor list equal to the current one, are not checked
+// again. So a claim stored with validation off (BulkLoadOptions::validate)
+// takes updates that leave its legacy fields alone.
 std::vector<FieldError> ValidateClaimStatus(const ClaimRecord* current,
                                             const ClaimRecord& updated);
 
