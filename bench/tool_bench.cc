@@ -8,9 +8,17 @@
 //   CLAIMSTORE_BENCH_SIZES=200000,1000000 build/release/bench/tool_bench
 #include <sys/wait.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -36,6 +44,46 @@ bool Run(benchmark::State& state, const std::string& command) {
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
   state.SkipWithError(("failed: " + command).c_str());
   return false;
+}
+
+// The peak resident memory of a command, sampled every 10 ms from
+// /proc/PID/status: anonymous (the heap) and file-backed (the mapped input,
+// the binary, and the bulk load's spill file, which the kernel may write
+// back and reclaim) apart.
+struct Peak {
+  double anon_mb = 0, file_mb = 0;
+};
+
+double StatusKb(const std::string& status, const char* field) {
+  const size_t at = status.find(field);
+  return at == std::string::npos ? 0 : std::atof(status.c_str() + at + std::strlen(field));
+}
+
+// Runs `command` as `sh -c "exec command"` (so the sampled process is the
+// command itself); aborts the benchmark when it fails.
+bool RunMeasured(benchmark::State& state, const std::string& command, Peak* peak) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string status_path = absl::StrCat("/proc/", pid, "/status");
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    std::ifstream in(status_path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    peak->anon_mb = std::max(peak->anon_mb, StatusKb(text, "RssAnon:") / 1024);
+    peak->file_mb = std::max(peak->file_mb, StatusKb(text, "RssFile:") / 1024);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
+  state.SkipWithError(("failed: " + command).c_str());
+  return false;
+}
+
+void ReportPeak(benchmark::State& state, const Peak& peak) {
+  state.counters["peak_anon_MB"] = peak.anon_mb;
+  state.counters["peak_file_MB"] = peak.file_mb;
 }
 
 // N generated claims as JSON lines (seed 1, or `seed`), made once.
@@ -85,16 +133,19 @@ void Report(benchmark::State& state, size_t n) {
 void BM_ToolRestore_Claimstore(benchmark::State& state, size_t n) {
   const std::string input = Input(n);
   const std::string db = Dir() + "/tool-claimstore.db";
+  Peak peak;
   for (auto _ : state) {
     state.PauseTiming();
     fs::remove_all(db);
     state.ResumeTiming();
-    if (!Run(state, absl::StrCat(CLAIMSTORE_CLI, " --db ", db, " restore ", input, " >/dev/null"))) {
+    if (!RunMeasured(state, absl::StrCat(CLAIMSTORE_CLI, " --db ", db, " restore ", input, " >/dev/null"),
+                     &peak)) {
       return;
     }
   }
   fs::remove_all(db);
   Report(state, n);
+  ReportPeak(state, peak);
 }
 
 // --replace over a database holding n other claims (the same keys, another
@@ -103,6 +154,7 @@ void BM_ToolRestoreReplace_Claimstore(benchmark::State& state, size_t n) {
   const std::string input = Input(n);
   const std::string base = Dir() + "/tool-replace-base.db";
   const std::string db = Dir() + "/tool-replace.db";
+  Peak peak;
   fs::remove_all(base);
   if (!Run(state, absl::StrCat(CLAIMSTORE_CLI, " --db ", base, " restore ", Input(n, 2),
                                " >/dev/null"))) {
@@ -113,14 +165,16 @@ void BM_ToolRestoreReplace_Claimstore(benchmark::State& state, size_t n) {
     fs::remove_all(db);
     fs::copy(base, db, fs::copy_options::recursive);
     state.ResumeTiming();
-    if (!Run(state, absl::StrCat(CLAIMSTORE_CLI, " --db ", db, " restore --replace ", input,
-                                 " >/dev/null"))) {
+    if (!RunMeasured(state, absl::StrCat(CLAIMSTORE_CLI, " --db ", db, " restore --replace ", input,
+                                         " >/dev/null"),
+                     &peak)) {
       return;
     }
   }
   fs::remove_all(db);
   fs::remove_all(base);
   Report(state, n);
+  ReportPeak(state, peak);
 }
 
 void BM_ToolRestore_Sqlite3(benchmark::State& state, size_t n) {
@@ -133,14 +187,16 @@ void BM_ToolRestore_Sqlite3(benchmark::State& state, size_t n) {
     std::fputs(SqliteScript(input).c_str(), f);
     std::fclose(f);
   }
+  Peak peak;
   for (auto _ : state) {
     state.PauseTiming();
     for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
     state.ResumeTiming();
-    if (!Run(state, absl::StrCat("sqlite3 ", db, " <", script, " >/dev/null"))) return;
+    if (!RunMeasured(state, absl::StrCat("sqlite3 ", db, " <", script, " >/dev/null"), &peak)) return;
   }
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
   Report(state, n);
+  ReportPeak(state, peak);
 }
 
 std::vector<int64_t> Sizes() {

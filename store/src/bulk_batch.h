@@ -15,17 +15,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "index_entries.h"
 #include "mutex.h"
+#include "spill_file.h"
 
 namespace claimstore::internal {
 
 class BulkBatch {
  public:
+  // The encoded records go to a spill file in `spill_dir` (spill_file.h)
+  // when it can make one there, else to the heap as everything else.
+  explicit BulkBatch(const std::string& spill_dir = "");
+
   struct Claim {
     absl::string_view record_key;
     absl::string_view bytes;  // 8-byte aligned; empty for a deletion
@@ -54,26 +60,35 @@ class BulkBatch {
 
  private:
   // Bump allocation in chunks of 1 MiB (or one of its own for a bigger
-  // item), 8-byte aligned.
+  // item), 8-byte aligned; with a spill file, in chunks of 8 MiB of it
+  // (the heap when it has no room).
   class Arena {
    public:
+    explicit Arena(SpillFile* spill = nullptr) : spill_(spill) {}
     absl::string_view Keep(absl::string_view bytes);
 
    private:
+    char* NewChunk(size_t at_least);
+
+    SpillFile* const spill_;
     std::vector<std::unique_ptr<char[]>> chunks_;
     char* next_ = nullptr;
     size_t left_ = 0;
   };
   struct Shard {
+    explicit Shard(SpillFile* spill) : records(spill) {}
     mutable Mutex mu;
-    Arena arena ABSL_GUARDED_BY(mu);
+    Arena arena ABSL_GUARDED_BY(mu);    // record and index keys
+    Arena records ABSL_GUARDED_BY(mu);  // encoded records
     std::vector<Claim> claims ABSL_GUARDED_BY(mu);
     std::vector<absl::string_view> consumers ABSL_GUARDED_BY(mu);
     std::vector<absl::string_view> devices ABSL_GUARDED_BY(mu);
   };
   static constexpr size_t kShards = 16;
   Shard& ThisThreadsShard(uint32_t* index);
-  std::array<Shard, kShards> shards_;
+  // Declared first: the shards' arenas use it until they go.
+  const std::unique_ptr<SpillFile> spill_;
+  std::vector<std::unique_ptr<Shard>> shards_;  // kShards
 };
 
 }  // namespace claimstore::internal

@@ -46,8 +46,8 @@ namespace {
 
 class BulkLoadImpl final : public BulkLoad {
  public:
-  BulkLoadImpl(StoreImpl* store, const BulkLoadOptions& options)
-      : store_(store), options_(options) {}
+  BulkLoadImpl(StoreImpl* store, const BulkLoadOptions& options, const std::string& spill_dir)
+      : store_(store), options_(options), batch_(std::make_unique<BulkBatch>(spill_dir)) {}
 
   absl::Status Add(const ClaimRecord& record, uint64_t ordinal) override {
     if (committed_.load()) return Committed();
@@ -95,7 +95,7 @@ class BulkLoadImpl final : public BulkLoad {
   // Adds share it (BulkBatch has its own locks); Commit takes it alone.
   SharedMutex mu_;
   std::atomic<bool> committed_{false};
-  std::unique_ptr<BulkBatch> batch_ ABSL_GUARDED_BY(mu_) = std::make_unique<BulkBatch>();
+  std::unique_ptr<BulkBatch> batch_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::string_view ClaimNameOf(absl::string_view record_key, std::string* out) {
@@ -184,7 +184,7 @@ absl::StatusOr<Load> SortAndFold(const BulkBatch& batch) {
 
 absl::StatusOr<std::unique_ptr<BulkLoad>> StoreImpl::StartBulkLoad(
     const BulkLoadOptions& options) {
-  return std::make_unique<BulkLoadImpl>(this, options);
+  return std::make_unique<BulkLoadImpl>(this, options, db_->path());
 }
 
 absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const BulkBatch& batch,
