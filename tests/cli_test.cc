@@ -328,6 +328,28 @@ TEST_F(CliTest, NoValidateLoadsWhatBreaksFormatRulesAndMarksIt) {
   EXPECT_EQ(Cli("dump -o jsonl").out, before);
 }
 
+// On a terminal, a line per long phase with claims/s (and an ETA while
+// the total is known); nothing of it when stderr is not a terminal.
+TEST_F(CliTest, RestoreShowsProgressOnATerminal) {
+  if (std::system("command -v script >/dev/null") != 0) GTEST_SKIP() << "no script(1)";
+  const std::string input = File("c.jsonl", Cli("generate --claims 20000 -o jsonl").out);
+  const std::string out = dir_.path() + "/tty";
+  ASSERT_EQ(std::system(absl::StrCat("script -qec '", CLAIMSTORE_CLI, " --db ", db(), " restore ",
+                                     input, "' /dev/null >", out).c_str()),
+            0);
+  const std::string tty = ReadFile(out);
+  for (const char* line : {"reading: 20000 of 20000 claims (", "sorting: done in ",
+                           "checking: done in ", "writing: 20000 of 20000 claims (",
+                           "committing: done in ", "restored 20000 claim(s)"}) {
+    EXPECT_THAT(tty, HasSubstr(line));
+  }
+  EXPECT_THAT(tty, HasSubstr(" claims/s), done in "));
+  // Piped: the result line only.
+  const CliRun piped = Cli("restore --replace " + input);
+  EXPECT_EQ(piped.code, 0);
+  EXPECT_EQ(piped.err, "");
+}
+
 TEST_F(CliTest, FindAndTables) {
   ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 16").out)).code, 0);
   const CliRun pool = Cli("find --device gpu.example.com/node-0");

@@ -193,7 +193,12 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const BulkBatch& batch,
   Exclusive exclusive(&writes_);
   if (!write_error_.ok()) return Unshared(write_error_);
   const uint64_t base = revision_;
+  const auto phase = [&options](const char* name) {
+    if (options.progress) options.progress(BulkLoadProgress{name, 0, 0});
+  };
+  phase("sorting");
   CS_ASSIGN_OR_RETURN(const Load load, SortAndFold(batch));
+  phase("checking");
   CS_ASSIGN_OR_RETURN(const StoredPart stored,
                       ReadStoredPart(*db_, load, options.replace_all, base));
   // The device rule: within the load when it is all the store holds
@@ -205,7 +210,7 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const BulkBatch& batch,
     CS_RETURN_IF_ERROR(CheckDevicesWithin(load.devices));
   }
   if (dry_run || stored.result.revision == base) return stored.result;
-  return WriteBulk(load, stored);
+  return WriteBulk(load, stored, options.progress);
 }
 
 absl::Status StoreImpl::CheckDevicesAgainstStored(const Load& load,
@@ -241,7 +246,9 @@ absl::Status StoreImpl::CheckDevicesAgainstStored(const Load& load,
   return clashes.empty() ? absl::OkStatus() : ClashError(clashes);
 }
 
-absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(const Load& load, const StoredPart& stored) {
+absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(
+    const Load& load, const StoredPart& stored,
+    const std::function<void(const BulkLoadProgress&)>& progress) {
   const std::string dir = db_->BulkDir();
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
@@ -250,9 +257,10 @@ absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(const Load& load, const Stor
   }
   std::function<absl::Status()> check;
   if (stored.rebuild) check = [&load] { return CheckDevicesWithin(load.devices); };
-  TableWriter writer(*db_, dir, load, stored, std::move(check));
+  TableWriter writer(*db_, dir, load, stored, std::move(check), progress);
   absl::Status s = writer.Run();
   if (s.ok()) {
+    if (progress) progress(BulkLoadProgress{"committing", 0, 0});
     s = IngestTables(*db_, dir, writer.IngestArgs());
     if (!s.ok()) {
       // As after a failed commit: the database is as before, but RocksDB

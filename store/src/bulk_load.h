@@ -63,8 +63,10 @@ class TableWriter {
  public:
   // `check`, when given, runs on the device task before its keys are
   // written (the device rule, overlapped with the record files).
+  // `progress` (may be empty) hears of the records written.
   TableWriter(const Database& db, const std::string& dir, const Load& load,
-              const StoredPart& stored, std::function<absl::Status()> check);
+              const StoredPart& stored, std::function<absl::Status()> check,
+              const std::function<void(const BulkLoadProgress&)>& progress);
   // Runs the tasks; the first failure that was not a stop.
   absl::Status Run();
   // One ingestion argument per family that has files.
@@ -88,6 +90,8 @@ class TableWriter {
   const Load& load_;
   const StoredPart& stored_;
   const std::function<absl::Status()> check_;
+  const std::function<void(const BulkLoadProgress&)>& progress_;
+  std::atomic<uint64_t> written_{0};  // records written, for progress_
   TableSink records_[2];
   TableSink consumers_, devices_, meta_;
   BucketedKeys consumer_index_ = PublishedState::NewConsumerIndex();

@@ -26,10 +26,12 @@
 namespace claimstore::internal {
 
 TableWriter::TableWriter(const Database& db, const std::string& dir, const Load& load,
-                         const StoredPart& stored, std::function<absl::Status()> check)
+                         const StoredPart& stored, std::function<absl::Status()> check,
+                         const std::function<void(const BulkLoadProgress&)>& progress)
     : load_(load),
       stored_(stored),
       check_(std::move(check)),
+      progress_(progress),
       records_{{db.db(), db.records(), dir, "records-0"}, {db.db(), db.records(), dir, "records-1"}},
       consumers_(db.db(), db.consumers(), dir, "consumers"),
       devices_(db.db(), db.devices(), dir, "devices"),
@@ -117,6 +119,9 @@ absl::Status TableWriter::WriteRecords(size_t begin, size_t end, size_t deletes_
     if (i + kPrefetchAhead < end) {
       __builtin_prefetch(load_.claims[i + kPrefetchAhead].bytes.data());
       __builtin_prefetch(load_.claims[i + kPrefetchAhead].record_key.data());
+    }
+    if (progress_ && i % 4096 == 4095) {
+      progress_(BulkLoadProgress{"writing", written_ += 4096, load_.claims.size()});
     }
     const BulkBatch::Claim& claim = load_.claims[i];
     for (; d < deletes_end && absl::string_view(deletes[d]) < claim.record_key; ++d) {

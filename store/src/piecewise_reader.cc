@@ -130,6 +130,7 @@ DecodeStatus DecodePiece(const Piece& p, uint64_t ordinal, ClaimSink sink) {
   const auto numbered = [&](DecodedClaim c) {
     c.document = p.document;
     c.ordinal = ordinal;
+    c.offset = p.offset;
     return sink(std::move(c));
   };
   if (p.item >= 0) {

@@ -177,8 +177,10 @@ class StoreImpl final : public Store {
   // The device rule between the load and the stored claims that stay.
   absl::Status CheckDevicesAgainstStored(const Load& load, const StoredPart& stored) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
-  // Writes the table files, ingests them, publishes.
-  absl::StatusOr<BulkLoadResult> WriteBulk(const Load& load, const StoredPart& stored)
+  // Writes the table files, ingests them, publishes; tells `progress`.
+  absl::StatusOr<BulkLoadResult> WriteBulk(
+      const Load& load, const StoredPart& stored,
+      const std::function<void(const BulkLoadProgress&)>& progress)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   absl::Status PublishBulk(const Load& load, const StoredPart& stored, TableWriter* writer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "claimstore/codec.h"
 #include "claimstore/validation.h"
 #include "cli_core.h"
@@ -117,30 +118,75 @@ class InputFile {
   std::string spool_;
 };
 
-// A progress line on a terminal (claims and claims/s), nothing when stderr
-// is piped.
+// Progress lines on a terminal, nothing when stderr is not one: a line per
+// long phase (reading, sorting, checking, writing, committing), rewritten
+// at most ten times a second with the claims done, claims/s and an ETA
+// where the total is known, and ended with the phase's time.
+// Thread-safety: every method may be called from any thread.
 class Progress {
  public:
-  explicit Progress(const char* what)
-      : what_(what), tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
-  void Tick(uint64_t n) {
-    if (tty_ && n % 10000 == 0) Print(n, "");
+  Progress() : tty_(isatty(STDERR_FILENO) != 0) {}
+  ~Progress() { Finish(); }
+
+  // In `phase`: `done` claims of `total` (0: not known); `fraction` of the
+  // phase done, for the ETA (negative: not known).
+  void Update(const char* phase, uint64_t done, uint64_t total, double fraction) {
+    if (!tty_) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (phase_ != phase) {
+      EndLine(now);
+      phase_ = phase;
+      start_ = now;
+      printed_ = {};
+    }
+    done_ = done;
+    total_ = total;
+    fraction_ = fraction;
+    if (now - printed_ < std::chrono::milliseconds(100)) return;
+    printed_ = now;
+    Print(now, "");
   }
-  void Done(uint64_t n) {
-    if (tty_) Print(n, ", done\n");
+  // Ends the line of the phase under way.
+  void Finish() {
+    if (!tty_) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    EndLine(std::chrono::steady_clock::now());
   }
 
  private:
-  void Print(uint64_t n, const char* end) const {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    std::fprintf(stderr, "\r%s: %llu claims (%.0f claims/s)%s", what_,
-                 static_cast<unsigned long long>(n), seconds > 0 ? n / seconds : 0.0, end);
+  using Clock = std::chrono::steady_clock;
+  void EndLine(Clock::time_point now) {
+    if (phase_.empty()) return;
+    if (total_ > 0) done_ = total_;
+    fraction_ = -1;
+    Print(now, "\n");
+    phase_.clear();
+  }
+  void Print(Clock::time_point now, const char* end) const {
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    std::string line = absl::StrCat("\r", phase_, ":");
+    if (done_ > 0) {
+      absl::StrAppend(&line, " ", done_, total_ > 0 ? absl::StrCat(" of ", total_) : "", " claims");
+      if (seconds > 0) absl::StrAppend(&line, " (", static_cast<uint64_t>(done_ / seconds), " claims/s)");
+    }
+    const char* comma = done_ > 0 ? "," : "";
+    if (*end == '\n') {
+      absl::StrAppend(&line, comma, " done in ", absl::StrFormat("%.1f", seconds), " s");
+    } else if (fraction_ > 0.01 && fraction_ < 1 && seconds >= 0.5) {
+      absl::StrAppend(&line, comma, " ", static_cast<int>(fraction_ * 100), "%, ETA ",
+                      static_cast<int>(seconds * (1 - fraction_) / fraction_ + 0.5), " s");
+    }
+    absl::StrAppend(&line, "\x1b[K", end);  // clear what a longer line left
+    std::fputs(line.c_str(), stderr);
   }
 
-  const char* what_;
-  bool tty_;
-  std::chrono::steady_clock::time_point start_;
+  const bool tty_;
+  std::mutex mu_;
+  std::string phase_;  // guarded by mu_, as everything below
+  Clock::time_point start_, printed_;
+  uint64_t done_ = 0, total_ = 0;
+  double fraction_ = -1;
 };
 
 // Where a claim stood in the input: "FILE: document D, item I (NS/NAME)".
@@ -225,16 +271,25 @@ class ScratchDir {
 // order. The exit code of a refusal, or 0; *items counts what was read.
 int DecodeInputs(const std::vector<std::string>& names,
                  const std::vector<std::unique_ptr<InputFile>>& files, BulkLoad* load,
-                 uint64_t* items) {
-  Progress progress("reading");
-  std::atomic<uint64_t> read{0};
+                 uint64_t* items, Progress* progress) {
+  uint64_t input_bytes = 0, bytes_before = 0;  // of all inputs; of the files before
+  for (const auto& f : files) input_bytes += f->text().size();
+  std::atomic<uint64_t> read{0}, furthest{0};
   uint64_t base = 0;  // the ordinals of the files before
   const int threads = std::max(2u, std::thread::hardware_concurrency());
   for (size_t f = 0; f < files.size(); ++f) {
     FirstRefusal refusal;
     std::atomic<uint64_t> last{0};  // the largest ordinal of this file
     absl::Status s = DecodeClaimsConcurrently(files[f]->text(), threads, [&](DecodedClaim c) {
-      progress.Tick(++read);
+      const uint64_t n = ++read;
+      if (n % 1024 == 0) {
+        uint64_t at = furthest.load();
+        while (bytes_before + c.offset > at &&
+               !furthest.compare_exchange_weak(at, bytes_before + c.offset)) {
+        }
+        progress->Update("reading", n, 0,
+                         input_bytes > 0 ? static_cast<double>(furthest.load()) / input_bytes : -1);
+      }
       uint64_t seen = last.load();
       while (c.ordinal > seen && !last.compare_exchange_weak(seen, c.ordinal)) {
       }
@@ -253,8 +308,10 @@ int DecodeInputs(const std::vector<std::string>& names,
       refusal.Offer(ordinal, std::move(added), Where(names[f], c));
       return absl::CancelledError("a claim was refused");  // stops decoding
     });
+    bytes_before += files[f]->text().size();
     files[f]->Release();
     base += last.load() + 1;
+    if (!s.ok()) progress->Finish();
     if (absl::IsCancelled(s)) {
       std::string where;
       const absl::Status refused = refusal.Take(&where);
@@ -266,7 +323,7 @@ int DecodeInputs(const std::vector<std::string>& names,
     }
   }
   *items = read.load();
-  progress.Done(*items);
+  progress->Update("reading", *items, *items, 1);
   return 0;
 }
 
@@ -324,15 +381,23 @@ int Restore(const Context& context, const RestoreFlags& flags) {
     }
     return code;
   };
-  absl::StatusOr<std::unique_ptr<BulkLoad>> load =
-      (*store)->StartBulkLoad({.replace_all = flags.replace, .validate = !flags.no_validate});
+  Progress progress;
+  absl::StatusOr<std::unique_ptr<BulkLoad>> load = (*store)->StartBulkLoad(
+      {.replace_all = flags.replace,
+       .validate = !flags.no_validate,
+       .progress = [&progress](const BulkLoadProgress& p) {
+         progress.Update(p.phase, p.done, p.total,
+                         p.total > 0 ? static_cast<double>(p.done) / p.total : -1);
+       }});
   if (!load.ok()) return refused(Fail(load.status()));
   uint64_t items = 0;
-  if (int code = DecodeInputs(names, *files, load->get(), &items); code != 0) {
+  if (int code = DecodeInputs(names, *files, load->get(), &items, &progress); code != 0) {
+    progress.Finish();
     load->reset();
     return refused(code);
   }
   const absl::StatusOr<BulkLoadResult> result = flags.dry_run ? (*load)->DryRun() : (*load)->Commit();
+  progress.Finish();
   if (!result.ok()) {
     std::cerr << "Error: " << result.status().message() << "\n";
     PrintWhereClaimsStood(result.status(), names, *files);

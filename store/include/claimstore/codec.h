@@ -64,6 +64,10 @@ struct DecodedClaim {
   // (not necessarily by one). What orders, say, two watch events of one
   // claim when they are decoded on different threads.
   uint64_t ordinal = 0;
+  // The byte offset in the input where the claim's document (or, in a
+  // list, its item) starts, for progress through the input: set by
+  // DecodeClaimsConcurrently; 0 where a decoder does not know it.
+  size_t offset = 0;
 };
 
 // Decodes exactly one ResourceClaim object. Returns InvalidArgument for

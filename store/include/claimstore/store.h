@@ -36,6 +36,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -200,6 +201,13 @@ struct StoreStats {
 };
 
 // How a bulk load treats what the store holds.
+// Where a bulk load's Commit (or DryRun) is: its phase, and in "writing"
+// the claims written of all.
+struct BulkLoadProgress {
+  const char* phase = "";  // "sorting", "checking", "writing", "committing"
+  uint64_t done = 0, total = 0;
+};
+
 struct BulkLoadOptions {
   // Afterwards the store holds exactly the load: every stored claim the load
   // does not add is deleted. Default: false (stored claims the load does not
@@ -217,6 +225,11 @@ struct BulkLoadOptions {
   // every rule. For dumps of clusters whose rules were looser (another
   // release). Default: true.
   bool validate = true;
+
+  // Called as Commit or DryRun enters each phase, and while writing about
+  // every 4,096 claims, from the load's threads (perhaps two at once): keep
+  // it short, and make it thread-safe. For progress lines. Default: none.
+  std::function<void(const BulkLoadProgress&)> progress;
 };
 
 // What a bulk load wrote (or, for DryRun, would write).
