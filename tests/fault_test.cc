@@ -70,7 +70,8 @@ class FaultTest : public ::testing::Test {
   }
 
   // The I/O-error sweep over a bulk load (below).
-  void SweepBulkLoad(const std::vector<ClaimRecord>& stored, const std::vector<ClaimRecord>& loaded);
+  void SweepBulkLoad(const std::vector<ClaimRecord>& stored, const std::vector<ClaimRecord>& loaded,
+                     bool replace_all = false);
 
   ScopedTempDir dir_;
   std::shared_ptr<FaultFileSystem> fs_;
@@ -435,9 +436,10 @@ std::vector<ClaimRecord> BulkClaims() {
   return out;
 }
 
-// Commits a bulk load of BulkClaims() into the (empty) store.
-absl::Status BulkLoadInto(Store& store, const std::vector<ClaimRecord>& claims) {
-  absl::StatusOr<std::unique_ptr<BulkLoad>> load = store.StartBulkLoad();
+// Commits a bulk load of `claims` into the store.
+absl::Status BulkLoadInto(Store& store, const std::vector<ClaimRecord>& claims,
+                          bool replace_all = false) {
+  absl::StatusOr<std::unique_ptr<BulkLoad>> load = store.StartBulkLoad({.replace_all = replace_all});
   if (!load.ok()) return load.status();
   for (const ClaimRecord& c : claims) {
     if (absl::Status s = (*load)->Add(c); !s.ok()) return s;
@@ -503,7 +505,7 @@ std::vector<ClaimRecord> GeneratedClaims(size_t first, size_t n, uint64_t seed) 
 // process, nothing was ingested (the kill -9 tests of bulk_load_test cover
 // a process that dies there).
 void FaultTest::SweepBulkLoad(const std::vector<ClaimRecord>& stored,
-                              const std::vector<ClaimRecord>& loaded) {
+                              const std::vector<ClaimRecord>& loaded, bool replace_all) {
   fs_->SpareReadsOf("/bulk-load.tmp/");
   const auto fresh = [&] {
     std::filesystem::remove_all(db_path());
@@ -521,7 +523,7 @@ void FaultTest::SweepBulkLoad(const std::vector<ClaimRecord>& stored,
     ASSERT_TRUE(store.ok()) << store.status();
     before = StateOf(**store);
     fs_->ResetCounts();
-    ASSERT_TRUE(BulkLoadInto(**store, loaded).ok());
+    ASSERT_TRUE(BulkLoadInto(**store, loaded, replace_all).ok());
     for (Op op : {Op::kWrite, Op::kSync, Op::kRead}) totals[op] = fs_->Count(op);
     after = StateOf(**store);
   }
@@ -543,7 +545,7 @@ void FaultTest::SweepBulkLoad(const std::vector<ClaimRecord>& stored,
           absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
           ASSERT_TRUE(store.ok()) << store.status();
           fs_->FailNth(op, n, error);
-          const absl::Status s = BulkLoadInto(**store, loaded);
+          const absl::Status s = BulkLoadInto(**store, loaded, replace_all);
           // The checks below must not meet a fault that the load did not
           // reach (how many reads a load makes depends on timing).
           fs_->ResetCounts();
@@ -596,6 +598,13 @@ TEST_F(FaultTest, BulkLoadUnderIoErrorsIsAllOrNothing) {
 // Over stored claims (issue 13): half of the load replaces stored claims.
 TEST_F(FaultTest, BulkLoadOverStoredClaimsUnderIoErrorsIsBeforeOrAfter) {
   SweepBulkLoad(GeneratedClaims(0, kBulkClaims, 1), GeneratedClaims(kBulkClaims / 2, kBulkClaims, 2));
+}
+
+// replace_all over stored claims (restore --replace): the stored claims the
+// load does not name go by range tombstones in the load's own files.
+TEST_F(FaultTest, BulkLoadReplacingAllUnderIoErrorsIsBeforeOrAfter) {
+  SweepBulkLoad(GeneratedClaims(0, kBulkClaims, 1), GeneratedClaims(kBulkClaims / 2, kBulkClaims, 2),
+                /*replace_all=*/true);
 }
 
 }  // namespace

@@ -42,6 +42,12 @@ struct StoredPart {
   // not stored; sorted.
   std::vector<std::string> consumer_deletes, device_deletes;
   std::vector<std::string> consumer_adds, device_adds;
+  // replace_all over stored claims: instead of deletions of the stored
+  // keys, the table files delete every key of records, consumers and
+  // devices below these ends (just past each family's largest stored key;
+  // empty for an empty family) with range tombstones.
+  bool delete_ranges = false;
+  std::string records_end, consumers_end, devices_end;
   BulkLoadResult result;
   // The store revision after the deletions (of claims deleted or
   // replaced), before the first loaded claim.
@@ -85,6 +91,8 @@ class TableWriter {
                           const std::vector<std::string>& deletes, TableSink* sink,
                           BucketedKeys* memory);
   absl::Status WriteDevices();
+  // replace_all over stored claims: what the sinks delete (StoredPart).
+  void DeleteStoredRanges();
   absl::Status WriteRevision();
 
   const Load& load_;

@@ -44,25 +44,21 @@ absl::StatusOr<bool> HoldsClaims(const Database& db) {
   return scan->Valid();
 }
 
-// Every key of `family` that is not among the sorted `keep`.
-absl::StatusOr<std::vector<std::string>> StoredKeysNotIn(const Database& db,
-                                                         rocksdb::ColumnFamilyHandle* family,
-                                                         const std::vector<absl::string_view>& keep) {
-  std::vector<std::string> out;
-  auto k = keep.begin();
+// Just past the largest key of `family` (empty when it holds none).
+absl::StatusOr<std::string> FamilyEnd(const Database& db, rocksdb::ColumnFamilyHandle* family) {
   std::unique_ptr<KeyScan> scan = db.Scan(family, "", ReadPoint{}, /*fill_cache=*/false);
-  for (scan->SeekToFirst(); scan->Valid(); scan->Next()) {
-    const absl::string_view key = scan->key();
-    while (k != keep.end() && *k < key) ++k;
-    if (k == keep.end() || *k != key) out.emplace_back(key);
-  }
+  scan->SeekToLast();
   CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), "reading the stored claims"));
-  return out;
+  if (!scan->Valid()) return std::string();
+  return absl::StrCat(scan->key(), absl::string_view("\0", 1));
 }
 
-// replace_all: every stored key is read and merged with the load's.
+// replace_all: the stored record keys are counted against the load's (the
+// revisions: one per claim replaced, one per claim deleted); what goes is
+// deleted by range, so no stored key needs to be kept.
 absl::Status ReadEverything(const Database& db, const Load& load, StoredPart* stored) {
   size_t i = 0;
+  std::string last;
   std::unique_ptr<KeyScan> scan = db.Scan(db.records(), "", ReadPoint{}, /*fill_cache=*/false);
   for (scan->SeekToFirst(); scan->Valid(); scan->Next()) {
     const absl::string_view key = scan->key();
@@ -70,12 +66,22 @@ absl::Status ReadEverything(const Database& db, const Load& load, StoredPart* st
     if (i < load.claims.size() && load.claims[i].record_key == key) {
       ++stored->result.replaced;
     } else {
-      stored->record_deletes.emplace_back(key);
+      ++stored->result.deleted;
     }
+    last.assign(key.data(), key.size());
   }
   CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), "reading the stored claims"));
-  CS_ASSIGN_OR_RETURN(stored->consumer_deletes, StoredKeysNotIn(db, db.consumers(), load.consumers));
-  CS_ASSIGN_OR_RETURN(stored->device_deletes, StoredKeysNotIn(db, db.devices(), load.devices));
+  stored->delete_ranges = true;
+  CS_ASSIGN_OR_RETURN(stored->records_end, FamilyEnd(db, db.records()));
+  // The revisions depend on the count: a scan that ended early without an
+  // error (the fault sweep met one, a read failing under RocksDB 7.8's
+  // iterator) must not pass for the whole.
+  if (last.empty() || absl::StrCat(last, absl::string_view("\0", 1)) != stored->records_end) {
+    return absl::UnavailableError(
+        "reading the stored claims: the scan stopped before the last stored claim");
+  }
+  CS_ASSIGN_OR_RETURN(stored->consumers_end, FamilyEnd(db, db.consumers()));
+  CS_ASSIGN_OR_RETURN(stored->devices_end, FamilyEnd(db, db.devices()));
   return absl::OkStatus();
 }
 
@@ -149,10 +155,10 @@ absl::StatusOr<StoredPart> ReadStoredPart(const Database& db, const Load& load, 
     CS_RETURN_IF_ERROR(ReadEverything(db, load, &stored));
   } else if (holds_claims) {
     CS_RETURN_IF_ERROR(ReadAffected(db, load, &stored));
+    stored.result.deleted = stored.record_deletes.size();
   }
   stored.result.claims = load.claims.size();
   for (const BulkBatch::Claim& c : load.claims) stored.result.unvalidated += c.unvalidated;
-  stored.result.deleted = stored.record_deletes.size();
   // Deleted and replaced claims go first, a revision each; then the loaded
   // ones, in key order.
   stored.before_claims = base + stored.result.deleted + stored.result.replaced;

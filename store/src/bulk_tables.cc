@@ -20,10 +20,24 @@
 #include "keys.h"
 #include "parallel.h"
 #include "record_edit.h"
+#include "store_testing.h"
 #include "rocksdb_status.h"
 #include "status_macros.h"
 
 namespace claimstore::internal {
+
+namespace {
+
+std::atomic<uint64_t> table_file_bytes_for_testing{0};
+
+uint64_t TableFileBytes() {
+  const uint64_t bytes = table_file_bytes_for_testing.load();
+  return bytes != 0 ? bytes : uint64_t{64} << 20;
+}
+
+}  // namespace
+
+void SetBulkTableFileBytesForTesting(uint64_t bytes) { table_file_bytes_for_testing = bytes; }
 
 TableWriter::TableWriter(const Database& db, const std::string& dir, const Load& load,
                          const StoredPart& stored, std::function<absl::Status()> check,
@@ -32,11 +46,43 @@ TableWriter::TableWriter(const Database& db, const std::string& dir, const Load&
       stored_(stored),
       check_(std::move(check)),
       progress_(progress),
-      records_{{db.db(), db.records(), dir, "records-0"}, {db.db(), db.records(), dir, "records-1"}},
-      consumers_(db.db(), db.consumers(), dir, "consumers"),
-      devices_(db.db(), db.devices(), dir, "devices"),
+      records_{{db.db(), db.records(), dir, "records-0", TableFileBytes()},
+               {db.db(), db.records(), dir, "records-1", TableFileBytes()}},
+      consumers_(db.db(), db.consumers(), dir, "consumers", TableFileBytes()),
+      devices_(db.db(), db.devices(), dir, "devices", TableFileBytes()),
       meta_(db.db(), db.meta(), dir, "meta") {
   if (stored_.rebuild) consumer_index_.Reserve(load_.consumers.size());
+  if (stored_.delete_ranges) DeleteStoredRanges();
+}
+
+namespace {
+
+// The larger of a stored family's end and just past the last key put.
+std::string RangeEnd(const std::string& stored_end, absl::string_view last_put) {
+  std::string past = absl::StrCat(last_put, absl::string_view("\0", 1));
+  return std::max(stored_end, past);
+}
+
+}  // namespace
+
+void TableWriter::DeleteStoredRanges() {
+  // Records: the first half's files from the smallest key to the second
+  // half's first, the second half's from there on.
+  const size_t n = load_.claims.size();
+  if (n == 0) {
+    if (!stored_.records_end.empty()) records_[0].DeleteStoredRange("", stored_.records_end);
+  } else {
+    const std::string split(load_.claims[n / 2].record_key);
+    records_[0].DeleteStoredRange("", split);
+    records_[1].DeleteStoredRange(split, RangeEnd(stored_.records_end, load_.claims[n - 1].record_key));
+  }
+  const auto index = [](TableSink* sink, const std::string& stored_end,
+                        const std::vector<absl::string_view>& puts) {
+    if (stored_end.empty()) return;  // nothing stored to delete
+    sink->DeleteStoredRange("", puts.empty() ? stored_end : RangeEnd(stored_end, puts.back()));
+  };
+  index(&consumers_, stored_.consumers_end, load_.consumers);
+  index(&devices_, stored_.devices_end, load_.devices);
 }
 
 absl::Status TableWriter::Run() {

@@ -43,6 +43,8 @@ class KeyScan {
   KeyScan& operator=(const KeyScan&) = delete;
 
   void SeekToFirst() { it_->Seek(prefix_); }
+  // The last key (of the whole family: for a scan without a prefix).
+  void SeekToLast() { it_->SeekToLast(); }
   void Seek(absl::string_view key) { it_->Seek(rocksdb::Slice(key.data(), key.size())); }
   bool Valid() const { return it_->Valid(); }
   void Next() { it_->Next(); }

@@ -71,6 +71,8 @@ class StoreImpl final : public Store {
   absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const override;
   absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(const DeviceQuery& query) const override;
   absl::StatusOr<StoreStats> Stats() const override;
+  // Table files at level 0 of records, consumers and devices (tests).
+  uint64_t LevelZeroFiles() const;
 
   // Writes (write_path.cc) -------------------------------------------------------
   absl::StatusOr<WriteResult> Put(const ClaimRecord& record, const Preconditions& pre) override;

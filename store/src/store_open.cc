@@ -346,6 +346,11 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStoreWithEnv(absl::string_view path,
   return StoreImpl::Create(std::move(database), options);
 }
 
+uint64_t LevelZeroFilesForTesting(Store& store) {
+  auto* impl = dynamic_cast<StoreImpl*>(&store);
+  return impl == nullptr ? 0 : impl->LevelZeroFiles();
+}
+
 }  // namespace internal
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(absl::string_view path,

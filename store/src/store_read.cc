@@ -80,6 +80,15 @@ absl::StatusOr<DeviceHoldings> StoreImpl::ClaimsUsingDevice(const DeviceQuery& q
                       });
 }
 
+uint64_t StoreImpl::LevelZeroFiles() const {
+  uint64_t total = 0;
+  for (rocksdb::ColumnFamilyHandle* family : {db_->records(), db_->consumers(), db_->devices()}) {
+    uint64_t n = 0;
+    if (db_->db()->GetIntProperty(family, "rocksdb.num-files-at-level0", &n)) total += n;
+  }
+  return total;
+}
+
 absl::StatusOr<StoreStats> StoreImpl::Stats() const {
   Pin pin;
   return StatsAt(*db_, Published(&pin));

@@ -2,6 +2,7 @@
 #ifndef CLAIMSTORE_SRC_STORE_TESTING_H_
 #define CLAIMSTORE_SRC_STORE_TESTING_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,15 @@ namespace claimstore::internal {
 absl::StatusOr<std::unique_ptr<Store>> OpenStoreWithEnv(absl::string_view path,
                                                         const Options& options,
                                                         rocksdb::Env* env);
+
+// Bulk loads write table files of about `bytes` each (0: the default, 64
+// MiB), so that tests see loads of many files.
+void SetBulkTableFileBytesForTesting(uint64_t bytes);
+
+// How many table files the writable `store` has at level 0, over its
+// records, consumers and devices families (a bulk load's files overlap
+// nothing and go below it).
+uint64_t LevelZeroFilesForTesting(Store& store);
 
 }  // namespace claimstore::internal
 

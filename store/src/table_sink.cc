@@ -20,21 +20,27 @@ TableSink::TableSink(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family, std::
   options_.bytes_per_sync = uint64_t{1} << 20;
 }
 
-absl::Status TableSink::Open() {
-  if (writer_ != nullptr && writer_->FileSize() >= file_bytes_) CS_RETURN_IF_ERROR(Finish());
+void TableSink::DeleteStoredRange(std::string begin, std::string end) {
+  clear_ = true;
+  clear_begin_ = std::move(begin);
+  clear_end_ = std::move(end);
+}
+
+absl::Status TableSink::Open(absl::string_view key) {
+  if (writer_ != nullptr && writer_->FileSize() >= file_bytes_) CS_RETURN_IF_ERROR(FinishFile(key));
   if (writer_ == nullptr) CS_RETURN_IF_ERROR(Roll());
   return absl::OkStatus();
 }
 
 absl::Status TableSink::Put(absl::string_view key, absl::string_view value) {
-  CS_RETURN_IF_ERROR(Open());
+  CS_RETURN_IF_ERROR(Open(key));
   return FromRocksDB(writer_->Put(rocksdb::Slice(key.data(), key.size()),
                                   rocksdb::Slice(value.data(), value.size())),
                      "writing a table file");
 }
 
 absl::Status TableSink::Delete(absl::string_view key) {
-  CS_RETURN_IF_ERROR(Open());
+  CS_RETURN_IF_ERROR(Open(key));
   return FromRocksDB(writer_->Delete(rocksdb::Slice(key.data(), key.size())),
                      "writing a table file");
 }
@@ -50,10 +56,22 @@ absl::Status TableSink::Roll() {
   return absl::OkStatus();
 }
 
-absl::Status TableSink::Finish() {
+absl::Status TableSink::FinishFile(absl::string_view upto) {
   if (writer_ == nullptr) return absl::OkStatus();
   std::unique_ptr<rocksdb::SstFileWriter> writer = std::move(writer_);
+  if (clear_ && clear_begin_ < upto) {
+    CS_RETURN_IF_ERROR(FromRocksDB(
+        writer->DeleteRange(rocksdb::Slice(clear_begin_), rocksdb::Slice(upto.data(), upto.size())),
+        "writing a table file"));
+    clear_begin_ = std::string(upto);
+  }
   return FromRocksDB(writer->Finish(), "finishing a table file");
+}
+
+absl::Status TableSink::Finish() {
+  if (clear_ && clear_begin_ < clear_end_ && writer_ == nullptr) CS_RETURN_IF_ERROR(Roll());
+  const std::string end = clear_ ? clear_end_ : std::string();
+  return FinishFile(end);
 }
 
 }  // namespace claimstore::internal

@@ -30,6 +30,14 @@ class TableSink {
   // A deletion of `key` (a tombstone: it hides the key's stored value once
   // ingested). REQUIRES: as Put.
   absl::Status Delete(absl::string_view key);
+  // Makes the sink's files also delete every stored key in [begin, end)
+  // that they do not put: range tombstones, each file's from its first key
+  // (`begin` for the first) to the next file's (`end` for the last), so
+  // that the files do not overlap and each goes to the lowest level it
+  // fits; a key put in the same ingestion wins over the tombstone (same
+  // sequence number). Even with nothing put, Finish then leaves a file.
+  // REQUIRES: before any Put or Delete; every key put is in [begin, end).
+  void DeleteStoredRange(std::string begin, std::string end);
   // Finishes the last file.
   absl::Status Finish();
   // The finished files, in key order.
@@ -38,8 +46,11 @@ class TableSink {
 
  private:
   // A file to write to: the open one, or a new one when it is full.
-  absl::Status Open();
+  // `key` is the next key to be written.
+  absl::Status Open(absl::string_view key);
   absl::Status Roll();
+  // Finishes the open file, its tombstone up to `upto` (with a range).
+  absl::Status FinishFile(absl::string_view upto);
 
   rocksdb::ColumnFamilyHandle* family_;
   rocksdb::Options options_;
@@ -47,6 +58,8 @@ class TableSink {
   uint64_t file_bytes_;
   std::unique_ptr<rocksdb::SstFileWriter> writer_;  // the open file, if any
   std::vector<std::string> paths_;
+  bool clear_ = false;
+  std::string clear_begin_, clear_end_;  // what is left to delete
 };
 
 }  // namespace claimstore::internal
