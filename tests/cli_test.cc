@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -301,6 +302,13 @@ TEST_F(CliTest, NoValidateLoadsWhatBreaksFormatRulesAndMarksIt) {
   EXPECT_THAT(strict.err, HasSubstr(absl::StrCat("Error: ", file, ": document 0, item 1 (old/loose): "
                                                  "status.devices[0].conditions[0].reason: Too long")));
   EXPECT_EQ(Cli("stats").code, 2);  // nothing written: no database was made
+  // Nor into an empty directory that was there: it stays, empty.
+  const std::string empty_dir = dir_.path() + "/empty";
+  std::filesystem::create_directory(empty_dir);
+  EXPECT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", empty_dir, " restore ", file,
+                                     " 2>/dev/null").c_str()) >> 8, 1);
+  EXPECT_TRUE(std::filesystem::is_directory(empty_dir));
+  EXPECT_TRUE(std::filesystem::is_empty(empty_dir));
 
   const CliRun dry = Cli("restore --no-validate --dry-run " + file);
   EXPECT_EQ(dry.code, 0) << dry.err;

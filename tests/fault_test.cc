@@ -181,6 +181,7 @@ TEST_F(FaultTest, PowerLossUnderConcurrentSyncedWritersKeepsEveryAcknowledgedWri
     };
     std::vector<std::map<std::string, Ack>> acks(3);
     std::atomic<bool> stop{false};
+    std::atomic<int> acknowledged{0};
     std::vector<std::thread> writers;
     for (int t = 0; t < 3; ++t) {
       writers.emplace_back([&, t] {
@@ -204,10 +205,16 @@ TEST_F(FaultTest, PowerLossUnderConcurrentSyncedWritersKeepsEveryAcknowledgedWri
           acks[t][op.claim] =
               Ack{got.revision, it == mine.claims().end() ? std::nullopt
                                                           : std::optional<ModelClaim>(it->second)};
+          ++acknowledged;
         }
       });
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20 + round * 10));
+    // On a loaded machine the first synced writes can take longer than the
+    // sleep: the power goes once there is something acknowledged to keep.
+    for (int waited = 0; acknowledged.load() < 3 && waited < 30000; ++waited) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     fs_->PowerCut();
     stop = true;
     for (std::thread& w : writers) w.join();

@@ -454,6 +454,13 @@ TEST_F(K8sStatusUpdateTest, ALoadWithValidationOffKeepsIdentityRules) {
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->claims, 1u);
   EXPECT_EQ(stats->unvalidated, 1u);
+  // Such a list may shrink, one Unreserve at a time, and not grow.
+  EXPECT_TRUE(store_->Unreserve({"ns", "foo"}, "7").ok());
+  std::string longer = Reservations(300);
+  longer.insert(longer.size() - 1, R"(,{"resource":"pods","name":"new","uid":"new"})");
+  EXPECT_THAT(store_->Put(Decode(ClaimJsonText(Allocated(longer)))).status(),
+              ::claimstore::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                              "status.reservedFor: Too many: 301"));
 
   // The device rule across claims: another claim holding foo/foo/foo.
   const std::string second = absl::StrCat(

@@ -1,5 +1,7 @@
 #include "bulk_batch.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -19,7 +21,8 @@ char* BulkBatch::Arena::NewChunk(size_t at_least) {
   constexpr size_t kChunk = size_t{1} << 20;
   constexpr size_t kSpillChunk = size_t{8} << 20;
   if (spill_ != nullptr) {
-    const size_t chunk = (std::max(at_least, kSpillChunk) + 4095) & ~size_t{4095};
+    static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t chunk = (std::max(at_least, kSpillChunk) + page - 1) / page * page;
     if (char* at = spill_->Allocate(chunk); at != nullptr) {
       left_ = chunk;
       return at;

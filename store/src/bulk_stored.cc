@@ -1,9 +1,10 @@
 // What the store holds that a bulk load changes. Three cases:
 //  - the store holds no claims: nothing to read; the indexes are rebuilt
 //    from the load (the fast path of a restore into an empty store);
-//  - replace_all: every stored key is read (records, both indexes) and
-//    merged with the load's: stored keys the load does not have go; the
-//    indexes are rebuilt from the load;
+//  - replace_all: the stored record keys are counted against the load's
+//    (for the revisions), and the last key of each family read; the table
+//    files delete every stored key by range; the indexes are rebuilt from
+//    the load;
 //  - otherwise: the records of the claims the load adds or deletes are read
 //    (MultiGet): their index entries go where the load's differ.
 

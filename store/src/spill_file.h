@@ -9,10 +9,14 @@
 // page cache instead: while memory is plentiful they stay where they are
 // and cost what anonymous memory would; under pressure the kernel writes
 // them back and reclaims them, as it does the mapped input. The file has
-// no name, so a crash leaves nothing behind, and its blocks are reserved
-// up front (fallocate), so writing a page can never fail for lack of space
-// (which on a mapping would be SIGBUS). Where any of this is not available
-// Allocate says so and the caller uses the heap.
+// no name, so a crash leaves nothing behind. It is made only on ext4, XFS
+// and tmpfs, where fallocate reserves the blocks up front, so that writing
+// a mapped page cannot fail for lack of space (which on a mapping would be
+// SIGBUS); and a chunk is taken only while the file system keeps three
+// times what was spilled free besides, for the load's table files. Where
+// any of this does not hold, Create or Allocate says so and the caller
+// uses the heap. As for the mapped input, a disk that fails to read back
+// a page the kernel had written out ends the process (SIGBUS).
 //
 // Thread-safety: Allocate may be called from any number of threads.
 #ifndef CLAIMSTORE_SRC_SPILL_FILE_H_

@@ -32,10 +32,14 @@ class TableSink {
   absl::Status Delete(absl::string_view key);
   // Makes the sink's files also delete every stored key in [begin, end)
   // that they do not put: range tombstones, each file's from its first key
-  // (`begin` for the first) to the next file's (`end` for the last), so
-  // that the files do not overlap and each goes to the lowest level it
-  // fits; a key put in the same ingestion wins over the tombstone (same
-  // sequence number). Even with nothing put, Finish then leaves a file.
+  // (`begin` for the first) to the next file's (`end` for the last). Each
+  // tombstone covers only its own file's range, so the files do not overlap
+  // (each goes to the lowest level it fits), and the keys it must not
+  // delete are its own file's, which share its sequence number and win
+  // over it (a tombstone hides only older entries). A tombstone reaching
+  // into another file of the same ingestion would delete that file's keys
+  // if RocksDB gave the other file an older number: keep them apart. Even
+  // with nothing put, Finish then leaves a file.
   // REQUIRES: before any Put or Delete; every key put is in [begin, end).
   void DeleteStoredRange(std::string begin, std::string end);
   // Finishes the last file.

@@ -228,7 +228,7 @@ class Validator {
   void ReservedFor(const fb::ResourceClaimStatus* status, const Path& root) {
     const auto* reserved = status->reserved_for();
     const Path field = root.Child("reservedFor");
-    if (Size(reserved) > kMaxReservedFor && !ReservedForUnchanged(reserved)) {
+    if (Size(reserved) > kMaxReservedFor && !ReservedForDoesNotGrow(reserved)) {
       TooMany("reservedFor.max", field, reserved->size(), kMaxReservedFor);
       if (!walk_past_limits_) return;
     }
@@ -347,14 +347,16 @@ class Validator {
     return out;
   }
 
-  bool ReservedForUnchanged(
+  // A reservedFor list over its limit that an update does not lengthen
+  // (kept, or shortened: an Unreserve) is not refused for its length. More
+  // lenient than the API server, whose ratcheting covers only an unchanged
+  // list: there a claim stored with 300 reservations could not lose them
+  // one Unreserve at a time, nor then be deallocated.
+  bool ReservedForDoesNotGrow(
       const flatbuffers::Vector<flatbuffers::Offset<fb::ResourceClaimConsumerReference>>* now)
       const {
     const fb::ResourceClaimStatus* old = current_ != nullptr ? current_->status() : nullptr;
-    if (old == nullptr) return false;
-    return ListEq(old->reserved_for(), now,
-                  [](const fb::ResourceClaimConsumerReference* a,
-                     const fb::ResourceClaimConsumerReference* b) { return ConsumerKey(*a) == ConsumerKey(*b); });
+    return old != nullptr && Size(now) <= Size(old->reserved_for());
   }
 
   static bool ConditionEq(const fb::Condition* a, const fb::Condition* b) {

@@ -367,18 +367,23 @@ int Restore(const Context& context, const RestoreFlags& flags) {
   if (!files.ok()) return Fail(files.status());
   std::unique_ptr<ScratchDir> scratch;
   // A refused restore changes nothing on disk: not even the database it
-  // would have created.
-  std::error_code exists_error;
-  const bool created = !flags.dry_run && !std::filesystem::exists(context.DbPath(), exists_error) &&
-                       !exists_error;
+  // would have created. (Created here: no database before, the same empty
+  // one after, at revision 0; a database another process made meanwhile
+  // and wrote to is left alone. A directory that was there stays.)
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool no_database = !flags.dry_run && !fs::exists(context.DbPath() + "/CURRENT", ec) && !ec;
+  const bool directory_was_there = fs::exists(context.DbPath(), ec);
   absl::StatusOr<std::unique_ptr<Store>> store = OpenTarget(context, flags.dry_run, &scratch);
   if (!store.ok()) return Fail(store.status());
   const auto refused = [&](int code) {
-    if (created) {
-      store->reset();
-      std::error_code ignored;
-      std::filesystem::remove_all(context.DbPath(), ignored);
-    }
+    if (!no_database) return code;
+    const absl::StatusOr<StoreStats> stats = (*store)->Stats();
+    if (!stats.ok() || stats->revision != 0 || stats->claims != 0) return code;
+    store->reset();
+    std::error_code ignored;
+    fs::remove_all(context.DbPath(), ignored);
+    if (directory_was_there) fs::create_directory(context.DbPath(), ignored);
     return code;
   };
   Progress progress;

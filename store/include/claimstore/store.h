@@ -200,7 +200,6 @@ struct StoreStats {
   uint64_t size_on_disk_bytes = 0;
 };
 
-// How a bulk load treats what the store holds.
 // Where a bulk load's Commit (or DryRun) is: its phase, and in "writing"
 // the claims written of all.
 struct BulkLoadProgress {
@@ -208,6 +207,7 @@ struct BulkLoadProgress {
   uint64_t done = 0, total = 0;
 };
 
+// How a bulk load treats what the store holds.
 struct BulkLoadOptions {
   // Afterwards the store holds exactly the load: every stored claim the load
   // does not add is deleted. Default: false (stored claims the load does not
@@ -227,8 +227,11 @@ struct BulkLoadOptions {
   bool validate = true;
 
   // Called as Commit or DryRun enters each phase, and while writing about
-  // every 4,096 claims, from the load's threads (perhaps two at once): keep
-  // it short, and make it thread-safe. For progress lines. Default: none.
+  // every 4,096 claims, from the load's threads (perhaps two at once), while
+  // the commit holds the store's writes: keep it short and thread-safe, and
+  // never call the store from it (that would wait for the commit, forever).
+  // Other writers wait for the commit meanwhile. For progress lines.
+  // Default: none.
   std::function<void(const BulkLoadProgress&)> progress;
 };
 

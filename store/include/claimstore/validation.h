@@ -60,9 +60,10 @@ const std::vector<std::string>& ValidationRules();
 // not walked. Ratcheting, as the API server's declarative validation does:
 // what an update leaves as it was is not re-validated. An allocation that
 // both records have is only compared (semantically: quantities by value);
-// a status.devices entry equal to the current one of its key, and the
-// length of a reservedFor list equal to the current one, are not checked
-// again. So a claim stored with validation off (BulkLoadOptions::validate)
+// a status.devices entry equal to the current one of its key is not
+// checked again, nor the length of a reservedFor list that does not grow
+// (more lenient than the API server, which ratchets only an unchanged list:
+// a claim stored with 300 reservations can still lose them one at a time). So a claim stored with validation off (BulkLoadOptions::validate)
 // takes updates that leave its legacy fields alone.
 std::vector<FieldError> ValidateClaimStatus(const ClaimRecord* current,
                                             const ClaimRecord& updated);
