@@ -97,16 +97,70 @@ TEST(PublishedStateTest, IndexesFollowThePublishedChanges) {
   AppendComponent("pod-2", &prefix);
   std::vector<std::string> keys;
   const auto collect = [&keys](absl::string_view k) { keys.emplace_back(k); };
-  EXPECT_EQ(state.ScanConsumers(prefix, collect).revision, 1u);
+  EXPECT_EQ(state.ScanConsumers(prefix, collect)->revision, 1u);
   EXPECT_EQ(keys, after.consumers);
   keys.clear();
   prefix.clear();
   AppendComponent("pod-1", &prefix);
-  state.ScanConsumers(prefix, collect);
+  ASSERT_TRUE(state.ScanConsumers(prefix, collect).ok());
   EXPECT_TRUE(keys.empty());
   // With the cache off, records are never kept.
   Pin pin;
   EXPECT_FALSE(Look(state, {RecordKey("ns", "a")}, &pin)[0].has_value());
+}
+
+TEST(PublishedStateTest, DeferredIndexesLoadOnceAtFirstUseAndAFailedLoadIsRetried) {
+  PublishedState state(1 << 20);
+  int loads = 0;
+  absl::Status fail = absl::UnavailableError("disk gone");
+  state.ResetDeferred(7, nullptr, [&](const Pin& at, BucketedKeys* consumers, BucketedKeys*) {
+    ++loads;
+    EXPECT_EQ(at.revision, 7u);  // at the published state
+    if (!fail.ok()) return fail;
+    consumers->AppendSorted(ConsumerKey("pod-1", "ns", "a"));
+    return absl::OkStatus();
+  });
+  EXPECT_FALSE(state.IndexesLoaded());
+  EXPECT_EQ(loads, 0);  // not at the reset
+  std::string prefix;
+  AppendComponent("pod-1", &prefix);
+  std::vector<std::string> keys;
+  const auto collect = [&keys](absl::string_view k) { keys.emplace_back(k); };
+  absl::StatusOr<Pin> scanned = state.ScanConsumers(prefix, collect);
+  EXPECT_EQ(scanned.status(), fail);  // the load's error, nothing visited
+  EXPECT_TRUE(keys.empty());
+  EXPECT_FALSE(state.IndexesLoaded());
+  fail = absl::OkStatus();
+  scanned = state.ScanConsumers(prefix, collect);
+  ASSERT_TRUE(scanned.ok()) << scanned.status();
+  EXPECT_EQ(scanned->revision, 7u);
+  EXPECT_EQ(keys, std::vector<std::string>{ConsumerKey("pod-1", "ns", "a")});
+  EXPECT_TRUE(state.IndexesLoaded());
+  std::vector<std::string> consumers, devices;
+  ASSERT_TRUE(state.CopyIndexes(&consumers, &devices).ok());
+  EXPECT_TRUE(state.ScanDevices("", collect).ok());
+  EXPECT_EQ(loads, 2);  // once more after the failure, then never again
+  EXPECT_EQ(consumers, keys);
+}
+
+TEST(PublishedStateTest, AResetReplacesADeferredLoadThatNeverRuns) {
+  PublishedState state(1 << 20);
+  bool loaded = false;
+  state.ResetDeferred(3, nullptr, [&](const Pin&, BucketedKeys*, BucketedKeys*) {
+    loaded = true;
+    return absl::OkStatus();
+  });
+  BucketedKeys consumers = PublishedState::NewConsumerIndex();
+  consumers.Insert(ConsumerKey("pod-2", "ns", "b"));
+  state.Reset(9, nullptr, std::move(consumers), PublishedState::NewDeviceIndex());
+  EXPECT_TRUE(state.IndexesLoaded());
+  std::vector<std::string> keys;
+  absl::StatusOr<Pin> scanned =
+      state.ScanConsumers("", [&keys](absl::string_view k) { keys.emplace_back(k); });
+  ASSERT_TRUE(scanned.ok());
+  EXPECT_EQ(scanned->revision, 9u);
+  EXPECT_EQ(keys.size(), 1u);
+  EXPECT_FALSE(loaded);
 }
 
 }  // namespace

@@ -41,6 +41,44 @@ void RaceThreads(int n, F&& body) {
   for (std::thread& th : threads) th.join();
 }
 
+// Options::defer_index_load: readers load the indexes while a writer
+// publishes reservations; whichever wins the race, nothing is lost (the
+// load must not read at a state older than the published one).
+TEST_F(StoreRaceTest, DeferredIndexLoadRacingWritesLosesNoReservation) {
+  constexpr int kClaims = 200;
+  constexpr int kRounds = 12;
+  constexpr int kWrites = 40;
+  for (int i = 0; i < kClaims; ++i) {
+    const ClaimKey key{"ns", absl::StrCat("c", i)};
+    ASSERT_THAT(store_->Put(ClaimJson("ns", key.name)), IsOk());
+    ASSERT_THAT(store_->Allocate(key, AllocationOf({{.device = key.name}})), IsOk());
+    ASSERT_THAT(store_->Reserve(key, Pod(absl::StrCat("old-", i))), IsOk());
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    Reopen({.defer_index_load = true});
+    RaceThreads(3, [&](int t) {
+      if (t == 0) {  // the writer
+        for (int i = 0; i < kWrites; ++i) {
+          const ClaimKey key{"ns", absl::StrCat("c", (round * kWrites + i) % kClaims)};
+          ASSERT_THAT(store_->Reserve(key, Pod(absl::StrCat("r", round, "-", i))), IsOk());
+        }
+        return;
+      }
+      for (int i = 0; i < kWrites; ++i) {  // readers: the first lookup loads
+        ASSERT_THAT(store_->ClaimsReservedFor(absl::StrCat("old-", i)), IsOk());
+      }
+    });
+    for (int i = 0; i < kWrites; ++i) {
+      absl::StatusOr<ClaimKeys> got = store_->ClaimsReservedFor(absl::StrCat("r", round, "-", i));
+      ASSERT_THAT(got, IsOk());
+      ASSERT_EQ(got->claims.size(), 1u) << "round " << round << ", write " << i;
+    }
+    absl::StatusOr<VerifyReport> report = store_->Verify(false);
+    ASSERT_THAT(report, IsOk());
+    ASSERT_TRUE(report->problems.empty()) << absl::StrJoin(report->problems, "\n");
+  }
+}
+
 TEST_F(StoreRaceTest, LastFreeReservationSlotHasExactlyOneWinner) {
   constexpr int kRounds = 15;
   constexpr int kThreads = 8;

@@ -590,6 +590,63 @@ TEST_F(StoreTest, VerifyFindsAndRepairsDamagedIndexes) {
   EXPECT_THAT(Names(*store_->ClaimsReservedFor("u")), ElementsAre("ns/a"));
 }
 
+// Options::defer_index_load: the same answers as an eager open, whichever
+// call comes first.
+TEST_F(StoreTest, DeferredIndexesAnswerAsLoadedOnesWhateverComesFirst) {
+  const auto fill = [this] {
+    for (const char* name : {"a", "b", "c"}) PutClaim(*store_, name);
+    ASSERT_THAT(store_->Allocate({"ns", "a"}, AllocationOf({{.device = "gpu-0"}})), IsOk());
+    ASSERT_THAT(store_->Allocate({"ns", "b"}, AllocationOf({{.device = "gpu-1"}})), IsOk());
+    ASSERT_THAT(store_->Reserve({"ns", "a"}, Pod("u")), IsOk());
+  };
+  fill();
+  const Options deferred{.defer_index_load = true};
+  // A write that needs no index first: published without loading; the
+  // load that follows reads at its revision.
+  Reopen(deferred);
+  ASSERT_THAT(store_->Reserve({"ns", "b"}, Pod("v")), IsOk());
+  EXPECT_THAT(Names(*store_->ClaimsReservedFor("v")), ElementsAre("ns/b"));
+  EXPECT_THAT(Names(*store_->ClaimsReservedFor("u")), ElementsAre("ns/a"));
+  ASSERT_THAT(store_->Unreserve({"ns", "b"}, "v"), IsOk());  // now edited in memory
+  EXPECT_TRUE(store_->ClaimsReservedFor("v")->claims.empty());
+  // A device conflict first: the write path loads the device index.
+  Reopen(deferred);
+  EXPECT_THAT(store_->Allocate({"ns", "c"}, AllocationOf({{.device = "gpu-0"}})),
+              StatusIs(absl::StatusCode::kAborted, "allocated to claim ns/a exclusively"));
+  EXPECT_EQ(store_->ClaimsUsingDevice({.driver = "gpu.example.com"})->holdings.size(), 2u);
+  // Verify first: the stored indexes checked, none in memory yet; then the
+  // loaded ones too.
+  Reopen(deferred);
+  absl::StatusOr<VerifyReport> report = store_->Verify(false);
+  ASSERT_THAT(report, IsOk());
+  EXPECT_TRUE(report->problems.empty());
+  EXPECT_EQ(report->index_entries, 3u);
+  EXPECT_THAT(Names(*store_->ClaimsReservedFor("u")), ElementsAre("ns/a"));
+  report = store_->Verify(false);
+  ASSERT_THAT(report, IsOk());
+  EXPECT_TRUE(report->problems.empty());
+  // A bulk load that keeps stored claims checks devices against them.
+  Reopen(deferred);
+  absl::StatusOr<std::unique_ptr<BulkLoad>> load = store_->StartBulkLoad({});
+  ASSERT_THAT(load, IsOk());
+  const std::string taken =
+      R"({"allocation":{"devices":{"results":[{"request":"req","driver":"gpu.example.com","pool":"pool-a","device":"gpu-0"}]}}})";
+  ASSERT_THAT((*load)->Add(ClaimJson("ns", "d", taken), 1), IsOk());
+  EXPECT_THAT((*load)->Commit(), StatusIs(absl::StatusCode::kAborted, "ns/a"));
+  // A rebuild (replace_all) builds no indexes in memory: they are read back
+  // from what it wrote when asked.
+  load = store_->StartBulkLoad({.replace_all = true});
+  ASSERT_THAT(load, IsOk());
+  ASSERT_THAT((*load)->Add(ClaimJson("ns", "d", taken), 1), IsOk());
+  ASSERT_THAT((*load)->Commit(), IsOk());
+  absl::StatusOr<DeviceHoldings> held = store_->ClaimsUsingDevice({.driver = "gpu.example.com"});
+  ASSERT_THAT(held, IsOk());
+  ASSERT_EQ(held->holdings.size(), 1u);
+  EXPECT_EQ(held->holdings[0].claim, (ClaimKey{"ns", "d"}));
+  EXPECT_TRUE(store_->ClaimsReservedFor("u")->claims.empty());
+  EXPECT_TRUE(store_->Verify(false)->problems.empty());
+}
+
 TEST_F(StoreTest, StatsCountClaimsAndIndexEntries) {
   PutClaim(*store_, "a");
   PutClaim(*store_, "b");

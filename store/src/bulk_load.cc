@@ -224,11 +224,15 @@ absl::Status StoreImpl::CheckDevicesAgainstStored(const Load& load,
     if (length == absl::string_view::npos) return absl::InternalError("malformed device key");
     const absl::string_view prefix = load.devices[i].substr(0, length);
     std::vector<std::string> holders;
-    published_.ScanDevices(prefix, [&](absl::string_view k) {
-      if (!std::binary_search(stored.device_deletes.begin(), stored.device_deletes.end(), k)) {
-        holders.emplace_back(k);
-      }
-    });
+    CS_RETURN_IF_ERROR(published_
+                           .ScanDevices(prefix,
+                                        [&](absl::string_view k) {
+                                          if (!std::binary_search(stored.device_deletes.begin(),
+                                                                  stored.device_deletes.end(), k)) {
+                                            holders.emplace_back(k);
+                                          }
+                                        })
+                           .status());
     for (; i < load.devices.size() && absl::StartsWith(load.devices[i], prefix); ++i) {
       holders.emplace_back(load.devices[i]);
     }
@@ -257,7 +261,11 @@ absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(
   }
   std::function<absl::Status()> check;
   if (stored.rebuild) check = [&load] { return CheckDevicesWithin(load.devices); };
-  TableWriter writer(*db_, dir, load, stored, std::move(check), progress);
+  // With a deferred index load, the indexes are not built in memory: read
+  // back from the files if ever needed (a restore by the tool, which exits
+  // after it, never needs them).
+  TableWriter writer(*db_, dir, load, stored, !options_.defer_index_load, std::move(check),
+                     progress);
   absl::Status s = writer.Run();
   if (s.ok()) {
     if (progress) progress(BulkLoadProgress{"committing", 0, 0});
@@ -279,6 +287,7 @@ absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(
 
 absl::Status StoreImpl::PublishBulk(const Load& load, const StoredPart& stored,
                                     TableWriter* writer) {
+  if (stored.rebuild && options_.defer_index_load) return ResetPublished();  // deferred
   if (stored.rebuild) {
     // The indexes built from the sorted keys, an empty record cache.
     published_.Reset(revision_, db_->MakeSnapshot(), writer->TakeConsumerIndex(),

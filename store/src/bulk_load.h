@@ -69,9 +69,12 @@ class TableWriter {
  public:
   // `check`, when given, runs on the device task before its keys are
   // written (the device rule, overlapped with the record files).
-  // `progress` (may be empty) hears of the records written.
+  // `progress` (may be empty) hears of the records written. When the
+  // indexes are rebuilt and `memory_indexes`, they are also built in
+  // memory (TakeConsumerIndex, TakeDeviceIndex).
   TableWriter(const Database& db, const std::string& dir, const Load& load,
-              const StoredPart& stored, std::function<absl::Status()> check,
+              const StoredPart& stored, bool memory_indexes,
+              std::function<absl::Status()> check,
               const std::function<void(const BulkLoadProgress&)>& progress);
   // Runs the tasks; the first failure that was not a stop.
   absl::Status Run();
@@ -97,6 +100,7 @@ class TableWriter {
 
   const Load& load_;
   const StoredPart& stored_;
+  const bool memory_;  // build the in-memory indexes (a rebuild)
   const std::function<absl::Status()> check_;
   const std::function<void(const BulkLoadProgress&)>& progress_;
   std::atomic<uint64_t> written_{0};  // records written, for progress_

@@ -2,8 +2,8 @@
 // keys: the record files of the first and of the second half of the
 // claims (revisions stamped in key order, deletions merged in); the
 // consumer index file; the in-memory consumer index (when the indexes are
-// rebuilt); the device rule (when given), the device index file and its
-// in-memory index, and the revision. A failed task stops the others. (With
+// rebuilt, unless their load is deferred); the device rule (when given),
+// the device index file and its in-memory index, and the revision. A failed task stops the others. (With
 // the consumer file and its in-memory index in one task, that task ran
 // 1.5 s alone at the end of a 1M-claim load, one core idle: there are two
 // consumer keys per claim, and each costs as much to index in memory as to
@@ -40,10 +40,12 @@ uint64_t TableFileBytes() {
 void SetBulkTableFileBytesForTesting(uint64_t bytes) { table_file_bytes_for_testing = bytes; }
 
 TableWriter::TableWriter(const Database& db, const std::string& dir, const Load& load,
-                         const StoredPart& stored, std::function<absl::Status()> check,
+                         const StoredPart& stored, bool memory_indexes,
+                         std::function<absl::Status()> check,
                          const std::function<void(const BulkLoadProgress&)>& progress)
     : load_(load),
       stored_(stored),
+      memory_(stored.rebuild && memory_indexes),
       check_(std::move(check)),
       progress_(progress),
       records_{{db.db(), db.records(), dir, "records-0", TableFileBytes()},
@@ -51,7 +53,7 @@ TableWriter::TableWriter(const Database& db, const std::string& dir, const Load&
       consumers_(db.db(), db.consumers(), dir, "consumers", TableFileBytes()),
       devices_(db.db(), db.devices(), dir, "devices", TableFileBytes()),
       meta_(db.db(), db.meta(), dir, "meta") {
-  if (stored_.rebuild) consumer_index_.Reserve(load_.consumers.size());
+  if (memory_) consumer_index_.Reserve(load_.consumers.size());
   if (stored_.delete_ranges) DeleteStoredRanges();
 }
 
@@ -97,7 +99,7 @@ absl::Status TableWriter::Run() {
                                                       return absl::string_view(d) < k;
                                                     }) -
                                    deletes.begin());
-  BucketedKeys* const consumer_memory = stored_.rebuild ? &consumer_index_ : nullptr;
+  BucketedKeys* const consumer_memory = memory_ ? &consumer_index_ : nullptr;
   absl::Status written[5];
   RunConcurrently(
       {Task(&written[0], [&] { return WriteRecords(0, n / 2, 0, split, &records_[0]); }),
@@ -213,7 +215,7 @@ absl::Status TableWriter::WriteIndex(const std::vector<absl::string_view>& puts,
 absl::Status TableWriter::WriteDevices() {
   if (check_) CS_RETURN_IF_ERROR(check_());
   CS_RETURN_IF_ERROR(WriteIndex(load_.devices, stored_.device_deletes, &devices_,
-                                stored_.rebuild ? &device_index_ : nullptr));
+                                memory_ ? &device_index_ : nullptr));
   return WriteRevision();
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
@@ -160,7 +161,10 @@ void BucketedKeys::CopyTo(std::vector<std::string>* out) const {
 
 void PublishedState::Reset(uint64_t revision, SnapshotRef snapshot, BucketedKeys consumers,
                            BucketedKeys devices) {
+  MutexLock load_lock(&load_mu_);  // waits for a load in flight: it would be of the old state
+  loader_ = nullptr;
   WriterLock lock(&mu_);
+  loaded_.store(true, std::memory_order_release);
   revision_ = revision;
   snapshot_ = std::move(snapshot);
   consumers_ = std::move(consumers);
@@ -170,15 +174,49 @@ void PublishedState::Reset(uint64_t revision, SnapshotRef snapshot, BucketedKeys
   cached_bytes_ = 0;
 }
 
+void PublishedState::ResetDeferred(uint64_t revision, SnapshotRef snapshot, IndexLoader load) {
+  Reset(revision, std::move(snapshot), NewConsumerIndex(), NewDeviceIndex());
+  MutexLock load_lock(&load_mu_);
+  loader_ = std::move(load);
+  loaded_.store(false, std::memory_order_release);
+}
+
+absl::Status PublishedState::EnsureIndexes() const {
+  if (loaded_.load(std::memory_order_acquire)) return absl::OkStatus();
+  MutexLock load_lock(&load_mu_);
+  if (loaded_.load(std::memory_order_acquire)) return absl::OkStatus();
+  // Publishing waits for load_mu_ while the indexes are not loaded: the
+  // pin stays the published state while they load, outside mu_ (reads of
+  // the record cache go on).
+  const Pin at = Current();
+  BucketedKeys consumers = NewConsumerIndex(), devices = NewDeviceIndex();
+  absl::Status s = loader_(at, &consumers, &devices);
+  if (!s.ok()) return s;
+  WriterLock lock(&mu_);
+  consumers_ = std::move(consumers);
+  devices_ = std::move(devices);
+  loader_ = nullptr;
+  loaded_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
 void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
                              absl::Span<const RecordChange> changes) {
+  // Indexes not loaded: none to edit; a load reads them later, at this
+  // commit's snapshot or a newer one. (A load in flight is waited for, so
+  // that it does not read at the state before this commit.)
+  std::optional<MutexLock> no_load;
+  if (!loaded_.load(std::memory_order_acquire)) no_load.emplace(&load_mu_);
   WriterLock lock(&mu_);
+  const bool edit = loaded_.load(std::memory_order_relaxed);
   for (size_t i = 0; i < changes.size(); ++i) {
     const RecordChange& c = changes[i];
-    for (const std::string& k : Minus(c.before.consumers, c.after.consumers)) consumers_.Erase(k);
-    for (const std::string& k : Minus(c.after.consumers, c.before.consumers)) consumers_.Insert(k);
-    for (const std::string& k : Minus(c.before.devices, c.after.devices)) devices_.Erase(k);
-    for (const std::string& k : Minus(c.after.devices, c.before.devices)) devices_.Insert(k);
+    if (edit) {
+      for (const std::string& k : Minus(c.before.consumers, c.after.consumers)) consumers_.Erase(k);
+      for (const std::string& k : Minus(c.after.consumers, c.before.consumers)) consumers_.Insert(k);
+      for (const std::string& k : Minus(c.before.devices, c.after.devices)) devices_.Erase(k);
+      for (const std::string& k : Minus(c.after.devices, c.before.devices)) devices_.Insert(k);
+    }
     if (c.record.has_value()) {
       InsertLocked(c.record_key, *c.record);  // write-through
     } else {
@@ -192,11 +230,15 @@ void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
 
 void PublishedState::PublishBulk(uint64_t revision, SnapshotRef snapshot,
                                  const BulkChanges& changes) {
+  std::optional<MutexLock> no_load;  // as in Publish
+  if (!loaded_.load(std::memory_order_acquire)) no_load.emplace(&load_mu_);
   WriterLock lock(&mu_);
-  for (const std::string& k : changes.removed_consumers) consumers_.Erase(k);
-  for (const std::string& k : changes.added_consumers) consumers_.Insert(k);
-  for (const std::string& k : changes.removed_devices) devices_.Erase(k);
-  for (const std::string& k : changes.added_devices) devices_.Insert(k);
+  if (loaded_.load(std::memory_order_relaxed)) {
+    for (const std::string& k : changes.removed_consumers) consumers_.Erase(k);
+    for (const std::string& k : changes.added_consumers) consumers_.Insert(k);
+    for (const std::string& k : changes.removed_devices) devices_.Erase(k);
+    for (const std::string& k : changes.added_devices) devices_.Insert(k);
+  }
   for (absl::string_view k : changes.records) EraseLocked(std::string(k));
   revision_ = revision;
   snapshot_ = std::move(snapshot);
@@ -236,12 +278,16 @@ Pin PublishedState::Scan(const BucketedKeys& set, absl::string_view prefix,
   return Pin{revision_, nullptr};
 }
 
-Pin PublishedState::ScanConsumers(absl::string_view prefix, KeyVisitor visit) const {
+absl::StatusOr<Pin> PublishedState::ScanConsumers(absl::string_view prefix,
+                                                  KeyVisitor visit) const {
+  if (absl::Status s = EnsureIndexes(); !s.ok()) return s;
   ReaderLock lock(&mu_);
   return Scan(consumers_, prefix, visit);
 }
 
-Pin PublishedState::ScanDevices(absl::string_view prefix, KeyVisitor visit) const {
+absl::StatusOr<Pin> PublishedState::ScanDevices(absl::string_view prefix,
+                                                KeyVisitor visit) const {
+  if (absl::Status s = EnsureIndexes(); !s.ok()) return s;
   ReaderLock lock(&mu_);
   return Scan(devices_, prefix, visit);
 }
@@ -251,8 +297,9 @@ Pin PublishedState::Current() const {
   return Pin{revision_, snapshot_};
 }
 
-Pin PublishedState::CopyIndexes(std::vector<std::string>* consumers,
-                                std::vector<std::string>* devices) const {
+absl::StatusOr<Pin> PublishedState::CopyIndexes(std::vector<std::string>* consumers,
+                                                std::vector<std::string>* devices) const {
+  if (absl::Status s = EnsureIndexes(); !s.ok()) return s;
   ReaderLock lock(&mu_);
   consumers_.CopyTo(consumers);
   devices_.CopyTo(devices);

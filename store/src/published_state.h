@@ -18,14 +18,22 @@
 // 150 bytes per reservation and per allocated device (380 MiB for 2.55M
 // entries, measured at a million claims).
 //
-// Thread-safety: Reset and Publish are called by the write leader (one at a
-// time); everything else from any thread.
+// The indexes may be loaded lazily (Options::defer_index_load): ResetDeferred
+// keeps a loader instead, and the first call that needs an index
+// (EnsureIndexes, every Scan, CopyIndexes) runs it, once, at the published
+// snapshot. Until then a publish edits no index (what it changed is in
+// every later snapshot), and waits for a load in flight, so that no load
+// reads at a state older than the published one.
+//
+// Thread-safety: Reset, ResetDeferred and Publish* are called by the write
+// leader (one at a time); everything else from any thread.
 #ifndef CLAIMSTORE_SRC_PUBLISHED_STATE_H_
 #define CLAIMSTORE_SRC_PUBLISHED_STATE_H_
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +44,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "claimstore/claim_record.h"
@@ -119,6 +129,17 @@ class PublishedState {
   // NewDeviceIndex), an empty record cache.
   void Reset(uint64_t revision, SnapshotRef snapshot, BucketedKeys consumers,
              BucketedKeys devices);
+  // Starts over as Reset does, but the indexes are read by `load` (into
+  // indexes from NewConsumerIndex and NewDeviceIndex, at the pin given) the
+  // first time they are needed.
+  using IndexLoader =
+      std::function<absl::Status(const Pin& at, BucketedKeys* consumers, BucketedKeys* devices)>;
+  void ResetDeferred(uint64_t revision, SnapshotRef snapshot, IndexLoader load);
+  // Loads the indexes if they are not yet: their load's error, if it
+  // failed (a later call tries again).
+  absl::Status EnsureIndexes() const;
+  // Whether the indexes are in memory.
+  bool IndexesLoaded() const { return loaded_.load(std::memory_order_acquire); }
   // Publishes a committed group's changes, in commit order.
   void Publish(uint64_t revision, SnapshotRef snapshot, absl::Span<const RecordChange> changes);
   // Publishes a bulk load that changed part of the store: index keys it
@@ -141,8 +162,9 @@ class PublishedState {
   // Visits the index keys that start with `prefix`, at the published state,
   // under the shared lock (`visit` must not call back into this object).
   using KeyVisitor = absl::FunctionRef<void(absl::string_view key)>;
-  Pin ScanConsumers(absl::string_view prefix, KeyVisitor visit) const;
-  Pin ScanDevices(absl::string_view prefix, KeyVisitor visit) const;
+  // Loads the indexes first if needed: the error is the load's.
+  absl::StatusOr<Pin> ScanConsumers(absl::string_view prefix, KeyVisitor visit) const;
+  absl::StatusOr<Pin> ScanDevices(absl::string_view prefix, KeyVisitor visit) const;
   // The published revision and snapshot.
   Pin Current() const;
 
@@ -153,7 +175,8 @@ class PublishedState {
   }
 
   // For Verify: copies of the indexes, and the pin they are at.
-  Pin CopyIndexes(std::vector<std::string>* consumers, std::vector<std::string>* devices) const;
+  absl::StatusOr<Pin> CopyIndexes(std::vector<std::string>* consumers,
+                                  std::vector<std::string>* devices) const;
 
  private:
   struct Entry {
@@ -171,12 +194,16 @@ class PublishedState {
   Pin Scan(const BucketedKeys& set, absl::string_view prefix, KeyVisitor visit) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  // Serializes index loads; taken before mu_.
+  mutable Mutex load_mu_;
+  mutable IndexLoader loader_ ABSL_GUARDED_BY(load_mu_);
+  mutable std::atomic<bool> loaded_{true};
   mutable SharedMutex mu_;
   uint64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
   SnapshotRef snapshot_ ABSL_GUARDED_BY(mu_);
   // By consumer uid, and by driver and pool.
-  BucketedKeys consumers_ ABSL_GUARDED_BY(mu_) = NewConsumerIndex();
-  BucketedKeys devices_ ABSL_GUARDED_BY(mu_) = NewDeviceIndex();
+  mutable BucketedKeys consumers_ ABSL_GUARDED_BY(mu_) = NewConsumerIndex();
+  mutable BucketedKeys devices_ ABSL_GUARDED_BY(mu_) = NewDeviceIndex();
   absl::node_hash_map<std::string, Entry> records_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> clock_ ABSL_GUARDED_BY(mu_);  // cached keys in insertion order
   size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;

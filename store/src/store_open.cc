@@ -284,18 +284,38 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Create(std::unique_ptr<Databas
   return std::unique_ptr<Store>(std::move(store));
 }
 
-absl::Status StoreImpl::ResetPublished() {
-  SnapshotRef snapshot = db_->MakeSnapshot();
-  const ReadPoint point{snapshot.get(), revision_};
-  BucketedKeys index[2] = {PublishedState::NewConsumerIndex(), PublishedState::NewDeviceIndex()};
-  rocksdb::ColumnFamilyHandle* const families[2] = {db_->consumers(), db_->devices()};
-  for (int i = 0; i < 2; ++i) {
-    // Read once: kept in memory from now on.
-    std::unique_ptr<KeyScan> scan = db_->Scan(families[i], "", point, /*fill_cache=*/false);
-    for (scan->SeekToFirst(); scan->Valid(); scan->Next()) index[i].AppendSorted(scan->key());
+namespace {
+
+// Both indexes, read whole at `at` (kept in memory from then on).
+absl::Status LoadIndexes(const Database& db, const Pin& at, BucketedKeys* consumers,
+                         BucketedKeys* devices) {
+  const ReadPoint point{at.snapshot.get(), at.revision};
+  const std::pair<rocksdb::ColumnFamilyHandle*, BucketedKeys*> indexes[] = {
+      {db.consumers(), consumers}, {db.devices(), devices}};
+  for (const auto& [family, index] : indexes) {
+    std::unique_ptr<KeyScan> scan = db.Scan(family, "", point, /*fill_cache=*/false);
+    for (scan->SeekToFirst(); scan->Valid(); scan->Next()) index->AppendSorted(scan->key());
     CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), "loading the indexes"));
   }
-  published_.Reset(revision_, std::move(snapshot), std::move(index[0]), std::move(index[1]));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status StoreImpl::ResetPublished() {
+  SnapshotRef snapshot = db_->MakeSnapshot();
+  const Database* db = db_.get();
+  if (options_.defer_index_load) {
+    published_.ResetDeferred(revision_, std::move(snapshot),
+                             [db](const Pin& at, BucketedKeys* consumers, BucketedKeys* devices) {
+                               return LoadIndexes(*db, at, consumers, devices);
+                             });
+    return absl::OkStatus();
+  }
+  BucketedKeys consumers = PublishedState::NewConsumerIndex();
+  BucketedKeys devices = PublishedState::NewDeviceIndex();
+  CS_RETURN_IF_ERROR(LoadIndexes(*db, Pin{revision_, snapshot}, &consumers, &devices));
+  published_.Reset(revision_, std::move(snapshot), std::move(consumers), std::move(devices));
   return absl::OkStatus();
 }
 

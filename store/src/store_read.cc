@@ -69,14 +69,16 @@ absl::StatusOr<ListPage> StoreImpl::List(const ListOptions& options) const {
 absl::StatusOr<ClaimKeys> StoreImpl::ClaimsReservedFor(absl::string_view consumer_uid) const {
   return FindReservations(consumer_uid,
                           [&](const std::string& prefix, KeyVisitor visit) -> absl::StatusOr<uint64_t> {
-                            return published_.ScanConsumers(prefix, visit).revision;
+                            CS_ASSIGN_OR_RETURN(const Pin pin, published_.ScanConsumers(prefix, visit));
+                            return pin.revision;
                           });
 }
 
 absl::StatusOr<DeviceHoldings> StoreImpl::ClaimsUsingDevice(const DeviceQuery& query) const {
   return FindHoldings(query,
                       [&](const std::string& prefix, KeyVisitor visit) -> absl::StatusOr<uint64_t> {
-                        return published_.ScanDevices(prefix, visit).revision;
+                        CS_ASSIGN_OR_RETURN(const Pin pin, published_.ScanDevices(prefix, visit));
+                            return pin.revision;
                       });
 }
 

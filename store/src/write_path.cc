@@ -335,7 +335,9 @@ absl::Status StoreImpl::CheckDeviceConflict(const ClaimKey& claim,
   AppendComponent(wanted.device, &prefix);
   // The holders as published, then as this group's staged writes left them.
   std::vector<std::string> holders;
-  published_.ScanDevices(prefix, [&holders](absl::string_view k) { holders.emplace_back(k); });
+  CS_RETURN_IF_ERROR(
+      published_.ScanDevices(prefix, [&holders](absl::string_view k) { holders.emplace_back(k); })
+          .status());
   staged_.OverlayDevices(prefix, &holders);
   return CheckNewHolding(claim, wanted, holders);
 }

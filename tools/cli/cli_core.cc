@@ -98,7 +98,9 @@ absl::StatusOr<std::unique_ptr<Store>> OpenForReading(const Context& context) {
 }
 
 absl::StatusOr<std::unique_ptr<Store>> OpenForWriting(const Context& context) {
-  return Store::Open(context.DbPath(), {.sync_writes = true});
+  // One command and exit: the in-memory indexes are read only if the
+  // command needs them (a Get or a Put of a claim without devices does not).
+  return Store::Open(context.DbPath(), {.sync_writes = true, .defer_index_load = true});
 }
 
 absl::StatusOr<std::string> ReadInput(const std::string& path) {

@@ -353,11 +353,12 @@ void PrintWhereClaimsStood(const absl::Status& error, const std::vector<std::str
 absl::StatusOr<std::unique_ptr<Store>> OpenTarget(const Context& context, bool dry_run,
                                                   std::unique_ptr<ScratchDir>* scratch) {
   if (!dry_run) return OpenForWriting(context);
+  // (The indexes are read only if the check needs them.)
   absl::StatusOr<std::unique_ptr<Store>> store =
-      Store::Open(context.DbPath(), {.create_if_missing = false});
+      Store::Open(context.DbPath(), {.create_if_missing = false, .defer_index_load = true});
   if (!absl::IsNotFound(store.status())) return store;
   *scratch = std::make_unique<ScratchDir>();
-  return Store::Open((*scratch)->path() + "/db", {});
+  return Store::Open((*scratch)->path() + "/db", {.defer_index_load = true});
 }
 
 int Restore(const Context& context, const RestoreFlags& flags) {

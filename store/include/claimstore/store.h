@@ -91,6 +91,16 @@ struct Options {
   // memory, whole: about 150 bytes per reservation and per allocated
   // device. 0 turns the record cache off. Default: 64 MiB.
   size_t record_cache_bytes = size_t{64} << 20;
+  // Read the in-memory indexes when they are first needed (an index lookup,
+  // a write that takes devices, a bulk load that keeps stored claims and
+  // takes devices) instead of at Open, and a bulk load that replaces them
+  // builds none in memory: the first such call takes what Open would have
+  // (about 2.4 s at a million claims, bench/RESULTS.md), and Verify checks
+  // no in-memory indexes until then. For a process that does one thing and
+  // exits (the claimstore tool: a reservation, a restore --replace). A
+  // scheduler wants the default, where no call pays for the load.
+  // Default: false.
+  bool defer_index_load = false;
 };
 
 // Conditions a write must meet; unset members are not checked.
