@@ -81,6 +81,31 @@ TEST(CodecStreamTest, EveryInputFormGivesTheSameClaims) {
   ExpectSamePaths(R"({"metadata":{"name":"a]}\"[{","namespace":"n","labels":{"x":"}}]]\\"}},"status":{}})");
 }
 
+// The scanner reads 64 bytes at a time: brackets, quotes and escapes at
+// every offset of a block, and across its edges, must cut where the
+// whole-input path reads.
+TEST(CodecStreamTest, EscapesAndBracketsAtEveryOffsetOfABlock) {
+  const std::vector<std::string> tricky = {R"(\")", R"(\\)", R"(\\\")", R"(]}{[)",
+                                           R"(\"}]\\)", R"(\u005c)"};
+  std::string lines;
+  for (int pad = 0; pad < 70; ++pad) {
+    for (const std::string& t : tricky) {
+      const std::string value = std::string(pad, 'x') + t + std::string(pad % 7, 'y');
+      lines += absl::StrCat(R"({"metadata":{"name":"c)", pad, R"(","namespace":"n","labels":{"k":")",
+                            value, R"("}},"status":{}})", std::string(pad % 3, ' '), "\n");
+    }
+  }
+  ExpectSamePaths(lines);
+  const Outcome pieces = claimstore::Run(lines, [](absl::string_view in, auto sink) {
+    return internal::DecodeClaimsStreaming(in, sink);
+  });
+  EXPECT_EQ(pieces.claims.size(), 70 * tricky.size()) << pieces.error;
+  // A string left open at any offset is a truncated input, not a hang.
+  for (int pad = 0; pad < 70; ++pad) {
+    ExpectSamePaths(absl::StrCat(R"({"metadata":{"name":")", std::string(pad, 'x'), R"(\")"));
+  }
+}
+
 TEST(CodecStreamTest, ErrorsAreTheSameWhicheverThePath) {
   ExpectSamePaths(ApiList(5, 3, R"({"metadata":{"name":"x"},"status":{"reservedFor":[{"uid":7}]}})"));
   ExpectSamePaths(ApiList(5, 2, "null"));

@@ -8,6 +8,7 @@
 // error that simdjson found somewhere in a batch.
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <atomic>
@@ -15,6 +16,10 @@
 #include <string>
 #include <vector>
 #include <utility>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -52,9 +57,71 @@ size_t StringEnd(absl::string_view text, size_t pos) {
   return absl::string_view::npos;
 }
 
+// Scanning an object or array for its end: the strings, brackets and
+// escapes between text[begin] and text[end], a byte at a time, from the
+// state the bytes before left.
+struct ScanState {
+  size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;  // the byte after a backslash, inside a string
+};
+
+size_t ScanBytes(const char* p, size_t begin, size_t end, ScanState* st) {
+  for (size_t j = begin; j < end; ++j) {
+    const char c = p[j];
+    if (st->in_string) {
+      if (st->escaped) {
+        st->escaped = false;
+      } else if (c == '\\') {
+        st->escaped = true;
+      } else if (c == '"') {
+        st->in_string = false;
+      }
+    } else if (c == '"') {
+      st->in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++st->depth;
+    } else if ((c == '}' || c == ']') && --st->depth == 0) {
+      return j + 1;
+    }
+  }
+  return absl::string_view::npos;
+}
+
+#if defined(__SSE2__)
+// The bytes equal to `c` in the 64 at p, as bits (SSE2: part of every
+// x86-64).
+uint64_t Mask64(const __m128i (&v)[4], char c) {
+  const __m128i want = _mm_set1_epi8(c);
+  uint64_t m = 0;
+  for (int k = 0; k < 4; ++k) {
+    m |= static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v[k], want))))
+         << (16 * k);
+  }
+  return m;
+}
+
+// Bit i set when an odd number of bits up to i are: for quote bits, the
+// bytes from an opening quote to before its closing one.
+uint64_t PrefixXor(uint64_t x) {
+  x ^= x << 1;
+  x ^= x << 2;
+  x ^= x << 4;
+  x ^= x << 8;
+  x ^= x << 16;
+  x ^= x << 32;
+  return x;
+}
+#endif
+
 // The end of the JSON value starting at text[pos], or npos when it is cut
 // off. Only brackets and strings are followed: the grammar inside is checked
-// later, when the piece is decoded.
+// later, when the piece is decoded. Objects and arrays are scanned 64 bytes
+// at a time with bit masks where the bytes hold no backslash (at a million
+// claims the cutter runs beside two decoders and was a tenth of a restore's
+// CPU a byte at a time): the strings' extent by a prefix XOR of the quotes,
+// then the brackets outside them; a block with a backslash (rare in claims)
+// goes a byte at a time.
 size_t ValueEnd(absl::string_view text, size_t pos) {
   if (pos >= text.size()) return absl::string_view::npos;
   const char c = text[pos];
@@ -67,27 +134,40 @@ size_t ValueEnd(absl::string_view text, size_t pos) {
     }
     return i;
   }
-  size_t depth = 0;
-  for (size_t i = pos; i < text.size(); ++i) {
-    switch (text[i]) {
-      case '"':
-        i = StringEnd(text, i);
-        if (i == absl::string_view::npos) return i;
-        --i;
-        break;
-      case '{':
-      case '[':
-        ++depth;
-        break;
-      case '}':
-      case ']':
-        if (--depth == 0) return i + 1;
-        break;
-      default:
-        break;
+  const char* const p = text.data();
+  const size_t n = text.size();
+  ScanState st;
+  size_t i = pos;
+#if defined(__SSE2__)
+  for (; i + 64 <= n; i += 64) {
+    __m128i v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16 * k));
+    if (st.escaped || Mask64(v, '\\') != 0) {
+      if (const size_t end = ScanBytes(p, i, i + 64, &st); end != absl::string_view::npos) {
+        return end;
+      }
+      continue;
+    }
+    const uint64_t inside = PrefixXor(Mask64(v, '"')) ^ (st.in_string ? ~uint64_t{0} : 0);
+    st.in_string = (inside >> 63) != 0;
+    const uint64_t open = (Mask64(v, '{') | Mask64(v, '[')) & ~inside;
+    const uint64_t close = (Mask64(v, '}') | Mask64(v, ']')) & ~inside;
+    const size_t closes = static_cast<size_t>(__builtin_popcountll(close));
+    if (closes < st.depth) {  // the value cannot end in this block
+      st.depth += static_cast<size_t>(__builtin_popcountll(open)) - closes;
+      continue;
+    }
+    for (uint64_t m = open | close; m != 0; m &= m - 1) {
+      const int b = __builtin_ctzll(m);
+      if ((open >> b) & 1) {
+        ++st.depth;
+      } else if (--st.depth == 0) {
+        return i + static_cast<size_t>(b) + 1;
+      }
     }
   }
-  return absl::string_view::npos;
+#endif
+  return ScanBytes(p, i, n, &st);
 }
 
 // Where the array value of a top-level "items" member of the object `text`
