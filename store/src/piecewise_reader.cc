@@ -112,6 +112,15 @@ uint64_t PrefixXor(uint64_t x) {
   x ^= x << 32;
   return x;
 }
+
+// The bits set in x, inline (without -mpopcnt, __builtin_popcountll is a
+// call into libgcc: 1.3% of a restore's CPU).
+size_t PopCount(uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555u;
+  x = (x & 0x3333333333333333u) + ((x >> 2) & 0x3333333333333333u);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Fu;
+  return static_cast<size_t>((x * 0x0101010101010101u) >> 56);
+}
 #endif
 
 // The end of the JSON value starting at text[pos], or npos when it is cut
@@ -152,9 +161,9 @@ size_t ValueEnd(absl::string_view text, size_t pos) {
     st.in_string = (inside >> 63) != 0;
     const uint64_t open = (Mask64(v, '{') | Mask64(v, '[')) & ~inside;
     const uint64_t close = (Mask64(v, '}') | Mask64(v, ']')) & ~inside;
-    const size_t closes = static_cast<size_t>(__builtin_popcountll(close));
+    const size_t closes = PopCount(close);
     if (closes < st.depth) {  // the value cannot end in this block
-      st.depth += static_cast<size_t>(__builtin_popcountll(open)) - closes;
+      st.depth += PopCount(open) - closes;
       continue;
     }
     for (uint64_t m = open | close; m != 0; m &= m - 1) {
