@@ -92,7 +92,7 @@ TEST_F(CliTest, ExitCodesFollowTheKindOfError) {
   EXPECT_EQ(Cli("deallocate team-3/claim-3").code, 4);                  // still reserved
   const CliRun help = Cli("reserve --help");
   EXPECT_EQ(help.code, 0);
-  EXPECT_THAT(help.out, HasSubstr("Usage: claimstore [--db DIR] reserve"));
+  EXPECT_THAT(help.out, HasSubstr("Usage: claimstore reserve NAME"));
 }
 
 TEST_F(CliTest, ARefusedRestoreWritesNothing) {
@@ -126,14 +126,14 @@ TEST_F(CliTest, RestoreReplacesByNameAndReplaceEmptiesFirst) {
   ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 10").out)).code, 0);
   const std::string one = R"({"metadata":{"namespace":"team-1","name":"claim-1","uid":"new"},"status":{}})";
   ASSERT_EQ(Cli("restore -", one).code, 0);
-  EXPECT_THAT(Cli("list -o name").out, HasSubstr("team-9/claim-9"));  // others kept
+  EXPECT_THAT(Cli("list -n team-9 -o name").out, HasSubstr("claim-9"));  // others kept
   EXPECT_THAT(Cli("get team-1/claim-1 -o json").out, HasSubstr(R"("uid": "new")"));
   ASSERT_EQ(Cli("restore --replace -", one).code, 0);
-  EXPECT_EQ(Cli("list -o name").out, "team-1/claim-1\n");
+  EXPECT_EQ(Cli("list -A -o name").out, "resourceclaim.resource.k8s.io/claim-1\n");
   const CliRun dry = Cli("restore --dry-run " + File("d.json", Cli("generate --claims 5").out));
   EXPECT_EQ(dry.code, 0);
   EXPECT_THAT(dry.out, HasSubstr("nothing written"));
-  EXPECT_EQ(Cli("list -o name").out, "team-1/claim-1\n");
+  EXPECT_EQ(Cli("list -A -o name").out, "resourceclaim.resource.k8s.io/claim-1\n");
 }
 
 TEST_F(CliTest, ReadCommandsWorkWhileAWriterHoldsTheDatabase) {
@@ -222,8 +222,11 @@ TEST_F(CliTest, TheMainJobRunsAndNeverEmptiesSomeoneElsesDatabase) {
 TEST_F(CliTest, TheBundledExampleRestores) {
   const CliRun r = Cli(std::string("restore ") + CLAIMSTORE_EXAMPLES "/claims.json");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(Cli("list -o name").out,
-            "ml/pending\nml/trainer-0-gpus\nnet/router-nic\nserving/inference-shared-gpu\n");
+  const std::string table = Cli("list -A").out;
+  for (const char* row : {"ml          pending", "ml          trainer-0-gpus",
+                          "net         router-nic", "serving     inference-shared-gpu"}) {
+    EXPECT_THAT(table, HasSubstr(row));
+  }
   EXPECT_THAT(Cli("find --device gpu.example.com/node-b").out, HasSubstr("share 2b0e6d1c"));
 }
 
@@ -364,10 +367,142 @@ TEST_F(CliTest, FindAndTables) {
   EXPECT_EQ(pool.code, 0);
   EXPECT_THAT(pool.out, HasSubstr("DEVICE"));
   EXPECT_THAT(pool.out, HasSubstr("gpu.example.com/node-0/gpu-"));
-  const CliRun wide = Cli("list -o wide");
+  const CliRun wide = Cli("list -A -o wide");
   EXPECT_THAT(wide.out, HasSubstr("NAMESPACE   NAME"));
   EXPECT_THAT(wide.out, HasSubstr("DEVICES"));
   EXPECT_EQ(Cli("find").code, 1);
+}
+
+// Issue 14: the tool as a kubectl user reads it.
+TEST_F(CliTest, GlobalFlagsGoAnywhere) {
+  ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 6").out)).code, 0);
+  const std::string out = dir_.path() + "/out";
+  // --db after the command, and after the command's own flags.
+  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " list -A --db ", db(), " -o name >", out).c_str()),
+            0);
+  EXPECT_EQ(ReadFile(out), Cli("list -A -o name").out);
+  EXPECT_THAT(ReadFile(out), HasSubstr("resourceclaim.resource.k8s.io/claim-"));
+  EXPECT_EQ(Cli("list --bogus").code, 1);  // unknown flags stay errors
+}
+
+TEST_F(CliTest, NamespacesAsKubectlReadsThem) {
+  ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 12").out)).code, 0);
+  // NAME in the namespace of -n; NAMESPACE/NAME; resourceclaim/NAME.
+  const CliRun by_flag = Cli("get -n team-3 claim-3 -o name");
+  EXPECT_EQ(by_flag.code, 0) << by_flag.err;
+  EXPECT_EQ(by_flag.out, "resourceclaim.resource.k8s.io/claim-3\n");
+  EXPECT_EQ(Cli("get claim-3 -n team-3 -o name").out, by_flag.out);
+  EXPECT_EQ(Cli("get team-3/claim-3 -o name").out, by_flag.out);
+  EXPECT_EQ(Cli("get resourceclaim/claim-3 --namespace team-3 -o name").out, by_flag.out);
+  const CliRun mismatch = Cli("get team-3/claim-3 -n team-4");
+  EXPECT_EQ(mismatch.code, 1);
+  EXPECT_THAT(mismatch.err, HasSubstr("names namespace team-3, -n names team-4"));
+  // Without -n: the default namespace, which holds none of these.
+  const CliRun none = Cli("get claim-3");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_THAT(none.err, HasSubstr("claim default/claim-3 not found"));
+  const CliRun empty = Cli("list");
+  EXPECT_EQ(empty.code, 0);
+  EXPECT_EQ(empty.out, "");
+  EXPECT_EQ(empty.err, "No resources found in default namespace.\n");
+  // One namespace: no NAMESPACE column; -A: with it, every namespace.
+  const CliRun one = Cli("list -n team-3");
+  EXPECT_EQ(one.out.substr(0, 5), "NAME ");
+  EXPECT_THAT(one.out, HasSubstr("claim-3 "));
+  EXPECT_THAT(one.out, ::testing::Not(HasSubstr("claim-4")));
+  const CliRun all = Cli("list --all-namespaces");
+  EXPECT_EQ(all.out.substr(0, 10), "NAMESPACE ");
+  EXPECT_EQ(std::count(all.out.begin(), all.out.end(), '\n'), 13);
+  EXPECT_EQ(Cli("list -A -n team-3").code, 1);
+  // find looks everywhere unless -n narrows it.
+  const CliRun pool = Cli("find --device gpu.example.com");
+  ASSERT_EQ(pool.code, 0) << pool.err;
+  const CliRun narrowed = Cli("find --device gpu.example.com -n team-3");
+  EXPECT_THAT(narrowed.out, HasSubstr("team-3 "));
+  EXPECT_LT(narrowed.out.size(), pool.out.size());
+}
+
+TEST_F(CliTest, FindSaysWhenNothingMatchesAndRefusesEmptyParts) {
+  ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 4").out)).code, 0);
+  for (const char* args : {"find --consumer-uid no-such-uid", "find --device no.such.driver"}) {
+    const CliRun r = Cli(args);
+    EXPECT_EQ(r.code, 0) << args;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(r.err, "No resources found\n") << args;
+  }
+  const CliRun slash = Cli("find --device gpu.example.com/");
+  EXPECT_EQ(slash.code, 1);
+  EXPECT_THAT(slash.err, HasSubstr("--device gpu.example.com/: POOL is empty"));
+  ASSERT_EQ(Cli("reserve team-3/claim-3 --consumer pods/web-0/u-web").code, 0);
+  const CliRun found = Cli("find --consumer-uid u-web");
+  EXPECT_EQ(found.out.substr(0, 10), "NAMESPACE ");
+  EXPECT_THAT(found.out, HasSubstr("team-3      claim-3"));
+}
+
+TEST_F(CliTest, WriteCommandsSayWhatChangedAndWhenNothingDid) {
+  ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 4").out)).code, 0);
+  const CliRun first = Cli("reserve claim-3 -n team-3 --consumer pods/web-0/u-web");
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_EQ(first.out, "team-3/claim-3 reserved for pods/web-0 (uid u-web); revision 5\n");
+  const CliRun again = Cli("reserve team-3/claim-3 --consumer pods/web-0/u-web");
+  EXPECT_EQ(again.code, 0);
+  EXPECT_EQ(again.out,
+            "team-3/claim-3 unchanged: pods/web-0 (uid u-web) reserves it already; its revision "
+            "is still 5\n");
+  EXPECT_EQ(Cli("unreserve team-3/claim-3 --consumer-uid u-web").out,
+            "team-3/claim-3 no longer reserved for uid u-web; revision 6\n");
+  EXPECT_EQ(Cli("unreserve team-3/claim-3 --consumer-uid u-web").out,
+            "team-3/claim-3 unchanged: uid u-web does not reserve it; its revision is still 6\n");
+  // The claim's uid as a precondition.
+  const CliRun wrong_uid = Cli("reserve team-3/claim-3 --consumer pods/p/u2 --if-claim-uid nope");
+  EXPECT_EQ(wrong_uid.code, 3);
+  EXPECT_EQ(wrong_uid.out, "");
+}
+
+TEST_F(CliTest, WritesNeverCreateADatabaseAndMissingFilesSayWhy) {
+  const std::string typo = dir_.path() + "/typo.db";
+  const std::string err = dir_.path() + "/err";
+  EXPECT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", typo,
+                                     " reserve ns/c --consumer pods/p/u 2>", err).c_str()) >> 8,
+            2);
+  EXPECT_THAT(ReadFile(err), HasSubstr("no claimstore database at " + typo));
+  EXPECT_FALSE(std::filesystem::exists(typo));
+  const CliRun missing = Cli("restore /nonexistent/claims.json");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_THAT(missing.err,
+              HasSubstr("/nonexistent/claims.json: cannot open: No such file or directory"));
+  const CliRun no_allocation = Cli("allocate ns/c -f /nonexistent/a.json");
+  EXPECT_NE(no_allocation.code, 0);
+}
+
+TEST_F(CliTest, RestoreOnATerminalSaysItReadsStandardInput) {
+  if (std::system("command -v script >/dev/null") != 0) GTEST_SKIP() << "no script(1)";
+  const std::string out = dir_.path() + "/tty";
+  // Standard input a terminal, with nothing typed: the hint, then the wait
+  // (cut short).
+  std::system(absl::StrCat("timeout 2 script -qec '", CLAIMSTORE_CLI, " --db ", db(),
+                           " restore' /dev/null </dev/null >", out)
+                  .c_str());
+  EXPECT_THAT(ReadFile(out), HasSubstr("Reading claims to restore from standard input"));
+  // Piped: no hint.
+  EXPECT_EQ(Cli("restore -", "").err.find("Reading"), std::string::npos);
+}
+
+TEST_F(CliTest, WideTablesCutLongDeviceLists) {
+  std::string results;
+  for (int i = 0; i < 8; ++i) {
+    results += absl::StrCat(i ? "," : "", R"({"request":"gpus","driver":"gpu.example.com",)",
+                            R"("pool":"node-a","device":"gpu-)", i, R"("})");
+  }
+  const std::string claim = absl::StrCat(
+      R"({"metadata":{"namespace":"ml","name":"all-gpus","uid":"u1"},"status":{"allocation":)",
+      R"({"devices":{"results":[)", results, "]}}}}");
+  ASSERT_EQ(Cli("restore -", claim).code, 0);
+  const CliRun wide = Cli("get ml/all-gpus -o wide");
+  ASSERT_EQ(wide.code, 0) << wide.err;
+  EXPECT_THAT(wide.out,
+              HasSubstr("gpu.example.com/node-a/gpu-0,gpu.example.com/node-a/gpu-1,+6 more"));
+  EXPECT_THAT(wide.out, ::testing::Not(HasSubstr("gpu-2")));
 }
 
 }  // namespace

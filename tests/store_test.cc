@@ -340,6 +340,13 @@ TEST_F(StoreTest, AllocateIndexesDevicesByKindOfHolding) {
   EXPECT_TRUE(store_->ClaimsUsingDevice({.driver = "gpu"})->holdings.empty());
   EXPECT_THAT(store_->ClaimsUsingDevice({.driver = "d", .device = "x"}),
               StatusIs(absl::StatusCode::kInvalidArgument, "requiring the one before"));
+  // Queries that can mean nothing are refused, naming the field.
+  EXPECT_THAT(store_->ClaimsUsingDevice({}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "DeviceQuery.driver: Required value"));
+  EXPECT_THAT(store_->ClaimsUsingDevice({.driver = "gpu.example.com", .pool = ""}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "DeviceQuery.pool: Required value"));
+  EXPECT_THAT(store_->ClaimsReservedFor(""),
+              StatusIs(absl::StatusCode::kInvalidArgument, "consumer uid: Required value"));
 }
 
 TEST_F(StoreTest, AllocateRefusesDevicesHeldByAnotherClaim) {

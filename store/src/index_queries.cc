@@ -1,5 +1,6 @@
 #include "index_queries.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -19,6 +20,8 @@ absl::Status Malformed(absl::string_view index, absl::string_view key) {
 }  // namespace
 
 absl::StatusOr<ClaimKeys> FindReservations(absl::string_view consumer_uid, IndexScan scan) {
+  // An empty uid can mean nothing (every reservation has one).
+  if (consumer_uid.empty()) return absl::InvalidArgumentError("consumer uid: Required value");
   std::string prefix;
   AppendComponent(consumer_uid, &prefix);
   ClaimKeys out;
@@ -35,6 +38,17 @@ absl::StatusOr<ClaimKeys> FindReservations(absl::string_view consumer_uid, Index
 }
 
 absl::StatusOr<DeviceHoldings> FindHoldings(const DeviceQuery& query, IndexScan scan) {
+  // Each part given must name something: an empty one would match nothing
+  // (or, for the driver, mean "everything", which this call is not for).
+  for (const auto& [field, value] :
+       {std::pair<const char*, const std::optional<std::string>*>{"pool", &query.pool},
+        {"device", &query.device},
+        {"shareID", &query.share_id}}) {
+    if (value->has_value() && (*value)->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("DeviceQuery.", field, ": Required value"));
+    }
+  }
+  if (query.driver.empty()) return absl::InvalidArgumentError("DeviceQuery.driver: Required value");
   if ((query.device.has_value() && !query.pool.has_value()) ||
       (query.share_id.has_value() && !query.device.has_value())) {
     return absl::InvalidArgumentError(

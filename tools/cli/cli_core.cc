@@ -1,7 +1,11 @@
 #include "cli_core.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -9,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
 #include "claimstore/validation.h"
@@ -33,12 +38,18 @@ std::string Devices(const ClaimRecord& r) {
   if (s == nullptr || s->allocation() == nullptr || s->allocation()->results() == nullptr) {
     return "<none>";
   }
+  // Two, then a count, as kubectl cuts long cells: a claim of every GPU
+  // of a node must not widen every row.
+  constexpr size_t kShown = 2;
+  const auto& results = *s->allocation()->results();
   std::vector<std::string> out;
-  for (const auto* res : *s->allocation()->results()) {
+  for (size_t i = 0; i < results.size() && i < kShown; ++i) {
+    const auto* res = results.Get(i);
     out.push_back(
         absl::StrCat(res->driver()->str(), "/", res->pool()->str(), "/", res->device()->str()));
   }
-  return absl::StrJoin(out, ",");
+  if (results.size() > kShown) out.push_back(absl::StrCat("+", results.size() - kShown, " more"));
+  return out.empty() ? "<none>" : absl::StrJoin(out, ",");
 }
 
 }  // namespace
@@ -59,6 +70,36 @@ CLI::App* AddCommand(CLI::App& app, const std::string& name, const std::string& 
 std::string UsageOf(const CLI::App* command) {
   auto it = Usages().find(command);
   return it == Usages().end() ? std::string() : it->second;
+}
+
+absl::StatusOr<ClaimKey> ResolveClaim(const std::string& arg, const std::string& claim_namespace) {
+  const std::vector<std::string> parts = absl::StrSplit(arg, '/');
+  const std::string from_flag = claim_namespace.empty() ? kDefaultNamespace : claim_namespace;
+  ClaimKey key;
+  if (parts.size() == 1) {
+    key = ClaimKey{from_flag, parts[0]};
+  } else if (parts.size() == 2 && (parts[0] == "resourceclaim" || parts[0] == "resourceclaims" ||
+                                   parts[0] == "resourceclaim.resource.k8s.io")) {
+    key = ClaimKey{from_flag, parts[1]};
+  } else if (parts.size() == 2) {
+    if (!claim_namespace.empty() && claim_namespace != parts[0]) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", arg, "\" names namespace ", parts[0],
+                                                     ", -n names ", claim_namespace));
+    }
+    key = ClaimKey{parts[0], parts[1]};
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", arg, "\" is not NAME, NAMESPACE/NAME or resourceclaim/NAME"));
+  }
+  if (key.claim_namespace.empty() || key.name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", arg, "\": empty ",
+                                                   key.name.empty() ? "name" : "namespace"));
+  }
+  return key;
+}
+
+std::string ClaimResourceName(const ClaimRecord& r) {
+  return absl::StrCat("resourceclaim.resource.k8s.io/", r.name());
 }
 
 int ExitCode(const absl::Status& s) {
@@ -97,19 +138,40 @@ absl::StatusOr<std::unique_ptr<Store>> OpenForReading(const Context& context) {
   return store;
 }
 
-absl::StatusOr<std::unique_ptr<Store>> OpenForWriting(const Context& context) {
+absl::StatusOr<std::unique_ptr<Store>> OpenForWriting(const Context& context, bool create) {
   // One command and exit: the in-memory indexes are read only if the
-  // command needs them (a Get or a Put of a claim without devices does not).
-  return Store::Open(context.DbPath(), {.sync_writes = true, .defer_index_load = true});
+  // command needs them (a reservation does not).
+  return Store::Open(context.DbPath(),
+                     {.create_if_missing = create, .sync_writes = true, .defer_index_load = true});
+}
+
+absl::Status CannotOpen(const std::string& path, int error) {
+  return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(error)));
+}
+
+void HintReadingStdin(const std::string& what) {
+  if (isatty(STDIN_FILENO) == 0) return;
+  std::cerr << "Reading " << what << " from standard input (end with Ctrl-D; or give a FILE)\n";
 }
 
 absl::StatusOr<std::string> ReadInput(const std::string& path) {
-  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  if (path == "-") {
+    HintReadingStdin("claims");
+    return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  if (!in) return CannotOpen(path, errno);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+void PrintNoResources(const std::string& claim_namespace) {
+  if (claim_namespace.empty()) {
+    std::cerr << "No resources found\n";
+  } else {
+    std::cerr << "No resources found in " << claim_namespace << " namespace.\n";
+  }
 }
 
 void PrintTable(const std::vector<std::vector<std::string>>& rows) {
@@ -133,25 +195,26 @@ size_t ConsumerCount(const ClaimRecord& r) {
   return s == nullptr || s->reserved_for() == nullptr ? 0 : s->reserved_for()->size();
 }
 
-std::vector<std::string> ClaimRow(const ClaimRecord& r, bool wide) {
-  std::vector<std::string> row = {std::string(r.claim_namespace()), std::string(r.name()),
-                                  State(r), absl::StrCat(ConsumerCount(r)),
+std::vector<std::string> ClaimRow(const ClaimRecord& r, bool wide, bool namespaced) {
+  std::vector<std::string> row = {std::string(r.name()), State(r), absl::StrCat(ConsumerCount(r)),
                                   absl::StrCat(r.mod_revision())};
   if (wide) {
-    row.insert(row.begin() + 3, Devices(r));
+    row.insert(row.begin() + 2, Devices(r));
     row.push_back(r.unvalidated()
                       ? absl::StrCat("no (", ValidateClaimStatus(nullptr, r).size(), " errors)")
                       : "yes");
   }
+  if (namespaced) row.insert(row.begin(), std::string(r.claim_namespace()));
   return row;
 }
 
-std::vector<std::string> ClaimHeader(bool wide) {
-  std::vector<std::string> h = {"NAMESPACE", "NAME", "STATE", "CONSUMERS", "REVISION"};
+std::vector<std::string> ClaimHeader(bool wide, bool namespaced) {
+  std::vector<std::string> h = {"NAME", "STATE", "CONSUMERS", "REVISION"};
   if (wide) {
-    h.insert(h.begin() + 3, "DEVICES");
+    h.insert(h.begin() + 2, "DEVICES");
     h.push_back("VALIDATED");
   }
+  if (namespaced) h.insert(h.begin(), "NAMESPACE");
   return h;
 }
 

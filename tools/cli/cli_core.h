@@ -44,6 +44,16 @@ CLI::App* AddCommand(CLI::App& app, const std::string& name, const std::string& 
 // application's own for the top level).
 std::string UsageOf(const CLI::App* command);
 
+// The claim a command names, as kubectl reads it: NAME in the namespace of
+// -n (`claim_namespace`, else "default"), NAMESPACE/NAME, or
+// resourceclaim[s][.resource.k8s.io]/NAME. InvalidArgument when the
+// argument's namespace and -n differ.
+absl::StatusOr<ClaimKey> ResolveClaim(const std::string& arg, const std::string& claim_namespace);
+// The namespace kubectl reads when none is given.
+inline constexpr char kDefaultNamespace[] = "default";
+// kubectl's -o name of a claim.
+std::string ClaimResourceName(const ClaimRecord& r);
+
 // The exit code of an error (see the top of this file).
 int ExitCode(const absl::Status& s);
 // Prints the error (validation errors one per field), prefixed by
@@ -53,19 +63,31 @@ int Fail(const absl::Status& s, const std::string& context = "");
 int Usage(const std::string& message, const std::string& usage);
 
 // The store, read-only (a secondary instance, safe beside a writer) and
-// caught up; or for writing (synced writes).
+// caught up; or for writing (synced writes). Only `create` makes a
+// database where there is none (restore): a mistyped --db is NotFound.
 absl::StatusOr<std::unique_ptr<Store>> OpenForReading(const Context& context);
-absl::StatusOr<std::unique_ptr<Store>> OpenForWriting(const Context& context);
+absl::StatusOr<std::unique_ptr<Store>> OpenForWriting(const Context& context, bool create = false);
 
-// A whole file, or standard input for "-". NotFound when it cannot be
+// A whole file, or standard input for "-". NotFound, with the reason
+// (`x.json: cannot open: No such file or directory`), when it cannot be
 // opened.
 absl::StatusOr<std::string> ReadInput(const std::string& path);
+// The error for a file that cannot be opened, from errno.
+absl::Status CannotOpen(const std::string& path, int error);
+// On a terminal, says on stderr that standard input is being read (a
+// command waiting silently looks hung).
+void HintReadingStdin(const std::string& what);
 
 // A kubectl-like table on stdout: columns padded to their widest cell.
 void PrintTable(const std::vector<std::vector<std::string>>& rows);
-// The claim table's header and a claim's row (`wide`: with DEVICES).
-std::vector<std::string> ClaimHeader(bool wide);
-std::vector<std::string> ClaimRow(const ClaimRecord& r, bool wide);
+// What a table says where it would have no rows, on stderr as kubectl
+// does: `No resources found in NS namespace.` (or `No resources found`).
+void PrintNoResources(const std::string& claim_namespace);
+// The claim table's header and a claim's row: `wide` with DEVICES (the
+// first two, then `+N more`) and VALIDATED; `namespaced` with NAMESPACE
+// first (kubectl prints it for -A only).
+std::vector<std::string> ClaimHeader(bool wide, bool namespaced);
+std::vector<std::string> ClaimRow(const ClaimRecord& r, bool wide, bool namespaced);
 // How many consumers reserve the claim.
 size_t ConsumerCount(const ClaimRecord& r);
 

@@ -31,7 +31,7 @@ constexpr char kGenerateUsage[] =
     "Usage: claimstore generate --claims N [--seed S]\n"
     "Prints N realistic claims as a ResourceClaimList (JSON lines with -o jsonl).\n";
 constexpr char kDemoUsage[] =
-    "Usage: claimstore [--db DIR] demo\n"
+    "Usage: claimstore demo [--db DIR]\n"
     "The main job: restores 10,000 generated claims into its own database (refusing one\n"
     "it did not create), asks what a scheduler asks, races two schedulers, verifies.\n";
 constexpr int kClaims = 10000;

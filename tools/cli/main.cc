@@ -19,14 +19,14 @@ namespace claimstore::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "Usage: claimstore [--db DIR] COMMAND [ARGS...]   (--db defaults to $CLAIMSTORE_DB, "
-    "else ./claimstore.db)\n"
+    "Usage: claimstore COMMAND [ARGS...] [--db DIR]   (--db, anywhere, defaults to "
+    "$CLAIMSTORE_DB, else ./claimstore.db)\n"
     "Commands:\n"
-    "  restore [FILE...|-]     load claims (any form), all-or-nothing\n"
+    "  restore [FILE...|-]     load claims (any form), all-or-nothing; creates the database\n"
     "  dump [-o json|jsonl|yaml]\n"
-    "  get NAMESPACE/NAME      list [-n NAMESPACE]\n"
-    "  find --consumer UID     find --device DRIVER[/POOL[/DEVICE[/SHAREID]]]\n"
-    "  reserve, unreserve, allocate, deallocate, delete NAMESPACE/NAME ...\n"
+    "  get NAME [-n NS]        list [-n NS | -A] [-o wide|name|json]\n"
+    "  find --consumer-uid UID find --device DRIVER[/POOL[/DEVICE[/SHAREID]]]\n"
+    "  reserve, unreserve, allocate, deallocate, delete NAME [-n NS] ...\n"
     "  verify [--repair]       stats      backup DIR\n"
     "  generate --claims N     decode [FILE...]   demo (the main job)\n"
     "Every command takes --help.\n";
@@ -60,6 +60,8 @@ int Main(int argc, char** argv) {
   CLI::App app("claimstore", "claimstore");
   app.formatter(std::make_shared<HelpFormatter>());
   app.add_option("--db", context.db_flag, "the database (default $CLAIMSTORE_DB, else ./claimstore.db)");
+  // Global flags anywhere, before or after the command, as kubectl takes them.
+  app.fallthrough();
   AddRestoreCommand(app, context);
   AddReadCommands(app, context);
   AddWriteCommands(app, context);

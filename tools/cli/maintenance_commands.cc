@@ -11,10 +11,10 @@ namespace claimstore::cli {
 namespace {
 
 constexpr char kVerifyUsage[] =
-    "Usage: claimstore [--db DIR] verify [--repair]\n"
+    "Usage: claimstore verify [--repair] [--db DIR]\n"
     "Reads every record, recomputes every index entry and compares; exit 0 only when clean.\n";
 constexpr char kBackupUsage[] =
-    "Usage: claimstore [--db DIR] backup DIR\n"
+    "Usage: claimstore backup DIR [--db DIR]\n"
     "Writes a consistent copy of the database (one revision) to DIR, which must not exist;\n"
     "works while another process writes the database.\n";
 

@@ -17,31 +17,41 @@
 namespace claimstore::cli {
 namespace {
 
-constexpr char kGetUsage[] = "Usage: claimstore [--db DIR] get NAMESPACE/NAME [-o json|yaml|wide]\n";
-constexpr char kListUsage[] = "Usage: claimstore [--db DIR] list [-n NAMESPACE] [-o name|wide|json]\n";
+constexpr char kGetUsage[] =
+    "Usage: claimstore get NAME [-n NAMESPACE] [-o json|yaml|wide|name] [--db DIR]\n"
+    "       claimstore get NAMESPACE/NAME ...\n"
+    "NAME is in the namespace of -n, else \"default\", as kubectl reads it.\n";
+constexpr char kListUsage[] =
+    "Usage: claimstore list [-n NAMESPACE | -A] [-o wide|name|json] [--db DIR]\n"
+    "Lists the claims of one namespace (-n, else \"default\") or of all (-A), as\n"
+    "kubectl get resourceclaims does.\n";
 constexpr char kFindUsage[] =
-    "Usage: claimstore [--db DIR] find --consumer UID\n"
-    "       claimstore [--db DIR] find --device DRIVER[/POOL[/DEVICE[/SHAREID]]]\n";
+    "Usage: claimstore find --consumer-uid UID [-n NAMESPACE] [--db DIR]\n"
+    "       claimstore find --device DRIVER[/POOL[/DEVICE[/SHAREID]]] [-n NAMESPACE]\n"
+    "Finds the claims a consumer reserves, or that hold a device, in every namespace\n"
+    "(consumers and devices are cluster-wide) unless -n narrows it.\n";
 constexpr char kDumpUsage[] =
-    "Usage: claimstore [--db DIR] dump [-o json|jsonl|yaml]\n"
+    "Usage: claimstore dump [-o json|jsonl|yaml] [--db DIR]\n"
     "Prints every claim at one snapshot, in namespace/name order.\n";
-constexpr char kStatsUsage[] = "Usage: claimstore [--db DIR] stats\n";
+constexpr char kStatsUsage[] = "Usage: claimstore stats [--db DIR]\n";
 constexpr char kDecodeUsage[] =
     "Usage: claimstore decode [-o json|jsonl] [FILE...|-]\n"
     "Decodes claims in any input form and prints them back in the API form.\n";
 
 struct ReadFlags {
-  std::string name, format, claim_namespace, consumer, device;
+  std::string name, format, claim_namespace, consumer_uid, device;
+  bool all_namespaces = false;
   std::vector<std::string> files;
 };
 
 int Get(const Context& context, const ReadFlags& flags) {
-  absl::StatusOr<ClaimKey> key = ClaimKey::Parse(flags.name);
-  if (!key.ok()) return Fail(key.status());
   const std::string& format = flags.format;
-  if (!format.empty() && format != "json" && format != "yaml" && format != "wide") {
-    return Usage("-o must be json, yaml or wide", kGetUsage);
+  if (!format.empty() && format != "json" && format != "yaml" && format != "wide" &&
+      format != "name") {
+    return Usage("-o must be json, yaml, wide or name", kGetUsage);
   }
+  absl::StatusOr<ClaimKey> key = ResolveClaim(flags.name, flags.claim_namespace);
+  if (!key.ok()) return Usage(std::string(key.status().message()), kGetUsage);
   absl::StatusOr<std::unique_ptr<Store>> store = OpenForReading(context);
   if (!store.ok()) return Fail(store.status());
   absl::StatusOr<ClaimRead> read = (*store)->Get(*key);
@@ -52,8 +62,11 @@ int Get(const Context& context, const ReadFlags& flags) {
     std::string yaml;
     AppendYaml(EncodeClaim(read->record), &yaml);
     std::cout << yaml;
+  } else if (format == "name") {
+    std::cout << ClaimResourceName(read->record) << "\n";
   } else {
-    PrintTable({ClaimHeader(format == "wide"), ClaimRow(read->record, format == "wide")});
+    const bool wide = format == "wide";
+    PrintTable({ClaimHeader(wide, false), ClaimRow(read->record, wide, false)});
   }
   return 0;
 }
@@ -61,31 +74,50 @@ int Get(const Context& context, const ReadFlags& flags) {
 int List(const Context& context, const ReadFlags& flags) {
   const std::string& format = flags.format;
   if (!format.empty() && format != "name" && format != "json" && format != "wide") {
-    return Usage("-o must be name, wide or json", kListUsage);
+    return Usage("-o must be wide, name or json", kListUsage);
   }
+  if (flags.all_namespaces && !flags.claim_namespace.empty()) {
+    return Usage("give -n NAMESPACE or -A, not both", kListUsage);
+  }
+  const std::string claim_namespace =
+      flags.all_namespaces ? ""
+                           : (flags.claim_namespace.empty() ? kDefaultNamespace : flags.claim_namespace);
   absl::StatusOr<std::unique_ptr<Store>> store = OpenForReading(context);
   if (!store.ok()) return Fail(store.status());
-  absl::StatusOr<ListPage> page = (*store)->List({.claim_namespace = flags.claim_namespace});
+  absl::StatusOr<ListPage> page = (*store)->List({.claim_namespace = claim_namespace});
   if (!page.ok()) return Fail(page.status());
-  if (format == "name") {
-    for (const ClaimRecord& r : page->records) {
-      std::cout << r.claim_namespace() << "/" << r.name() << "\n";
-    }
-  } else if (format == "json") {
+  if (format == "json") {
     std::cout << EncodeClaimList(page->records, absl::StrCat(page->revision), {.indent = "    "})
               << "\n";
-  } else {
-    std::vector<std::vector<std::string>> rows = {ClaimHeader(format == "wide")};
-    for (const ClaimRecord& r : page->records) rows.push_back(ClaimRow(r, format == "wide"));
-    PrintTable(rows);
+    return 0;
   }
+  if (page->records.empty()) {
+    PrintNoResources(claim_namespace);
+    return 0;
+  }
+  if (format == "name") {
+    for (const ClaimRecord& r : page->records) std::cout << ClaimResourceName(r) << "\n";
+    return 0;
+  }
+  const bool wide = format == "wide";
+  std::vector<std::vector<std::string>> rows = {ClaimHeader(wide, flags.all_namespaces)};
+  for (const ClaimRecord& r : page->records) rows.push_back(ClaimRow(r, wide, flags.all_namespaces));
+  PrintTable(rows);
   return 0;
 }
 
 absl::StatusOr<DeviceQuery> ParseDeviceQuery(const std::string& text) {
   std::vector<std::string> parts = absl::StrSplit(text, '/');
-  if (parts.empty() || parts[0].empty() || parts.size() > 4) {
-    return absl::InvalidArgumentError("--device takes DRIVER[/POOL[/DEVICE[/SHAREID]]]");
+  static constexpr const char* kParts[] = {"DRIVER", "POOL", "DEVICE", "SHAREID"};
+  if (parts.size() > 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device ", text, ": more than DRIVER/POOL/DEVICE/SHAREID"));
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--device ", text, ": ", kParts[i], " is empty (DRIVER[/POOL[/DEVICE[/SHAREID]]])"));
+    }
   }
   DeviceQuery q{parts[0], {}, {}, {}};
   if (parts.size() > 1) q.pool = parts[1];
@@ -104,8 +136,8 @@ std::string HoldingName(const DeviceHolding& d) {
 }
 
 int Find(const Context& context, const ReadFlags& flags) {
-  if (flags.consumer.empty() == flags.device.empty()) {
-    return Usage("give exactly one of --consumer and --device", kFindUsage);
+  if (flags.consumer_uid.empty() == flags.device.empty()) {
+    return Usage("give exactly one of --consumer-uid and --device", kFindUsage);
   }
   absl::StatusOr<DeviceQuery> query;
   if (!flags.device.empty()) {
@@ -114,18 +146,30 @@ int Find(const Context& context, const ReadFlags& flags) {
   }
   absl::StatusOr<std::unique_ptr<Store>> store = OpenForReading(context);
   if (!store.ok()) return Fail(store.status());
-  if (!flags.consumer.empty()) {
-    absl::StatusOr<ClaimKeys> claims = (*store)->ClaimsReservedFor(flags.consumer);
+  const auto wanted = [&flags](const ClaimKey& k) {
+    return flags.claim_namespace.empty() || k.claim_namespace == flags.claim_namespace;
+  };
+  std::vector<std::vector<std::string>> rows;
+  if (!flags.consumer_uid.empty()) {
+    absl::StatusOr<ClaimKeys> claims = (*store)->ClaimsReservedFor(flags.consumer_uid);
     if (!claims.ok()) return Fail(claims.status());
-    for (const ClaimKey& k : claims->claims) std::cout << k.ToString() << "\n";
-    return 0;
+    rows.push_back({"NAMESPACE", "NAME"});
+    for (const ClaimKey& k : claims->claims) {
+      if (wanted(k)) rows.push_back({k.claim_namespace, k.name});
+    }
+  } else {
+    absl::StatusOr<DeviceHoldings> h = (*store)->ClaimsUsingDevice(*query);
+    if (!h.ok()) return Fail(h.status());
+    rows.push_back({"NAMESPACE", "NAME", "DEVICE", "HOLDING"});
+    for (const DeviceHolding& d : h->holdings) {
+      if (!wanted(d.claim)) continue;
+      rows.push_back({d.claim.claim_namespace, d.claim.name,
+                      absl::StrCat(d.driver, "/", d.pool, "/", d.device), HoldingName(d)});
+    }
   }
-  absl::StatusOr<DeviceHoldings> h = (*store)->ClaimsUsingDevice(*query);
-  if (!h.ok()) return Fail(h.status());
-  std::vector<std::vector<std::string>> rows = {{"DEVICE", "HOLDING", "CLAIM"}};
-  for (const DeviceHolding& d : h->holdings) {
-    rows.push_back({absl::StrCat(d.driver, "/", d.pool, "/", d.device), HoldingName(d),
-                    d.claim.ToString()});
+  if (rows.size() == 1) {
+    PrintNoResources(flags.claim_namespace);
+    return 0;
   }
   PrintTable(rows);
   return 0;
@@ -201,22 +245,26 @@ void AddReadCommands(CLI::App& app, Context& context) {
   // The flags live as long as the application (the callbacks hold them).
   const auto flags = std::make_shared<ReadFlags>();
   CLI::App* get = AddCommand(app, "get", kGetUsage, "Print one claim");
-  get->add_option("NAMESPACE/NAME", flags->name)->required();
-  get->add_option("-o", flags->format, "json, yaml or wide");
+  get->add_option("NAME", flags->name, "NAME, NAMESPACE/NAME or resourceclaim/NAME")->required();
+  get->add_option("-n,--namespace", flags->claim_namespace, "the claim's namespace (default \"default\")");
+  get->add_option("-o,--output", flags->format, "json, yaml, wide or name");
   get->callback([&context, flags] { context.exit_code = Get(context, *flags); });
 
   CLI::App* list = AddCommand(app, "list", kListUsage, "List claims");
-  list->add_option("-n", flags->claim_namespace, "only this namespace");
-  list->add_option("-o", flags->format, "name, wide or json");
+  list->add_option("-n,--namespace", flags->claim_namespace, "this namespace (default \"default\")");
+  list->add_flag("-A,--all-namespaces", flags->all_namespaces, "every namespace");
+  list->add_option("-o,--output", flags->format, "wide, name or json");
   list->callback([&context, flags] { context.exit_code = List(context, *flags); });
 
   CLI::App* find = AddCommand(app, "find", kFindUsage, "Find claims by consumer or device");
-  find->add_option("--consumer", flags->consumer, "the consumer's uid");
+  find->add_option("--consumer-uid", flags->consumer_uid, "the consumer's uid");
   find->add_option("--device", flags->device, "DRIVER[/POOL[/DEVICE[/SHAREID]]]");
+  find->add_option("-n,--namespace", flags->claim_namespace, "only claims of this namespace");
+  find->add_flag("-A,--all-namespaces", flags->all_namespaces, "every namespace (the default)");
   find->callback([&context, flags] { context.exit_code = Find(context, *flags); });
 
   CLI::App* dump = AddCommand(app, "dump", kDumpUsage, "Print every claim");
-  dump->add_option("-o", flags->format, "json, jsonl or yaml");
+  dump->add_option("-o,--output", flags->format, "json, jsonl or yaml");
   dump->callback([&context, flags] { context.exit_code = Dump(context, *flags); });
 
   CLI::App* stats = AddCommand(app, "stats", kStatsUsage, "Counts of claims and index entries");
@@ -224,7 +272,7 @@ void AddReadCommands(CLI::App& app, Context& context) {
 
   CLI::App* decode = AddCommand(app, "decode", kDecodeUsage, "Decode claims and print them back");
   decode->add_option("FILE", flags->files, "input files; - or none for standard input");
-  decode->add_option("-o", flags->format, "json or jsonl");
+  decode->add_option("-o,--output", flags->format, "json or jsonl");
   decode->callback([&context, flags] { context.exit_code = Decode(*flags); });
 }
 

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <algorithm>
 #include <atomic>
@@ -38,7 +39,7 @@ namespace claimstore::cli {
 namespace {
 
 constexpr char kRestoreUsage[] =
-    "Usage: claimstore [--db DIR] restore [FILE...|-] [--dry-run] [--no-validate] [--replace]\n"
+    "Usage: claimstore restore [FILE...|-] [--dry-run] [--no-validate] [--replace] [--db DIR]\n"
     "Reads claims in any form (claim, list, kubectl List, JSON lines, watch events),\n"
     "checks everything, then writes it in one atomic commit: nothing is written if any\n"
     "item is bad or two claims would hold a device in ways that exclude each other.\n"
@@ -62,12 +63,13 @@ class InputFile {
     auto file = std::unique_ptr<InputFile>(new InputFile());
     std::string name = path;
     if (path == "-") {
+      HintReadingStdin("claims to restore");
       absl::StatusOr<std::string> spooled = file->SpoolStdin();
       if (!spooled.ok()) return spooled.status();
       name = *spooled;
     }
     file->fd_ = open(name.c_str(), O_RDONLY);
-    if (file->fd_ < 0) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+    if (file->fd_ < 0) return CannotOpen(path, errno);
     struct stat st;
     if (fstat(file->fd_, &st) != 0) return absl::InternalError(absl::StrCat(path, ": cannot stat"));
     file->size_ = static_cast<size_t>(st.st_size);
@@ -352,7 +354,7 @@ void PrintWhereClaimsStood(const absl::Status& error, const std::vector<std::str
 // exist, an empty one in a temporary directory (removed by *scratch).
 absl::StatusOr<std::unique_ptr<Store>> OpenTarget(const Context& context, bool dry_run,
                                                   std::unique_ptr<ScratchDir>* scratch) {
-  if (!dry_run) return OpenForWriting(context);
+  if (!dry_run) return OpenForWriting(context, /*create=*/true);  // the one command that creates
   // (The indexes are read only if the check needs them.)
   absl::StatusOr<std::unique_ptr<Store>> store =
       Store::Open(context.DbPath(), {.create_if_missing = false, .defer_index_load = true});

@@ -340,10 +340,13 @@ class Store {
   virtual absl::StatusOr<ClaimReads> GetMany(absl::Span<const ClaimKey> keys) const = 0;
   // Claims in key order, a page at a time.
   virtual absl::StatusOr<ListPage> List(const ListOptions& options) const = 0;
-  // The claims whose status.reservedFor holds `consumer_uid`.
+  // The claims whose status.reservedFor holds `consumer_uid`
+  // (InvalidArgument when it is empty).
   virtual absl::StatusOr<ClaimKeys> ClaimsReservedFor(
       absl::string_view consumer_uid) const = 0;
   // Who holds a device, or every holding under a driver or pool.
+  // InvalidArgument, naming the field, for a query without a driver, with
+  // an empty part, or with a part but not the one before it.
   virtual absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(
       const DeviceQuery& query) const = 0;
 
