@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -503,6 +504,51 @@ TEST_F(CliTest, WideTablesCutLongDeviceLists) {
   EXPECT_THAT(wide.out,
               HasSubstr("gpu.example.com/node-a/gpu-0,gpu.example.com/node-a/gpu-1,+6 more"));
   EXPECT_THAT(wide.out, ::testing::Not(HasSubstr("gpu-2")));
+}
+
+// Every shell example of the README runs as written, in order: in an empty
+// directory holding tools/examples, with the built claimstore first on PATH.
+// Lines that install, build or run this very suite (tools/..., cmake ...) are
+// what CI itself runs, so they are not run from within it.
+TEST(ReadmeTest, ShellExamplesRunAsWritten) {
+  const std::string readme = ReadFile(CLAIMSTORE_README);
+  std::vector<std::string> lines;
+  int blocks = 0;
+  for (size_t pos = 0; (pos = readme.find("```sh\n", pos)) != std::string::npos;) {
+    pos += 6;
+    const size_t end = readme.find("\n```", pos);
+    ASSERT_NE(end, std::string::npos) << "an unclosed ```sh block";
+    ++blocks;
+    std::istringstream block(readme.substr(pos, end - pos));
+    for (std::string line; std::getline(block, line);) {
+      if (line.empty() || line.rfind("tools/", 0) == 0 || line.rfind("cmake ", 0) == 0) continue;
+      lines.push_back(line);
+    }
+    pos = end + 4;
+  }
+  EXPECT_GE(blocks, 3);
+  ASSERT_GE(lines.size(), 15u);
+  ScopedTempDir dir;
+  std::filesystem::create_directories(dir.path() + "/tools");
+  std::filesystem::create_directory_symlink(CLAIMSTORE_EXAMPLES, dir.path() + "/tools/examples");
+  const std::string bin = std::filesystem::path(CLAIMSTORE_CLI).parent_path();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string script = absl::StrCat(dir.path(), "/line.sh");
+    std::ofstream(script) << lines[i] << "\n";
+    const std::string err = absl::StrCat(dir.path(), "/line.err");
+    const int status = std::system(absl::StrCat("cd ", dir.path(), " && env -u CLAIMSTORE_DB PATH=", bin,
+                                                ":$PATH bash -o pipefail -e ", script,
+                                                " >/dev/null 2>", err)
+                                       .c_str());
+    EXPECT_EQ(status, 0) << "README line " << i << ": " << lines[i] << "\n" << ReadFile(err);
+  }
+  // What the lines left: the database, the dump (three claims: one was
+  // deleted), the checkpoint, the generated cluster.
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/claimstore.db/CURRENT"));
+  const std::string dump = ReadFile(dir.path() + "/claims-backup.jsonl");
+  EXPECT_EQ(std::count(dump.begin(), dump.end(), '\n'), 3);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/claims-checkpoint/CURRENT"));
+  EXPECT_GT(ReadFile(dir.path() + "/cluster.json").size(), 1000u);
 }
 
 }  // namespace

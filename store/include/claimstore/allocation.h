@@ -44,12 +44,12 @@ class Allocation {
 
 // One allocated device, for AllocationBuilder.
 struct DeviceResult {
-  std::string request;
-  std::string driver;
-  std::string pool;
-  std::string device;
-  std::optional<std::string> share_id;  // set: a share of a shared device
-  std::optional<bool> admin_access;     // true: admin access, never conflicts
+  std::string request = {};
+  std::string driver = {};
+  std::string pool = {};
+  std::string device = {};
+  std::optional<std::string> share_id = std::nullopt;  // set: a share of a shared device
+  std::optional<bool> admin_access = std::nullopt;     // true: admin access, never conflicts
 };
 
 // Builds an Allocation without JSON, as a scheduler plugin would.

@@ -95,7 +95,7 @@ absl::Status DecodeClaimsConcurrently(absl::string_view input, int threads,
 struct EncodeOptions {
   // Indentation per level, as in Go's json.MarshalIndent (kubectl uses four
   // spaces). Empty: compact output on one line.
-  std::string indent;
+  std::string indent = {};
 };
 
 // A ResourceClaim object (with kind and apiVersion).

@@ -53,8 +53,8 @@ namespace claimstore {
 
 // A claim's identity in the store.
 struct ClaimKey {
-  std::string claim_namespace;
-  std::string name;
+  std::string claim_namespace = {};
+  std::string name = {};
 
   // Parses "NAMESPACE/NAME" (both non-empty). InvalidArgument otherwise.
   static absl::StatusOr<ClaimKey> Parse(absl::string_view text);
@@ -106,18 +106,18 @@ struct Options {
 // Conditions a write must meet; unset members are not checked.
 struct Preconditions {
   // The claim's current mod revision (as returned by reads and writes).
-  std::optional<uint64_t> mod_revision;
+  std::optional<uint64_t> mod_revision = std::nullopt;
   // The claim's metadata.uid: pins the incarnation of the claim, as the
   // scheduler's unreserve patch does.
-  std::optional<std::string> uid;
+  std::optional<std::string> uid = std::nullopt;
 };
 
 // A consumer in status.reservedFor.
 struct ConsumerRef {
-  std::string api_group;  // optional, e.g. "" for pods
-  std::string resource;   // e.g. "pods"
-  std::string name;
-  std::string uid;
+  std::string api_group = {};  // optional, e.g. "" for pods
+  std::string resource = {};  // e.g. "pods"
+  std::string name = {};
+  std::string uid = {};
 };
 
 struct WriteResult {
@@ -139,9 +139,9 @@ struct ClaimReads {
 };
 
 struct ListOptions {
-  std::string claim_namespace;  // empty: every namespace
-  size_t limit = 0;             // 0: no limit
-  std::string continue_token;   // from the previous page
+  std::string claim_namespace = {};  // empty: every namespace
+  size_t limit = 0;                  // 0: no limit
+  std::string continue_token = {};   // from the previous page
 };
 
 struct ListPage {
@@ -172,10 +172,10 @@ struct DeviceHoldings {
 
 // Which devices to look up: a driver, a pool of it, one device, or one share.
 struct DeviceQuery {
-  std::string driver;
-  std::optional<std::string> pool;
-  std::optional<std::string> device;    // requires pool
-  std::optional<std::string> share_id;  // requires device
+  std::string driver = {};
+  std::optional<std::string> pool = std::nullopt;
+  std::optional<std::string> device = std::nullopt;    // requires pool
+  std::optional<std::string> share_id = std::nullopt;  // requires device
 };
 
 // The device holdings of `record`'s allocation: one per allocated device
