@@ -229,6 +229,17 @@ TEST_F(CliTest, TheBundledExampleRestores) {
     EXPECT_THAT(table, HasSubstr(row));
   }
   EXPECT_THAT(Cli("find --device gpu.example.com/node-b").out, HasSubstr("share 2b0e6d1c"));
+  // kubectl's YAML: sorted keys, plain where go-yaml writes plain, quoted
+  // timestamps and numeric strings, sequences under their key.
+  const std::string yaml = Cli("get -n serving inference-shared-gpu -o yaml").out;
+  const std::string head =
+      "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata:\n"
+      "  creationTimestamp: \"2026-11-02T09:20:11Z\"\n  name: inference-shared-gpu\n"
+      "  namespace: serving\n  resourceVersion: \"81901\"\n";
+  EXPECT_EQ(yaml.substr(0, head.size()), head);
+  EXPECT_THAT(yaml, HasSubstr("  reservedFor:\n  - name: inference-a\n    resource: pods\n"));
+  EXPECT_THAT(Cli("dump -o yaml").out,
+              HasSubstr("apiVersion: resource.k8s.io/v1\nitems:\n- metadata:\n    creationTimestamp:"));
 }
 
 // Issue 13, finding 1: a claim being deleted while still reserved (a

@@ -11,8 +11,8 @@ packages=(
   clang libclang-rt-14-dev
   # the library's dependencies
   librocksdb-dev libflatbuffers-dev flatbuffers-compiler libabsl-dev libsimdjson-dev
-  # the claimstore tool's command line (header-only)
-  libcli11-dev
+  # the claimstore tool's command line (header-only), and its -o yaml
+  libcli11-dev libyaml-dev pkg-config
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev
   # the SQLite baselines of bench/compare_bench and bench/tool_bench (the shell)

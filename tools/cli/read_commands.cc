@@ -12,7 +12,7 @@
 #include "claimstore/codec.h"
 #include "cli_core.h"
 #include "commands.h"
-#include "yaml.h"
+#include "kubectl_yaml.h"
 
 namespace claimstore::cli {
 namespace {
@@ -60,7 +60,9 @@ int Get(const Context& context, const ReadFlags& flags) {
     std::cout << EncodeClaim(read->record, {.indent = "    "}) << "\n";
   } else if (format == "yaml") {
     std::string yaml;
-    AppendYaml(EncodeClaim(read->record), &yaml);
+    if (!AppendYaml(EncodeClaim(read->record), &yaml)) {
+      return Fail(absl::InternalError("cannot write the claim as YAML"));
+    }
     std::cout << yaml;
   } else if (format == "name") {
     std::cout << ClaimResourceName(read->record) << "\n";
@@ -194,7 +196,7 @@ int Dump(const Context& context, const ReadFlags& flags) {
     std::cout << json << "\n";
   } else {
     std::string yaml;
-    AppendYaml(json, &yaml);
+    if (!AppendYaml(json, &yaml)) return Fail(absl::InternalError("cannot write the claims as YAML"));
     std::cout << yaml;
   }
   return 0;
