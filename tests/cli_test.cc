@@ -238,6 +238,11 @@ TEST_F(CliTest, TheBundledExampleRestores) {
       "  namespace: serving\n  resourceVersion: \"81901\"\n";
   EXPECT_EQ(yaml.substr(0, head.size()), head);
   EXPECT_THAT(yaml, HasSubstr("  reservedFor:\n  - name: inference-a\n    resource: pods\n"));
+  EXPECT_EQ(Cli("list -A -o jsonpath='{.items[*].metadata.name}'").out,
+            "pending trainer-0-gpus router-nic inference-shared-gpu");
+  EXPECT_EQ(Cli("get -n ml trainer-0-gpus -o jsonpath='{.status.allocation.devices.results[*].device}'").out,
+            "gpu-0 gpu-1");
+  EXPECT_EQ(Cli("get -n ml trainer-0-gpus -o 'jsonpath={..device}'").code, 1);  // unsupported
   EXPECT_THAT(Cli("dump -o yaml").out,
               HasSubstr("apiVersion: resource.k8s.io/v1\nitems:\n- metadata:\n    creationTimestamp:"));
 }

@@ -7,24 +7,27 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "claimstore/codec.h"
 #include "cli_core.h"
 #include "commands.h"
+#include "jsonpath.h"
 #include "kubectl_yaml.h"
 
 namespace claimstore::cli {
 namespace {
 
 constexpr char kGetUsage[] =
-    "Usage: claimstore get NAME [-n NAMESPACE] [-o json|yaml|wide|name] [--db DIR]\n"
+    "Usage: claimstore get NAME [-n NAMESPACE] [-o json|yaml|wide|name|jsonpath=T] [--db DIR]\n"
     "       claimstore get NAMESPACE/NAME ...\n"
     "NAME is in the namespace of -n, else \"default\", as kubectl reads it.\n";
 constexpr char kListUsage[] =
-    "Usage: claimstore list [-n NAMESPACE | -A] [-o wide|name|json] [--db DIR]\n"
+    "Usage: claimstore list [-n NAMESPACE | -A] [-o wide|name|json|jsonpath=T] [--db DIR]\n"
     "Lists the claims of one namespace (-n, else \"default\") or of all (-A), as\n"
-    "kubectl get resourceclaims does.\n";
+    "kubectl get resourceclaims does. -o jsonpath='{.items[*].metadata.name}' reads\n"
+    "fields of the list as kubectl's JSONPath does (fields, [N], [*], {range}...{end}).\n";
 constexpr char kFindUsage[] =
     "Usage: claimstore find --consumer-uid UID [-n NAMESPACE] [--db DIR]\n"
     "       claimstore find --device DRIVER[/POOL[/DEVICE[/SHAREID]]] [-n NAMESPACE]\n"
@@ -44,11 +47,20 @@ struct ReadFlags {
   std::vector<std::string> files;
 };
 
+// -o jsonpath=TEMPLATE over `json`, printed as kubectl prints it (no
+// newline of its own).
+int PrintJsonPath(const std::string& templ, const std::string& json) {
+  absl::StatusOr<std::string> text = ApplyJsonPath(templ, json);
+  if (!text.ok()) return Fail(text.status());
+  std::cout << *text;
+  return 0;
+}
+
 int Get(const Context& context, const ReadFlags& flags) {
   const std::string& format = flags.format;
   if (!format.empty() && format != "json" && format != "yaml" && format != "wide" &&
-      format != "name") {
-    return Usage("-o must be json, yaml, wide or name", kGetUsage);
+      format != "name" && !absl::StartsWith(format, "jsonpath=")) {
+    return Usage("-o must be json, yaml, wide, name or jsonpath=TEMPLATE", kGetUsage);
   }
   absl::StatusOr<ClaimKey> key = ResolveClaim(flags.name, flags.claim_namespace);
   if (!key.ok()) return Usage(std::string(key.status().message()), kGetUsage);
@@ -66,6 +78,8 @@ int Get(const Context& context, const ReadFlags& flags) {
     std::cout << yaml;
   } else if (format == "name") {
     std::cout << ClaimResourceName(read->record) << "\n";
+  } else if (absl::StartsWith(format, "jsonpath=")) {
+    return PrintJsonPath(format.substr(9), EncodeClaim(read->record));
   } else {
     const bool wide = format == "wide";
     PrintTable({ClaimHeader(wide, false), ClaimRow(read->record, wide, false)});
@@ -75,8 +89,9 @@ int Get(const Context& context, const ReadFlags& flags) {
 
 int List(const Context& context, const ReadFlags& flags) {
   const std::string& format = flags.format;
-  if (!format.empty() && format != "name" && format != "json" && format != "wide") {
-    return Usage("-o must be wide, name or json", kListUsage);
+  if (!format.empty() && format != "name" && format != "json" && format != "wide" &&
+      !absl::StartsWith(format, "jsonpath=")) {
+    return Usage("-o must be wide, name, json or jsonpath=TEMPLATE", kListUsage);
   }
   if (flags.all_namespaces && !flags.claim_namespace.empty()) {
     return Usage("give -n NAMESPACE or -A, not both", kListUsage);
@@ -92,6 +107,10 @@ int List(const Context& context, const ReadFlags& flags) {
     std::cout << EncodeClaimList(page->records, absl::StrCat(page->revision), {.indent = "    "})
               << "\n";
     return 0;
+  }
+  if (absl::StartsWith(format, "jsonpath=")) {
+    return PrintJsonPath(format.substr(9),
+                         EncodeClaimList(page->records, absl::StrCat(page->revision), {}));
   }
   if (page->records.empty()) {
     PrintNoResources(claim_namespace);
@@ -249,13 +268,13 @@ void AddReadCommands(CLI::App& app, Context& context) {
   CLI::App* get = AddCommand(app, "get", kGetUsage, "Print one claim");
   get->add_option("NAME", flags->name, "NAME, NAMESPACE/NAME or resourceclaim/NAME")->required();
   get->add_option("-n,--namespace", flags->claim_namespace, "the claim's namespace (default \"default\")");
-  get->add_option("-o,--output", flags->format, "json, yaml, wide or name");
+  get->add_option("-o,--output", flags->format, "json, yaml, wide, name or jsonpath=TEMPLATE");
   get->callback([&context, flags] { context.exit_code = Get(context, *flags); });
 
   CLI::App* list = AddCommand(app, "list", kListUsage, "List claims");
   list->add_option("-n,--namespace", flags->claim_namespace, "this namespace (default \"default\")");
   list->add_flag("-A,--all-namespaces", flags->all_namespaces, "every namespace");
-  list->add_option("-o,--output", flags->format, "wide, name or json");
+  list->add_option("-o,--output", flags->format, "wide, name, json or jsonpath=TEMPLATE");
   list->callback([&context, flags] { context.exit_code = List(context, *flags); });
 
   CLI::App* find = AddCommand(app, "find", kFindUsage, "Find claims by consumer or device");

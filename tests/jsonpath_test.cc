@@ -1,0 +1,57 @@
+// -o jsonpath (tools/cli/jsonpath.h): kubectl's JSONPath for reading fields.
+#include "jsonpath.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace claimstore::cli {
+namespace {
+
+constexpr char kList[] =
+    R"({"kind":"ResourceClaimList","items":[)"
+    R"({"metadata":{"name":"a","labels":{"app.kubernetes.io/name":"x"}},"status":{"reservedFor":[{"uid":"u1"},{"uid":"u2"}]}},)"
+    R"({"metadata":{"name":"b"},"status":{"allocation":{"devices":{"results":[{"device":"gpu-0"}]}}}}]})";
+
+std::string Path(const std::string& templ) {
+  absl::StatusOr<std::string> out = ApplyJsonPath(templ, kList);
+  EXPECT_TRUE(out.ok()) << templ << ": " << out.status();
+  return out.ok() ? *out : "";
+}
+
+TEST(JsonPathTest, FieldsIndexesAndEveryElement) {
+  EXPECT_EQ(Path("{.kind}"), "ResourceClaimList");
+  EXPECT_EQ(Path("{.items[*].metadata.name}"), "a b");  // a space between results
+  EXPECT_EQ(Path("{.items[1].metadata.name}"), "b");
+  EXPECT_EQ(Path("{.items[-1].metadata.name}"), "b");  // from the end
+  EXPECT_EQ(Path("{.items[0].status.reservedFor[*].uid}"), "u1 u2");
+  EXPECT_EQ(Path("{.items[0].metadata.labels['app.kubernetes.io/name']}"), "x");
+  EXPECT_EQ(Path("name: {.items[0].metadata.name}!"), "name: a!");  // text around it
+  EXPECT_EQ(Path("{$.kind}"), "ResourceClaimList");
+}
+
+TEST(JsonPathTest, ObjectsAsCompactJsonAndMissingKeysAsNothing) {
+  EXPECT_EQ(Path("{.items[1].status.allocation.devices.results}"), R"([{"device":"gpu-0"}])");
+  EXPECT_EQ(Path("{.items[0].status.allocation}"), "");  // kubectl's allow-missing-template-keys
+  EXPECT_EQ(Path("{.items[7].metadata.name}"), "");
+}
+
+TEST(JsonPathTest, RangeWithLiterals) {
+  EXPECT_EQ(Path(R"({range .items[*]}{.metadata.name}{"\t"}{.status.reservedFor[*].uid}{"\n"}{end})"),
+            "a\tu1 u2\nb\t\n");
+}
+
+TEST(JsonPathTest, WhatIsNotSupportedIsRefusedByName) {
+  for (const char* templ : {"{.items[?(@.metadata.name==\"a\")]}", "{.items[0:1]}", "{..name}",
+                            "{.items[0,1]}", "{.items[*].*}"}) {
+    absl::StatusOr<std::string> out = ApplyJsonPath(templ, kList);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << templ;
+    EXPECT_NE(out.status().message().find("not supported"), std::string::npos) << out.status();
+  }
+  EXPECT_FALSE(ApplyJsonPath("{.kind", kList).ok());
+  EXPECT_FALSE(ApplyJsonPath("{range .items[*]}{.kind}", kList).ok());
+  EXPECT_FALSE(ApplyJsonPath("{end}", kList).ok());
+}
+
+}  // namespace
+}  // namespace claimstore::cli
