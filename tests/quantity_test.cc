@@ -19,7 +19,7 @@ struct Case {
 };
 
 TEST(QuantityTest, CanonicalFormMatchesKubernetes) {
-  // RULES.md C, plus the cases each branch of ParseQuantity takes.
+  // apimachinery's ParseQuantity (store/VALIDATION.md), plus the cases each branch takes.
   const Case cases[] = {
       {"1.5", "1500m"},      {"0.1", "100m"},       {"1000", "1k"},
       {"1000m", "1"},        {"5000000000", "5G"},  {"2048", "2048"},
@@ -45,7 +45,7 @@ TEST(QuantityTest, CanonicalFormMatchesKubernetes) {
 }
 
 TEST(QuantityTest, FastPathKeepsInputItJudgesCanonical) {
-  // apimachinery's fast path re-emits these verbatim (RULES.md C, quirk).
+  // apimachinery's fast path re-emits these verbatim (a quirk kept on purpose).
   EXPECT_EQ(Canonical("+1Gi"), "+1Gi");
   EXPECT_EQ(Canonical("01Gi"), "01Gi");
   EXPECT_EQ(Canonical("05"), "05");

@@ -186,6 +186,21 @@ TEST_F(StoreTest, PutNeedsNamespaceAndName) {
               StatusIs(absl::StatusCode::kInvalidArgument, "metadata.namespace"));
 }
 
+// Keys that can name no claim are refused, naming the field, rather than
+// answered NotFound (reads) or queued (writes).
+TEST_F(StoreTest, AnEmptyKeyIsInvalidArgumentNamingTheField) {
+  EXPECT_THAT(store_->Get({"", "x"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.claim_namespace: Required value"));
+  EXPECT_THAT(store_->Get({"ns", ""}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.name: Required value"));
+  const std::vector<ClaimKey> keys = {{"ns", "a"}, {"ns", ""}};
+  EXPECT_THAT(store_->GetMany(keys),
+              StatusIs(absl::StatusCode::kInvalidArgument, "keys[1].name: Required value"));
+  EXPECT_THAT(store_->Reserve({"", "x"}, Pod("u")),
+              StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.claim_namespace"));
+  EXPECT_THAT(store_->Delete({"ns", ""}), StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.name"));
+}
+
 TEST_F(StoreTest, GetOfAMissingClaimIsNotFound) {
   EXPECT_THAT(store_->Get(kKey), StatusIs(absl::StatusCode::kNotFound, "ns/claim not found"));
 }

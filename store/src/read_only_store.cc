@@ -38,6 +38,7 @@ absl::StatusOr<ClaimRead> ReadOnlyStore::Get(const ClaimKey& key) const {
 // One MultiGet over the records and the revision: RocksDB reads all column
 // families of one MultiGet at the same sequence number.
 absl::StatusOr<ClaimReads> ReadOnlyStore::GetMany(absl::Span<const ClaimKey> keys) const {
+  CS_RETURN_IF_ERROR(RequireKeys(keys));
   const size_t n = keys.size() + 1;
   std::vector<std::string> record_keys;
   record_keys.reserve(keys.size());

@@ -38,6 +38,24 @@ std::optional<uint64_t> CurrentRevision(const absl::Status& status) {
 
 namespace internal {
 
+absl::Status RequireKey(const ClaimKey& key, absl::string_view what) {
+  if (key.claim_namespace.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ".claim_namespace: Required value"));
+  }
+  if (key.name.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ".name: Required value"));
+  return absl::OkStatus();
+}
+
+absl::Status RequireKeys(absl::Span<const ClaimKey> keys) {
+  if (keys.size() == 1) return RequireKey(keys[0]);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].claim_namespace.empty() || keys[i].name.empty()) {
+      return RequireKey(keys[i], absl::StrCat("keys[", i, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ClaimNotFound(const ClaimKey& key) {
   return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
 }

@@ -8,9 +8,17 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "claimstore/store.h"
 
 namespace claimstore::internal {
+
+// InvalidArgument, naming the field, for a key with an empty namespace or
+// name (`what` is how the caller names the key, e.g. "ClaimKey" or
+// "keys[3]"): such a key can name no claim.
+absl::Status RequireKey(const ClaimKey& key, absl::string_view what = "ClaimKey");
+// RequireKey of each (a single key named "ClaimKey", several "keys[i]").
+absl::Status RequireKeys(absl::Span<const ClaimKey> keys);
 
 // NotFound: "claim NS/NAME not found".
 absl::Status ClaimNotFound(const ClaimKey& key);

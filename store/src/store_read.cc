@@ -29,6 +29,7 @@ absl::StatusOr<ClaimRead> StoreImpl::Get(const ClaimKey& key) const {
 }
 
 absl::StatusOr<ClaimReads> StoreImpl::GetMany(absl::Span<const ClaimKey> keys) const {
+  CS_RETURN_IF_ERROR(RequireKeys(keys));
   std::vector<std::string> record_keys;
   record_keys.reserve(keys.size());
   for (const ClaimKey& k : keys) record_keys.push_back(RecordKey(k.claim_namespace, k.name));

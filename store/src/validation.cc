@@ -1,4 +1,4 @@
-// The status rules of RULES.md section (a), in the order the API server
+// The status rules (store/VALIDATION.md: each rule by name), in the order the API server
 // applies them (validateResourceClaimStatusUpdate): reservedFor, devices,
 // the reservedFor invariants, then the allocation.
 #include "claimstore/validation.h"
@@ -34,7 +34,7 @@ size_t Size(const flatbuffers::Vector<T>* v) {
   return v == nullptr ? 0 : v->size();
 }
 
-// Limits (RULES.md A.3): limits.h.
+// Limits: claim_limits.h.
 using internal::kMaxBindingConditions;
 using internal::kMaxConditions;
 using internal::kMaxConfig;

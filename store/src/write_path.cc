@@ -137,6 +137,7 @@ absl::StatusOr<WriteResult> StoreImpl::SetDeviceStatus(const ClaimKey& key,
 
 absl::StatusOr<WriteResult> StoreImpl::Write(const ClaimKey& key, const Preconditions& pre,
                                              MutateFn mutate) {
+  CS_RETURN_IF_ERROR(RequireKey(key));
   PendingWrite write;
   write.steps.push_back(
       WriteStep{RecordKey(key.claim_namespace, key.name), key, &pre, mutate, {}});
