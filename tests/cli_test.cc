@@ -437,6 +437,7 @@ TEST_F(CliTest, NamespacesAsKubectlReadsThem) {
   const CliRun narrowed = Cli("find --device gpu.example.com -n team-3");
   EXPECT_THAT(narrowed.out, HasSubstr("team-3 "));
   EXPECT_LT(narrowed.out.size(), pool.out.size());
+  EXPECT_EQ(Cli("find --device gpu.example.com -A -n team-3").code, 1);
 }
 
 TEST_F(CliTest, FindSaysWhenNothingMatchesAndRefusesEmptyParts) {
@@ -496,10 +497,20 @@ TEST_F(CliTest, RestoreOnATerminalSaysItReadsStandardInput) {
   if (std::system("command -v script >/dev/null") != 0) GTEST_SKIP() << "no script(1)";
   const std::string out = dir_.path() + "/tty";
   // Standard input a terminal, with nothing typed: the hint, then the wait
-  // (cut short).
-  std::system(absl::StrCat("timeout 2 script -qec '", CLAIMSTORE_CLI, " --db ", db(),
-                           " restore' /dev/null </dev/null >", out)
-                  .c_str());
+  // (polled for up to 20 s, for slow sanitizer builds, then cut short).
+  const std::string pid = dir_.path() + "/pid";
+  ASSERT_EQ(std::system(absl::StrCat("(timeout 30 script -qec '", CLAIMSTORE_CLI, " --db ", db(),
+                                     " restore' /dev/null </dev/null >", out, " 2>&1 & echo $! >",
+                                     pid, ")")
+                            .c_str()),
+            0);
+  const auto hinted = [&] {
+    return std::filesystem::exists(out) && ReadFile(out).find("Reading claims") != std::string::npos;
+  };
+  for (int i = 0; i < 200 && !hinted(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::system(absl::StrCat("kill $(cat ", pid, ") 2>/dev/null").c_str());
   EXPECT_THAT(ReadFile(out), HasSubstr("Reading claims to restore from standard input"));
   // Piped: no hint.
   EXPECT_EQ(Cli("restore -", "").err.find("Reading"), std::string::npos);

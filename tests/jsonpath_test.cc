@@ -30,15 +30,25 @@ TEST(JsonPathTest, FieldsIndexesAndEveryElement) {
   EXPECT_EQ(Path("{$.kind}"), "ResourceClaimList");
 }
 
-TEST(JsonPathTest, ObjectsAsCompactJsonAndMissingKeysAsNothing) {
+TEST(JsonPathTest, ObjectsAsGoJsonAndMissingKeysAsNothing) {
   EXPECT_EQ(Path("{.items[1].status.allocation.devices.results}"), R"([{"device":"gpu-0"}])");
   EXPECT_EQ(Path("{.items[0].status.allocation}"), "");  // kubectl's allow-missing-template-keys
-  EXPECT_EQ(Path("{.items[7].metadata.name}"), "");
+  // json.Marshal of a map: keys sorted, <>& escaped.
+  absl::StatusOr<std::string> go = ApplyJsonPath("{.a}", R"({"a":{"z":1,"b":"x<y>&","m":[true,null]}})");
+  ASSERT_TRUE(go.ok()) << go.status();
+  EXPECT_EQ(*go, R"({"b":"x\u003cy\u003e\u0026","m":[true,null],"z":1})");
+  // An index past the end is an error, as kubectl's.
+  absl::StatusOr<std::string> past = ApplyJsonPath("{.items[7].metadata.name}", kList);
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(past.status().message().find("array index out of bounds: index 7, length 2"),
+            std::string::npos);
 }
 
 TEST(JsonPathTest, RangeWithLiterals) {
   EXPECT_EQ(Path(R"({range .items[*]}{.metadata.name}{"\t"}{.status.reservedFor[*].uid}{"\n"}{end})"),
             "a\tu1 u2\nb\t\n");
+  // Over an array named without [*]: once, on the array itself.
+  EXPECT_EQ(Path(R"({range .items}{.metadata.name}x{end})"), "x");
 }
 
 TEST(JsonPathTest, WhatIsNotSupportedIsRefusedByName) {

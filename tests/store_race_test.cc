@@ -79,6 +79,43 @@ TEST_F(StoreRaceTest, DeferredIndexLoadRacingWritesLosesNoReservation) {
   }
 }
 
+// Options::defer_index_load: a bulk load that replaces everything resets
+// the published state to a deferred load; readers racing it see the state
+// before or after (here the same reservation), never empty indexes.
+TEST_F(StoreRaceTest, DeferredIndexesStayWholeWhileBulkLoadsReplaceThem) {
+  Reopen({.defer_index_load = true});
+  const ClaimKey key{"ns", "keep"};
+  ASSERT_THAT(store_->Put(ClaimJson("ns", key.name)), IsOk());
+  ASSERT_THAT(store_->Allocate(key, AllocationOf({{.device = "keep-dev"}})), IsOk());
+  ASSERT_THAT(store_->Reserve(key, Pod("u-keep")), IsOk());
+  const ClaimRecord record = store_->Get(key)->record;
+  std::atomic<bool> stop{false};
+  std::atomic<int> misses{0}, reads{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        absl::StatusOr<ClaimKeys> got = store_->ClaimsReservedFor("u-keep");
+        if (!got.ok() || got->claims.size() != 1) ++misses;
+        absl::StatusOr<DeviceHoldings> held =
+            store_->ClaimsUsingDevice({.driver = "gpu.example.com", .pool = "pool-a", .device = "keep-dev"});
+        if (!held.ok() || held->holdings.size() != 1) ++misses;
+        ++reads;
+      }
+    });
+  }
+  for (int round = 0; round < 25; ++round) {
+    absl::StatusOr<std::unique_ptr<BulkLoad>> load = store_->StartBulkLoad({.replace_all = true});
+    ASSERT_THAT(load, IsOk());
+    ASSERT_THAT((*load)->Add(record, 1), IsOk());
+    ASSERT_THAT((*load)->Commit(), IsOk());
+  }
+  stop = true;
+  for (std::thread& r : readers) r.join();
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(misses.load(), 0);
+}
+
 TEST_F(StoreRaceTest, LastFreeReservationSlotHasExactlyOneWinner) {
   constexpr int kRounds = 15;
   constexpr int kThreads = 8;

@@ -161,10 +161,22 @@ void BucketedKeys::CopyTo(std::vector<std::string>* out) const {
 
 void PublishedState::Reset(uint64_t revision, SnapshotRef snapshot, BucketedKeys consumers,
                            BucketedKeys devices) {
-  MutexLock load_lock(&load_mu_);  // waits for a load in flight: it would be of the old state
-  loader_ = nullptr;
+  StartOver(revision, std::move(snapshot), std::move(consumers), std::move(devices), nullptr);
+}
+
+void PublishedState::ResetDeferred(uint64_t revision, SnapshotRef snapshot, IndexLoader load) {
+  StartOver(revision, std::move(snapshot), NewConsumerIndex(), NewDeviceIndex(), std::move(load));
+}
+
+void PublishedState::StartOver(uint64_t revision, SnapshotRef snapshot, BucketedKeys consumers,
+                               BucketedKeys devices, IndexLoader load) {
+  // One critical section under both locks: a reader sees the old state or
+  // the new one, never the new revision with indexes marked loaded but
+  // empty. load_mu_ first: it waits for a load in flight (of the old state).
+  MutexLock load_lock(&load_mu_);
   WriterLock lock(&mu_);
-  loaded_.store(true, std::memory_order_release);
+  loaded_.store(load == nullptr, std::memory_order_release);
+  loader_ = std::move(load);
   revision_ = revision;
   snapshot_ = std::move(snapshot);
   consumers_ = std::move(consumers);
@@ -172,13 +184,6 @@ void PublishedState::Reset(uint64_t revision, SnapshotRef snapshot, BucketedKeys
   records_.clear();
   clock_.clear();
   cached_bytes_ = 0;
-}
-
-void PublishedState::ResetDeferred(uint64_t revision, SnapshotRef snapshot, IndexLoader load) {
-  Reset(revision, std::move(snapshot), NewConsumerIndex(), NewDeviceIndex());
-  MutexLock load_lock(&load_mu_);
-  loader_ = std::move(load);
-  loaded_.store(false, std::memory_order_release);
 }
 
 absl::Status PublishedState::EnsureIndexes() const {
@@ -280,16 +285,28 @@ Pin PublishedState::Scan(const BucketedKeys& set, absl::string_view prefix,
 
 absl::StatusOr<Pin> PublishedState::ScanConsumers(absl::string_view prefix,
                                                   KeyVisitor visit) const {
-  if (absl::Status s = EnsureIndexes(); !s.ok()) return s;
-  ReaderLock lock(&mu_);
-  return Scan(consumers_, prefix, visit);
+  // Loaded is checked under the lock the scan holds: a reset to a deferred
+  // load between a check and the scan would leave it scanning nothing.
+  for (;;) {
+    {
+      ReaderLock lock(&mu_);
+      if (loaded_.load(std::memory_order_relaxed)) return Scan(consumers_, prefix, visit);
+    }
+    if (absl::Status s = EnsureIndexes(); !s.ok()) return s;
+  }
 }
 
 absl::StatusOr<Pin> PublishedState::ScanDevices(absl::string_view prefix,
                                                 KeyVisitor visit) const {
-  if (absl::Status s = EnsureIndexes(); !s.ok()) return s;
-  ReaderLock lock(&mu_);
-  return Scan(devices_, prefix, visit);
+  // Loaded is checked under the lock the scan holds: a reset to a deferred
+  // load between a check and the scan would leave it scanning nothing.
+  for (;;) {
+    {
+      ReaderLock lock(&mu_);
+      if (loaded_.load(std::memory_order_relaxed)) return Scan(devices_, prefix, visit);
+    }
+    if (absl::Status s = EnsureIndexes(); !s.ok()) return s;
+  }
 }
 
 Pin PublishedState::Current() const {
@@ -299,11 +316,17 @@ Pin PublishedState::Current() const {
 
 absl::StatusOr<Pin> PublishedState::CopyIndexes(std::vector<std::string>* consumers,
                                                 std::vector<std::string>* devices) const {
-  if (absl::Status s = EnsureIndexes(); !s.ok()) return s;
-  ReaderLock lock(&mu_);
-  consumers_.CopyTo(consumers);
-  devices_.CopyTo(devices);
-  return Pin{revision_, snapshot_};
+  for (;;) {  // as in ScanConsumers
+    {
+      ReaderLock lock(&mu_);
+      if (loaded_.load(std::memory_order_relaxed)) {
+        consumers_.CopyTo(consumers);
+        devices_.CopyTo(devices);
+        return Pin{revision_, snapshot_};
+      }
+    }
+    if (absl::Status s = EnsureIndexes(); !s.ok()) return s;
+  }
 }
 
 void PublishedState::InsertLocked(const std::string& key, ClaimRecord record) {

@@ -191,12 +191,17 @@ class PublishedState {
   void InsertLocked(const std::string& key, ClaimRecord record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reset and ResetDeferred: the indexes given, loaded when `load` is null.
+  void StartOver(uint64_t revision, SnapshotRef snapshot, BucketedKeys consumers,
+                 BucketedKeys devices, IndexLoader load);
   Pin Scan(const BucketedKeys& set, absl::string_view prefix, KeyVisitor visit) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Serializes index loads; taken before mu_.
   mutable Mutex load_mu_;
   mutable IndexLoader loader_ ABSL_GUARDED_BY(load_mu_);
+  // Changed only under mu_ held exclusively (and load_mu_): a reader
+  // holding mu_ shared sees it steady.
   mutable std::atomic<bool> loaded_{true};
   mutable SharedMutex mu_;
   uint64_t revision_ ABSL_GUARDED_BY(mu_) = 0;

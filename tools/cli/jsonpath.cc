@@ -1,7 +1,9 @@
 #include "jsonpath.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <string_view>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -150,8 +152,10 @@ absl::StatusOr<std::vector<Node>> ParseNodes(absl::string_view templ, size_t* po
   return nodes;
 }
 
-// The values `path` reaches from `root` (none where a key is missing).
-std::vector<element> Evaluate(element root, const std::vector<Step>& path) {
+// The values `path` reaches from `root`: none where a key is missing (as
+// kubectl's default --allow-missing-template-keys); an index past the end
+// is an error, as kubectl's.
+absl::StatusOr<std::vector<element>> Evaluate(element root, const std::vector<Step>& path) {
   std::vector<element> current = {root};
   for (const Step& step : path) {
     std::vector<element> next;
@@ -168,9 +172,11 @@ std::vector<element> Evaluate(element root, const std::vector<Step>& path) {
           const int64_t size = static_cast<int64_t>(array.size());
           const int64_t at = step.index < 0 ? size + step.index : step.index;
           element item;
-          if (at >= 0 && at < size && array.at(static_cast<size_t>(at)).get(item) == simdjson::SUCCESS) {
-            next.push_back(item);
+          if (at < 0 || at >= size || array.at(static_cast<size_t>(at)).get(item) != simdjson::SUCCESS) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "jsonpath: array index out of bounds: index ", step.index, ", length ", size));
           }
+          next.push_back(item);
         }
       }
     }
@@ -179,38 +185,106 @@ std::vector<element> Evaluate(element root, const std::vector<Step>& path) {
   return current;
 }
 
+// A string as Go's encoding/json writes it: <, > and & escaped for HTML,
+// U+2028 and U+2029 too, control characters as \uXXXX.
+void AppendGoJsonString(std::string_view s, std::string* out) {
+  *out += '"';
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    switch (c) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\r': *out += "\\r"; break;
+      case '\t': *out += "\\t"; break;
+      case '<': case '>': case '&':
+        absl::StrAppend(out, "\\u00", absl::Hex(c, absl::kZeroPad2));
+        break;
+      default:
+        if (c < 0x20) {
+          absl::StrAppend(out, "\\u00", absl::Hex(c, absl::kZeroPad2));
+        } else if (c == 0xE2 && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
+                   (static_cast<unsigned char>(s[i + 2]) == 0xA8 ||
+                    static_cast<unsigned char>(s[i + 2]) == 0xA9)) {
+          absl::StrAppend(out, static_cast<unsigned char>(s[i + 2]) == 0xA8 ? "\\u2028" : "\\u2029");
+          i += 2;
+        } else {
+          *out += static_cast<char>(c);
+        }
+    }
+  }
+  *out += '"';
+}
+
+// A value as kubectl prints a non-string result: Go's json.Marshal of the
+// decoded object, so map keys sorted (byte order) and Go's escaping.
+void AppendGoJson(element e, std::string* out) {
+  switch (e.type()) {
+    case simdjson::dom::element_type::OBJECT: {
+      std::vector<std::pair<std::string_view, element>> members;
+      for (simdjson::dom::key_value_pair m : simdjson::dom::object(e)) members.emplace_back(m.key, m.value);
+      std::sort(members.begin(), members.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      *out += '{';
+      for (size_t i = 0; i < members.size(); ++i) {
+        if (i > 0) *out += ',';
+        AppendGoJsonString(members[i].first, out);
+        *out += ':';
+        AppendGoJson(members[i].second, out);
+      }
+      *out += '}';
+      return;
+    }
+    case simdjson::dom::element_type::ARRAY: {
+      *out += '[';
+      bool first = true;
+      for (element item : simdjson::dom::array(e)) {
+        if (!first) *out += ',';
+        first = false;
+        AppendGoJson(item, out);
+      }
+      *out += ']';
+      return;
+    }
+    case simdjson::dom::element_type::STRING:
+      AppendGoJsonString(std::string_view(e), out);
+      return;
+    default:
+      *out += simdjson::minify(e);  // numbers, booleans and null as written
+  }
+}
+
 void Print(element e, std::string* out) {
   std::string_view s;  // simdjson's
   if (e.get_string().get(s) == simdjson::SUCCESS) {
     out->append(s.data(), s.size());
   } else {
-    *out += simdjson::minify(e);
+    AppendGoJson(e, out);
   }
 }
 
-void Run(const std::vector<Node>& nodes, element root, std::string* out) {
+absl::Status Run(const std::vector<Node>& nodes, element root, std::string* out) {
   for (const Node& n : nodes) {
     if (n.kind == Node::kText) {
       *out += n.text;
-    } else if (n.kind == Node::kPath) {
-      const std::vector<element> values = Evaluate(root, n.path);
-      for (size_t i = 0; i < values.size(); ++i) {
+      continue;
+    }
+    absl::StatusOr<std::vector<element>> values = Evaluate(root, n.path);
+    if (!values.ok()) return values.status();
+    if (n.kind == Node::kPath) {
+      for (size_t i = 0; i < values->size(); ++i) {
         if (i > 0) *out += ' ';
-        Print(values[i], out);
+        Print((*values)[i], out);
       }
-    } else {
-      for (element item : Evaluate(root, n.path)) {
-        // A range over an array's value itself runs over its elements.
-        simdjson::dom::array array;
-        if (!n.path.empty() && n.path.back().kind != Step::kAll &&
-            item.get_array().get(array) == simdjson::SUCCESS) {
-          for (element inner : array) Run(n.body, inner, out);
-        } else {
-          Run(n.body, item, out);
-        }
-      }
+      continue;
+    }
+    // A range runs its body once per value: per element with [*]; over an
+    // array named without it, once, on the array (as kubectl does).
+    for (element item : *values) {
+      if (absl::Status s = Run(n.body, item, out); !s.ok()) return s;
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -227,7 +301,7 @@ absl::StatusOr<std::string> ApplyJsonPath(const std::string& templ, const std::s
     return absl::InternalError("jsonpath: the object is not JSON");
   }
   std::string out;
-  Run(*nodes, root, &out);
+  if (absl::Status s = Run(*nodes, root, &out); !s.ok()) return s;
   return out;
 }
 

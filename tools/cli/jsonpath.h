@@ -3,9 +3,11 @@
 // from the end), `[*]`, `{range PATH}...{end}` (inside, paths are relative
 // to each item), and string literals `{"\n"}`. As kubectl prints them: the
 // results of one expression separated by a space, strings as they are,
-// other values as compact JSON; a missing key prints nothing (kubectl's
-// default --allow-missing-template-keys). Filters, slices and recursive
-// descent are refused as unsupported, not silently misread.
+// other values as Go's json.Marshal writes them (keys sorted, <>& escaped);
+// a missing key prints nothing (kubectl's default
+// --allow-missing-template-keys), an index past the end is an error.
+// Filters, slices and recursive descent are refused as unsupported, not
+// silently misread.
 #ifndef CLAIMSTORE_TOOLS_CLI_JSONPATH_H_
 #define CLAIMSTORE_TOOLS_CLI_JSONPATH_H_
 

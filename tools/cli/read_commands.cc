@@ -160,6 +160,9 @@ int Find(const Context& context, const ReadFlags& flags) {
   if (flags.consumer_uid.empty() == flags.device.empty()) {
     return Usage("give exactly one of --consumer-uid and --device", kFindUsage);
   }
+  if (flags.all_namespaces && !flags.claim_namespace.empty()) {
+    return Usage("give -n NAMESPACE or -A, not both", kFindUsage);
+  }
   absl::StatusOr<DeviceQuery> query;
   if (!flags.device.empty()) {
     query = ParseDeviceQuery(flags.device);
