@@ -172,8 +172,18 @@ TEST_F(FaultTest, PowerLossUnderConcurrentSyncedWritersKeepsEveryAcknowledgedWri
   // they write. Every acknowledged write must survive: each claim is at
   // least as new as its last acknowledged write, and exactly that write's
   // content when it is at that revision.
+  // Memtables large enough that no automatic flush runs in a round: an
+  // automatic atomic flush failing at the power cut makes Debian's RocksDB
+  // 7.8 leak a column family reference and abort at close (asserting
+  // last_ref in ~ColumnFamilySet, about 1 run in 40-160; fixed upstream in
+  // facebook/rocksdb#12176, "Fix leak or crash on failure in automatic
+  // atomic flush"). What this test is for, acknowledged group-committed
+  // writes surviving, is in the WAL; a power cut during flushes is the
+  // other power-loss tests' (one writer, small memtables).
+  Options options = SmallOptions(true);
+  options.write_buffer_bytes = 16 << 20;
   for (int round = 0; round < 8; ++round) {
-    absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
+    absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(options);
     ASSERT_TRUE(store.ok()) << store.status();
     struct Ack {
       uint64_t revision = 0;
@@ -220,7 +230,7 @@ TEST_F(FaultTest, PowerLossUnderConcurrentSyncedWritersKeepsEveryAcknowledgedWri
     for (std::thread& w : writers) w.join();
     store->reset();
     ASSERT_TRUE(fs_->DropUnsyncedData().ok());
-    store = OpenFaulty(SmallOptions(true));
+    store = OpenFaulty(options);
     ASSERT_TRUE(store.ok()) << store.status();
     int checked = 0;
     for (int t = 0; t < 3; ++t) {
