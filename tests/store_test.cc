@@ -59,7 +59,7 @@ class RawDb {
  public:
   explicit RawDb(const std::string& path) {
     std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const char* name : {"default", "records", "consumers", "devices", "meta"}) {
+    for (const char* name : {"default", "records", "consumers", "devices", "meta", "feed"}) {
       families.emplace_back(name, rocksdb::ColumnFamilyOptions());
     }
     rocksdb::DB* raw = nullptr;

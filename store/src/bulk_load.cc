@@ -199,8 +199,8 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const BulkBatch& batch,
   phase("sorting");
   CS_ASSIGN_OR_RETURN(const Load load, SortAndFold(batch));
   phase("checking");
-  CS_ASSIGN_OR_RETURN(const StoredPart stored,
-                      ReadStoredPart(*db_, load, options.replace_all, base));
+  CS_ASSIGN_OR_RETURN(StoredPart stored, ReadStoredPart(*db_, load, options.replace_all, base));
+  stored.feed_total = feed_total_;
   // The device rule: within the load when it is all the store holds
   // afterwards (on the writer's device task, unless nothing is written),
   // else against the stored claims that stay, now.
@@ -281,6 +281,11 @@ absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(
   std::filesystem::remove_all(dir, ec);
   CS_RETURN_IF_ERROR(s);
   revision_ = stored.result.revision;
+  // The ingestion compacted the feed to the load's revision. The events
+  // before it are deleted by the next compaction of the feed (or open):
+  // space only, no reader looks below the compact point.
+  feed_compact_ = FeedPoint{revision_, feed_total_};
+  hub_.Reset(revision_, revision_);
   CS_RETURN_IF_ERROR(PublishBulk(load, stored, &writer));
   return stored.result;
 }

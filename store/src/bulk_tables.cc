@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bulk_load.h"
+#include "feed.h"
 #include "keys.h"
 #include "parallel.h"
 #include "record_edit.h"
@@ -220,6 +221,10 @@ absl::Status TableWriter::WriteDevices() {
 }
 
 absl::Status TableWriter::WriteRevision() {
+  // In key order: "feed_compact" < "revision". The feed is compacted to the
+  // load's revision (store.h, BulkLoad): no event per claim.
+  CS_RETURN_IF_ERROR(meta_.Put(
+      kFeedCompactKey, EncodeFeedPoint(FeedPoint{stored_.result.revision, stored_.feed_total})));
   std::string encoded;
   AppendUint64(stored_.result.revision, &encoded);
   CS_RETURN_IF_ERROR(meta_.Put(kRevisionKey, encoded));

@@ -84,6 +84,9 @@ class Database {
   rocksdb::ColumnFamilyHandle* consumers() const { return handles_[2]; }
   rocksdb::ColumnFamilyHandle* devices() const { return handles_[3]; }
   rocksdb::ColumnFamilyHandle* meta() const { return handles_[4]; }
+  // Null for a read-only open of a database written before the feed existed
+  // (format version 1).
+  rocksdb::ColumnFamilyHandle* feed() const { return handles_.size() > 5 ? handles_[5] : nullptr; }
   // The file system under RocksDB, which records a bulk load's links.
   LinkLogFileSystem& fs() const { return *fs_; }
   const std::string& path() const { return path_; }
@@ -112,7 +115,7 @@ class Database {
   std::shared_ptr<LinkLogFileSystem> fs_;
   std::unique_ptr<rocksdb::Env> env_;
   std::unique_ptr<rocksdb::DB> db_;
-  // default, records, consumers, devices, meta (the order of Open's
+  // default, records, consumers, devices, meta, feed (the order of Open's
   // descriptors).
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
 };

@@ -7,6 +7,9 @@
 //              Str(namespace) Str(name)                     → "" (index)
 //   meta       "format_version" → u32 big-endian
 //              "revision"       → u64 big-endian (the store revision)
+//              "feed_compact"   → the change feed's compact point (feed.h)
+//   feed       u64 big-endian revision                      → the event of
+//              that revision (feed.h)
 //   default    unused (RocksDB requires it)
 //
 // Str(s) writes s with every 0x00 byte escaped as 0x00 0xFF and ends it with
@@ -34,13 +37,17 @@ inline constexpr char kRecordsFamily[] = "records";
 inline constexpr char kConsumersFamily[] = "consumers";
 inline constexpr char kDevicesFamily[] = "devices";
 inline constexpr char kMetaFamily[] = "meta";
+inline constexpr char kFeedFamily[] = "feed";
 
 inline constexpr char kFormatVersionKey[] = "format_version";
 inline constexpr char kRevisionKey[] = "revision";
+inline constexpr char kFeedCompactKey[] = "feed_compact";
 
 // The database format this code writes and reads. An older binary refuses a
-// database whose format_version is larger.
-inline constexpr uint32_t kFormatVersion = 1;
+// database whose format_version is larger. Version 2 added the feed family:
+// a writable open of a version-1 database adds it (the feed then starts at
+// the store's revision) and moves the database to version 2.
+inline constexpr uint32_t kFormatVersion = 2;
 
 enum class HoldingKind : char {
   kAdmin = 'A',

@@ -63,7 +63,7 @@ absl::Status StoreImpl::Compact() {
   rocksdb::CompactRangeOptions options;
   options.change_level = true;
   for (rocksdb::ColumnFamilyHandle* family :
-       {db_->records(), db_->consumers(), db_->devices(), db_->meta()}) {
+       {db_->records(), db_->consumers(), db_->devices(), db_->meta(), db_->feed()}) {
     CS_RETURN_IF_ERROR(
         FromRocksDB(db_->db()->CompactRange(options, family, nullptr, nullptr), "compacting"));
   }

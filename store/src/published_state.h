@@ -107,6 +107,8 @@ struct RecordChange {
   std::string record_key;
   std::optional<ClaimRecord> record;  // as stored; nullopt: deleted
   IndexEntries before, after;
+  uint64_t revision = 0;                // of the change
+  std::optional<ClaimRecord> previous;  // the record before it; nullopt: added
 };
 
 // The published state a read saw.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "feed.h"
 #include "index_queries.h"
 #include "keys.h"
 #include "maintenance.h"
@@ -19,6 +20,47 @@
 #include "verifier.h"
 
 namespace claimstore::internal {
+namespace {
+
+// How often a waiting watcher catches up with the writer.
+constexpr std::chrono::milliseconds kFollowInterval(2);
+
+// A watcher of a read-only store: reads the feed as the last catch-up left
+// it; when that has nothing new, catches up (at most every
+// kFollowInterval, shared by the store's watchers) and sleeps between.
+class FollowingWatcher final : public BufferedWatcher {
+ public:
+  FollowingWatcher(uint64_t from, WatchOptions options, ReadOnlyStore& store)
+      : BufferedWatcher(from, std::move(options)), store_(store) {}
+
+ private:
+  absl::Status Fetch(uint64_t next, Deadline deadline, std::vector<EventPtr>* out) override {
+    for (;;) {
+      if (cancelled().load(std::memory_order_acquire)) return WatchCancelled();
+      CS_RETURN_IF_ERROR(store_.ReadFeed(next, out));
+      if (!out->empty()) return absl::OkStatus();
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return absl::DeadlineExceededError("no event within the timeout");
+      CS_RETURN_IF_ERROR(store_.RefreshIfOlderThan(kFollowInterval));
+      CS_RETURN_IF_ERROR(store_.ReadFeed(next, out));
+      if (!out->empty()) return absl::OkStatus();
+      MutexLock lock(&mu_);
+      if (!cancelled().load(std::memory_order_acquire)) {
+        wake_.WaitUntil(&mu_, std::min(deadline, std::chrono::steady_clock::now() + kFollowInterval));
+      }
+    }
+  }
+  void Wake() override {
+    { MutexLock lock(&mu_); }
+    wake_.NotifyAll();
+  }
+
+  ReadOnlyStore& store_;
+  Mutex mu_;
+  CondVar wake_;
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Store>> ReadOnlyStore::Create(std::unique_ptr<Database> db) {
   return std::unique_ptr<Store>(new ReadOnlyStore(std::move(db)));
@@ -39,6 +81,7 @@ absl::StatusOr<ClaimRead> ReadOnlyStore::Get(const ClaimKey& key) const {
 // families of one MultiGet at the same sequence number.
 absl::StatusOr<ClaimReads> ReadOnlyStore::GetMany(absl::Span<const ClaimKey> keys) const {
   CS_RETURN_IF_ERROR(RequireKeys(keys));
+  ReaderLock lock(&mu_);
   const size_t n = keys.size() + 1;
   std::vector<std::string> record_keys;
   record_keys.reserve(keys.size());
@@ -71,11 +114,13 @@ absl::StatusOr<ClaimReads> ReadOnlyStore::GetMany(absl::Span<const ClaimKey> key
 }
 
 absl::StatusOr<ListPage> ReadOnlyStore::List(const ListOptions& options) const {
+  ReaderLock lock(&mu_);
   CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
   return ListAt(*db_, point, options);
 }
 
 absl::StatusOr<ClaimKeys> ReadOnlyStore::ClaimsReservedFor(absl::string_view consumer_uid) const {
+  ReaderLock lock(&mu_);
   CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
   return FindReservations(consumer_uid, [&](const std::string& prefix, KeyVisitor visit) {
     return ScanIndexAt(*db_, db_->consumers(), point, prefix, visit);
@@ -83,6 +128,7 @@ absl::StatusOr<ClaimKeys> ReadOnlyStore::ClaimsReservedFor(absl::string_view con
 }
 
 absl::StatusOr<DeviceHoldings> ReadOnlyStore::ClaimsUsingDevice(const DeviceQuery& query) const {
+  ReaderLock lock(&mu_);
   CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
   return FindHoldings(query, [&](const std::string& prefix, KeyVisitor visit) {
     return ScanIndexAt(*db_, db_->devices(), point, prefix, visit);
@@ -90,6 +136,7 @@ absl::StatusOr<DeviceHoldings> ReadOnlyStore::ClaimsUsingDevice(const DeviceQuer
 }
 
 absl::StatusOr<StoreStats> ReadOnlyStore::Stats() const {
+  ReaderLock lock(&mu_);
   CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
   return StatsAt(*db_, point);
 }
@@ -126,12 +173,46 @@ absl::StatusOr<WriteResult> ReadOnlyStore::SetDeviceStatus(const ClaimKey&,
 
 absl::StatusOr<VerifyReport> ReadOnlyStore::Verify(bool repair) {
   if (repair) return ReadOnlyError();
+  ReaderLock lock(&mu_);
   CS_ASSIGN_OR_RETURN(Verification v, VerifyAt(*db_, ReadPoint{}, nullptr));
   return std::move(v.report);
 }
 
 absl::Status ReadOnlyStore::Refresh() {
+  return RefreshIfOlderThan(std::chrono::steady_clock::duration::zero());
+}
+
+absl::Status ReadOnlyStore::RefreshIfOlderThan(std::chrono::steady_clock::duration interval) {
+  MutexLock serial(&refresh_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (interval.count() > 0 && now - last_refresh_ < interval) return absl::OkStatus();
+  last_refresh_ = now;
+  WriterLock lock(&mu_);
   return FromRocksDB(db_->db()->TryCatchUpWithPrimary(), "catching up with the writer");
+}
+
+absl::StatusOr<std::unique_ptr<Watcher>> ReadOnlyStore::Watch(uint64_t from_revision,
+                                                              const WatchOptions& options) {
+  if (db_->feed() == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        db_->path(), " was written by a claimstore without the change feed (format version 1); "
+                     "open it once for writing to add it"));
+  }
+  uint64_t from = from_revision;
+  {
+    ReaderLock lock(&mu_);
+    CS_ASSIGN_OR_RETURN(const uint64_t revision, db_->ReadRevision(nullptr));
+    CS_ASSIGN_OR_RETURN(const FeedPoint compact, FeedReader(*db_).CompactPoint(nullptr));
+    if (from == 0) from = revision + 1;
+    if (from <= compact.revision) return FeedCompacted(from, compact.revision);
+  }
+  return std::unique_ptr<Watcher>(new FollowingWatcher(from, options, *this));
+}
+
+absl::Status ReadOnlyStore::ReadFeed(uint64_t next, std::vector<EventPtr>* out) const {
+  ReaderLock lock(&mu_);
+  CS_ASSIGN_OR_RETURN(const uint64_t revision, db_->ReadRevision(nullptr));
+  return FeedReader(*db_).Read(nullptr, next, revision, out);
 }
 
 absl::StatusOr<std::unique_ptr<BulkLoad>> ReadOnlyStore::StartBulkLoad(const BulkLoadOptions&) {
@@ -147,6 +228,7 @@ absl::Status ReadOnlyStore::Backup(absl::string_view dir) {
   absl::Status s;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     CS_RETURN_IF_ERROR(Refresh());
+    ReaderLock lock(&mu_);
     s = BackupDatabase(*db_, dir);
     if (s.ok() || absl::IsAlreadyExists(s) || absl::IsInvalidArgument(s)) return s;
     std::error_code ignored;

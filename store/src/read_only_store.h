@@ -4,13 +4,20 @@
 // nothing to publish) at the state of Open or of the last Refresh; every
 // write returns FailedPrecondition.
 //
-// Thread-safety: reads from any number of threads; Refresh while no read
-// runs (a secondary instance changes under its readers when it catches up).
+// Thread-safety: reads and Refresh from any number of threads. A catch-up
+// (Refresh, a waiting watcher's) holds mu_ exclusively, every read shares
+// it: a secondary instance changes under its readers when it catches up,
+// and a read of several steps (a revision and a scan) must see one state.
 #ifndef CLAIMSTORE_SRC_READ_ONLY_STORE_H_
 #define CLAIMSTORE_SRC_READ_ONLY_STORE_H_
 
+#include <chrono>
 #include <memory>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "feed.h"
+#include "mutex.h"
 
 #include "claimstore/store.h"
 #include "database.h"
@@ -28,6 +35,9 @@ class ReadOnlyStore final : public Store {
   absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const override;
   absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(const DeviceQuery& query) const override;
   absl::StatusOr<StoreStats> Stats() const override;
+  // Follows the writer: catches up every 2 ms while waiting.
+  absl::StatusOr<std::unique_ptr<Watcher>> Watch(uint64_t from_revision,
+                                                 const WatchOptions& options) override;
 
   absl::StatusOr<WriteResult> Put(const ClaimRecord& record, const Preconditions& pre) override;
   absl::StatusOr<std::vector<WriteResult>> PutAll(
@@ -49,6 +59,12 @@ class ReadOnlyStore final : public Store {
   absl::StatusOr<VerifyReport> Verify(bool repair) override;
   // Catches up with the writer.
   absl::Status Refresh() override;
+  // Catches up unless a catch-up started less than `interval` ago (the
+  // watchers of one store share their catch-ups).
+  absl::Status RefreshIfOlderThan(std::chrono::steady_clock::duration interval);
+  // Under the shared lock: the events from `next` on, up to the latest
+  // revision (none when `next` is past it).
+  absl::Status ReadFeed(uint64_t next, std::vector<EventPtr>* out) const;
   absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad(const BulkLoadOptions& options) override;
   absl::Status Compact() override;
   absl::Status Backup(absl::string_view dir) override;
@@ -60,6 +76,10 @@ class ReadOnlyStore final : public Store {
   absl::StatusOr<ReadPoint> Latest() const;
 
   const std::unique_ptr<Database> db_;
+  // Held shared by every read, exclusively by a catch-up.
+  mutable SharedMutex mu_;
+  Mutex refresh_mu_;  // serializes catch-ups; taken before mu_
+  std::chrono::steady_clock::time_point last_refresh_ ABSL_GUARDED_BY(refresh_mu_);
 };
 
 }  // namespace claimstore::internal

@@ -6,6 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
+#include "feed.h"
 #include "keys.h"
 #include "rocksdb_status.h"
 #include "status_macros.h"
@@ -85,6 +86,8 @@ absl::StatusOr<StoreStats> StatsAt(const Database& db, const ReadPoint& point) {
   CS_RETURN_IF_ERROR(count(db.consumers(), &stats.consumer_entries));
   CS_RETURN_IF_ERROR(count(db.devices(), &stats.device_entries));
   stats.size_on_disk_bytes = db.SizeOnDisk();
+  CS_ASSIGN_OR_RETURN(const FeedPoint compact, FeedReader(db).CompactPoint(point.snapshot));
+  stats.feed_compact_revision = compact.revision;
   return stats;
 }
 

@@ -13,6 +13,14 @@ namespace {
 
 constexpr char kRevisionPayloadUrl[] = "type.claimstore.dev/current-revision";
 constexpr char kClaimsPayloadUrl[] = "type.claimstore.dev/claims";
+constexpr char kCompactPayloadUrl[] = "type.claimstore.dev/compact-revision";
+
+std::optional<uint64_t> NumberPayload(const absl::Status& status, absl::string_view url) {
+  absl::optional<absl::Cord> payload = status.GetPayload(url);
+  uint64_t n = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &n)) return std::nullopt;
+  return n;
+}
 
 }  // namespace
 
@@ -28,12 +36,12 @@ std::vector<ClaimKey> ClaimsOf(const absl::Status& status) {
 }
 
 std::optional<uint64_t> CurrentRevision(const absl::Status& status) {
-  absl::optional<absl::Cord> payload = status.GetPayload(kRevisionPayloadUrl);
-  uint64_t revision = 0;
-  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &revision)) {
-    return std::nullopt;
-  }
-  return revision;
+  return NumberPayload(status, kRevisionPayloadUrl);
+}
+
+std::optional<uint64_t> CompactRevision(const absl::Status& status) {
+  if (!absl::IsOutOfRange(status)) return std::nullopt;
+  return NumberPayload(status, kCompactPayloadUrl);
 }
 
 namespace internal {
@@ -75,6 +83,14 @@ absl::Status WithClaims(absl::Status s, const std::vector<ClaimKey>& claims) {
   std::string text;
   for (const ClaimKey& k : claims) absl::StrAppend(&text, k.ToString(), "\n");
   s.SetPayload(kClaimsPayloadUrl, absl::Cord(text));
+  return s;
+}
+
+absl::Status FeedCompacted(uint64_t revision, uint64_t compact) {
+  absl::Status s = absl::OutOfRangeError(absl::StrCat(
+      "revision ", revision, " has been compacted: the change feed holds revisions from ",
+      compact + 1, " on; list the claims, then watch from the list's revision + 1"));
+  s.SetPayload(kCompactPayloadUrl, absl::Cord(absl::StrCat(compact)));
   return s;
 }
 

@@ -36,6 +36,9 @@ absl::Status WithClaims(absl::Status s, const std::vector<ClaimKey>& claims);
 
 // FailedPrecondition for writes to a read-only store.
 absl::Status ReadOnlyError();
+// OutOfRange for a watch of `revision` when the feed was compacted up to
+// `compact`, with the payload CompactRevision() reads.
+absl::Status FeedCompacted(uint64_t revision, uint64_t compact);
 
 // A copy of `s` that shares nothing with it. Writers of a group take their
 // errors to their own threads; copies of one absl::Status would share a

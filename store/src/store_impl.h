@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "claimstore/store.h"
 #include "database.h"
+#include "feed.h"
 #include "index_entries.h"
 #include "mutations.h"
 #include "published_state.h"
@@ -71,6 +72,9 @@ class StoreImpl final : public Store {
   absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const override;
   absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(const DeviceQuery& query) const override;
   absl::StatusOr<StoreStats> Stats() const override;
+  // The change feed (store_watch.cc).
+  absl::StatusOr<std::unique_ptr<Watcher>> Watch(uint64_t from_revision,
+                                                 const WatchOptions& options) override;
   // Table files at level 0 of records, consumers and devices (tests).
   uint64_t LevelZeroFiles() const;
 
@@ -170,6 +174,28 @@ class StoreImpl final : public Store {
   absl::Status CheckDeviceConflict(const ClaimKey& claim, const std::string& device_key) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
 
+  // The change feed (store_watch.cc). Whether events are written.
+  bool FeedOn() const { return options_.feed_history_revisions > 0; }
+  // Reads the feed's compact point and total at open; a feed with events
+  // missing before the store revision (written with the feed off, or before
+  // it existed) is compacted to the revision.
+  absl::Status OpenFeed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Stages the event of a change in `batch` (feed on).
+  absl::Status StageEvent(WatchEventType type, const std::string& record_key, uint64_t revision,
+                          const ClaimRecord& record, const ClaimRecord* previous,
+                          rocksdb::WriteBatch* batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Where a commit up to `revision`, with the feed's total at `total`,
+  // compacts the feed to: feed_compact_ unless a bound is exceeded by an
+  // eighth. Reads the totals of committed events only.
+  absl::StatusOr<FeedPoint> CompactTarget(uint64_t revision, uint64_t total) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Stages the compaction (or, feed off, the compact point at `revision`).
+  absl::Status StageCompaction(uint64_t revision, rocksdb::WriteBatch* batch, FeedPoint* compact)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // The events of published changes, for the hub.
+  std::vector<EventPtr> EventsOf(absl::Span<const RecordChange> changes) const;
+
   // Loads the published state from the database (open, repair).
   absl::Status ResetPublished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // The published snapshot and revision.
@@ -202,6 +228,16 @@ class StoreImpl final : public Store {
   StagedWrites staged_ ABSL_GUARDED_BY(writes_.leader);
   // Set when a commit failed in storage: every later write fails with it.
   absl::Status write_error_ ABSL_GUARDED_BY(writes_.leader);
+  // The change feed: where it is compacted to, the total of its events up
+  // to revision_ and as the group being committed staged them (feed.h).
+  FeedPoint feed_compact_ ABSL_GUARDED_BY(writes_.leader);
+  uint64_t feed_total_ ABSL_GUARDED_BY(writes_.leader) = 0;
+  uint64_t staged_feed_total_ ABSL_GUARDED_BY(writes_.leader) = 0;
+  // Events up to this revision are deleted (or, after a bulk load, were
+  // never deleted: the next compaction's range starts after this).
+  uint64_t feed_dropped_ ABSL_GUARDED_BY(writes_.leader) = 0;
+  // The latest events, for watchers. Internally synchronized.
+  mutable FeedHub hub_;
 };
 
 }  // namespace claimstore::internal

@@ -52,7 +52,7 @@ namespace {
 const std::vector<std::string>& FamilyNames() {
   static const auto* names = new std::vector<std::string>{
       rocksdb::kDefaultColumnFamilyName, kRecordsFamily, kConsumersFamily, kDevicesFamily,
-      kMetaFamily};
+      kMetaFamily, kFeedFamily};
   return *names;
 }
 
@@ -155,8 +155,11 @@ absl::Status WithSuspectFiles(const std::string& path, absl::Status s) {
 // Whether a database is at `path`. One that exists (it has a CURRENT file)
 // must have claimstore's column families; failing to list them is an
 // error, not a reason to create a new database over it.
-absl::StatusOr<bool> CheckExisting(const std::string& path, const rocksdb::DBOptions& db_options) {
+// A database of format version 1 has no feed family; *has_feed says.
+absl::StatusOr<bool> CheckExisting(const std::string& path, const rocksdb::DBOptions& db_options,
+                                   bool* has_feed) {
   std::error_code ec;
+  *has_feed = true;
   if (!std::filesystem::exists(path + "/CURRENT", ec)) return false;
   std::vector<std::string> existing;
   CS_RETURN_IF_ERROR(WithSuspectFiles(
@@ -164,6 +167,10 @@ absl::StatusOr<bool> CheckExisting(const std::string& path, const rocksdb::DBOpt
                         absl::StrCat("opening ", path))));
   for (const std::string& name : FamilyNames()) {
     if (std::find(existing.begin(), existing.end(), name) == existing.end()) {
+      if (name == kFeedFamily) {
+        *has_feed = false;
+        continue;
+      }
       return absl::InvalidArgumentError(absl::StrCat(
           path, " is not a claimstore database (it has no column family \"", name, "\")"));
     }
@@ -232,9 +239,11 @@ absl::Status CreateDatabase(const std::string& path, rocksdb::DBOptions db_optio
   return absl::OkStatus();
 }
 
-// The format version, written at creation and checked at every open.
+// The format version, written at creation and checked at every open; a
+// writable open of an older database moves it to this version (its only
+// change, the feed family, was added by the open).
 absl::Status CheckFormatVersion(const std::string& path, rocksdb::DB* db,
-                                rocksdb::ColumnFamilyHandle* meta) {
+                                rocksdb::ColumnFamilyHandle* meta, bool writable) {
   rocksdb::PinnableSlice value;
   rocksdb::Status s = db->Get(rocksdb::ReadOptions(), meta, kFormatVersionKey, &value);
   if (s.IsNotFound()) return absl::DataLossError(absl::StrCat(path, ": the format version is missing"));
@@ -247,6 +256,14 @@ absl::Status CheckFormatVersion(const std::string& path, rocksdb::DB* db,
     return absl::FailedPreconditionError(
         absl::StrCat(path, " has database format version ", version,
                      "; this claimstore reads up to ", kFormatVersion, ": use a newer claimstore"));
+  }
+  if (version < kFormatVersion && writable) {
+    std::string encoded;
+    AppendUint64(kFormatVersion, &encoded);
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    CS_RETURN_IF_ERROR(FromRocksDB(db->Put(sync, meta, kFormatVersionKey, encoded),
+                                   "upgrading the format version"));
   }
   return absl::OkStatus();
 }
@@ -279,6 +296,7 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Create(std::unique_ptr<Databas
   {
     Exclusive exclusive(&store->writes_);
     CS_ASSIGN_OR_RETURN(store->revision_, store->db_->ReadRevision(nullptr));
+    CS_RETURN_IF_ERROR(store->OpenFeed());
     CS_RETURN_IF_ERROR(store->ResetPublished());
   }
   return std::unique_ptr<Store>(std::move(store));
@@ -328,9 +346,10 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
                                                                      : rocksdb::FileSystem::Default());
   database->env_ = rocksdb::NewCompositeEnv(database->fs_);
   rocksdb::DBOptions db_options = DatabaseOptions(options, database->env_.get());
-  const std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = FamilyDescriptors(options);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = FamilyDescriptors(options);
 
-  CS_ASSIGN_OR_RETURN(const bool exists, CheckExisting(path, db_options));
+  bool has_feed = true;
+  CS_ASSIGN_OR_RETURN(const bool exists, CheckExisting(path, db_options, &has_feed));
   if (!exists && (options.read_only || !options.create_if_missing)) {
     return absl::NotFoundError(absl::StrCat("no claimstore database at ", path));
   }
@@ -342,18 +361,20 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
     }
     database->secondary_dir_ = pattern;
     db_options.max_open_files = -1;  // required by secondary instances
+    if (!has_feed) descriptors.pop_back();  // feed() is null
     CS_RETURN_IF_ERROR(WithSuspectFiles(
         path, FromRocksDB(rocksdb::DB::OpenAsSecondary(db_options, path, database->secondary_dir_,
                                                        descriptors, &database->handles_, &raw),
                           absl::StrCat("opening ", path, " read-only"))));
   } else {
     if (!exists) CS_RETURN_IF_ERROR(CreateDatabase(path, db_options, descriptors));
+    db_options.create_missing_column_families = true;  // the feed of a version-1 database
     CS_RETURN_IF_ERROR(WithSuspectFiles(
         path, FromRocksDB(rocksdb::DB::Open(db_options, path, descriptors, &database->handles_, &raw),
                           absl::StrCat("opening ", path))));
   }
   database->db_.reset(raw);
-  CS_RETURN_IF_ERROR(CheckFormatVersion(path, raw, database->meta()));
+  CS_RETURN_IF_ERROR(CheckFormatVersion(path, raw, database->meta(), !options.read_only));
   return database;
 }
 

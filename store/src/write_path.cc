@@ -158,16 +158,19 @@ void StoreImpl::CommitGroup(absl::Span<WriteGroup::Writer* const> writers) {
   }
   rocksdb::WriteBatch batch;
   staged_.Clear();
+  staged_feed_total_ = feed_total_;
   uint64_t revision = revision_;
   for (PendingWrite* w : group) {
     batch.SetSavePoint();
     staged_.BeginWrite();
+    const uint64_t feed_total = staged_feed_total_;
     w->status = Apply(w, &batch, &revision);
     if (w->status.ok()) {
       batch.PopSavePoint();
     } else {
       batch.RollbackToSavePoint();
       staged_.Undo();
+      staged_feed_total_ = feed_total;
     }
   }
   if (revision == revision_) return;  // nothing changed
@@ -180,6 +183,8 @@ void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
   AppendUint64(revision, &encoded);
   absl::Status s =
       FromRocksDB(batch->Put(db_->meta(), kRevisionKey, encoded), "staging the revision");
+  FeedPoint compact = feed_compact_;
+  if (s.ok()) s = StageCompaction(revision, batch, &compact);
   if (s.ok()) s = FromRocksDB(db_->db()->Write(write_options_, batch), "committing");
   if (!s.ok()) {
     // Nothing of the group was written: every write that was to change
@@ -198,7 +203,11 @@ void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
     return;
   }
   revision_ = revision;
-  // Readers see the group before its writers are acknowledged.
+  feed_total_ = staged_feed_total_;
+  if (FeedOn() && compact.revision != feed_compact_.revision) feed_dropped_ = compact.revision;
+  feed_compact_ = compact;
+  // Readers see the group before its writers are acknowledged, and so do
+  // watchers.
   std::vector<RecordChange> changes;
   for (PendingWrite* w : group) {
     if (!w->status.ok()) continue;
@@ -206,6 +215,7 @@ void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
     w->changes.clear();
   }
   published_.Publish(revision, db_->MakeSnapshot(), changes);
+  if (FeedOn()) hub_.Publish(revision, EventsOf(changes), compact.revision);
 }
 
 absl::Status StoreImpl::Apply(PendingWrite* w, rocksdb::WriteBatch* batch, uint64_t* revision) {
@@ -282,10 +292,18 @@ absl::Status StoreImpl::StageWrite(const ClaimKey& key, const ClaimRecord* curre
                  rocksdb::Slice(stamped.bytes().data(), stamped.bytes().size())),
       "staging"));
   CS_RETURN_IF_ERROR(StageIndexChanges(before, after, batch));
+  if (FeedOn()) {
+    CS_RETURN_IF_ERROR(StageEvent(current != nullptr ? WatchEventType::kModified
+                                                     : WatchEventType::kAdded,
+                                  record_key, next, stamped, current, batch));
+  }
   *revision = next;
   *result = WriteResult{next, true};
   staged_.SetRecord(record_key, stamped);
-  changes->push_back({std::move(record_key), std::move(stamped), std::move(before), std::move(after)});
+  std::optional<ClaimRecord> previous;
+  if (current != nullptr) previous = *current;
+  changes->push_back({std::move(record_key), std::move(stamped), std::move(before), std::move(after),
+                      next, std::move(previous)});
   return absl::OkStatus();
 }
 
@@ -296,10 +314,14 @@ absl::Status StoreImpl::StageDelete(const ClaimRecord& current, rocksdb::WriteBa
   std::string record_key = RecordKey(current.claim_namespace(), current.name());
   CS_RETURN_IF_ERROR(FromRocksDB(batch->Delete(db_->records(), record_key), "staging"));
   CS_RETURN_IF_ERROR(StageIndexChanges(before, IndexEntries{}, batch));
+  if (FeedOn()) {
+    CS_RETURN_IF_ERROR(
+        StageEvent(WatchEventType::kDeleted, record_key, *revision + 1, current, nullptr, batch));
+  }
   *revision += 1;
   *result = WriteResult{*revision, true};
   staged_.SetRecord(record_key, std::nullopt);
-  changes->push_back({std::move(record_key), std::nullopt, std::move(before), {}});
+  changes->push_back({std::move(record_key), std::nullopt, std::move(before), {}, *revision, current});
   return absl::OkStatus();
 }
 

@@ -36,6 +36,11 @@ namespace internal {
 class RecordFactory;  // builds records from buffers claimstore wrote itself
 }  // namespace internal
 
+// The kind of a watch event, as Kubernetes names them: of a claim decoded
+// from a watch stream (codec.h; kNone outside one), and of a change in the
+// store's feed (store.h, WatchEvent).
+enum class WatchEventType : uint8_t { kNone, kAdded, kModified, kDeleted };
+
 class ClaimRecord {
  public:
   // Verifies `bytes` with the FlatBuffers Verifier (bounds, offsets,

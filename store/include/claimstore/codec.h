@@ -49,13 +49,10 @@ namespace claimstore {
 // Larger dumps must be split, e.g. as JSON lines.
 inline constexpr size_t kMaxJsonDocumentBytes = 0xFFFFFFFFu - 64;
 
-// The watch event a claim arrived in, if any.
-enum class WatchEventType : uint8_t { kNone, kAdded, kModified, kDeleted };
-
 // One claim found in an input.
 struct DecodedClaim {
   ClaimRecord record;
-  WatchEventType event = WatchEventType::kNone;
+  WatchEventType event = WatchEventType::kNone;  // the watch event it arrived in, if any
   // Where the claim stood: the 0-based document (JSON value) of the input,
   // and its index in that document's `items`, or -1 outside a list.
   size_t document = 0;

@@ -45,6 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_record.h"
@@ -71,7 +72,8 @@ struct Options {
   bool create_if_missing = true;
   // Open read-only, as a RocksDB secondary instance: safe while another
   // process has the database open for writing. Reads see the state as of
-  // Open() or the last Refresh(). Write calls return FailedPrecondition.
+  // Open() or the last catch-up (Refresh(), or a watcher's). Write calls
+  // return FailedPrecondition.
   // Default: false.
   bool read_only = false;
   // Sync the write-ahead log before acknowledging a write: an acknowledged
@@ -101,6 +103,22 @@ struct Options {
   // scheduler wants the default, where no call pays for the load.
   // Default: false.
   bool defer_index_load = false;
+
+  // The change feed (Store::Watch): every write leaves its event in the
+  // same atomic write as the change, in a column family keyed by revision.
+  // The feed keeps at least the latest feed_history_revisions revisions,
+  // unless they take more than feed_history_bytes (then as many of the
+  // latest as fit); the older ones are compacted away when either bound is
+  // exceeded by an eighth, in the commit that exceeds it (one range
+  // deletion; RocksDB reclaims the space in the background). 0 turns the
+  // feed off: no events are written, and a watch is refused.
+  // Default: 100,000 revisions, 256 MiB.
+  uint64_t feed_history_revisions = 100000;
+  uint64_t feed_history_bytes = uint64_t{256} << 20;
+  // Modified events carry the claim as it was before the change too
+  // (WatchEvent::before), which about doubles the feed's bytes. Deleted
+  // events always carry it. Default: false.
+  bool feed_records_before = false;
 };
 
 // Conditions a write must meet; unset members are not checked.
@@ -208,7 +226,69 @@ struct StoreStats {
   uint64_t consumer_entries = 0, device_entries = 0;
   uint64_t revision = 0;
   uint64_t size_on_disk_bytes = 0;
+  // The change feed holds the events of revisions feed_compact_revision + 1
+  // through revision (Store::Watch).
+  uint64_t feed_compact_revision = 0;
 };
+
+// --- The change feed (Store::Watch) ---
+
+// One committed change of one claim.
+struct WatchEvent {
+  WatchEventType type = WatchEventType::kAdded;
+  // The store revision of the change: every revision is one event.
+  uint64_t revision = 0;
+  ClaimKey key;
+  // Always set. kAdded and kModified: the claim as written (its
+  // mod_revision() is `revision`). kDeleted: the claim as it was when it
+  // was deleted (its last write's revisions), as Kubernetes' DELETED events
+  // carry the object's last state.
+  std::optional<ClaimRecord> record;
+  // kDeleted: the same as `record`. kModified, when the store was written
+  // with Options::feed_records_before: the claim before the change.
+  // Otherwise nullopt.
+  std::optional<ClaimRecord> before;
+};
+
+// Which events a watcher hands over; every event when empty.
+struct WatchOptions {
+  std::string claim_namespace = {};  // only claims of this namespace
+  std::string key_prefix = {};       // only claims whose "namespace/name" starts with this
+};
+
+// A watcher of the change feed (Store::Watch). Events come in revision
+// order, each once, none skipped: a watcher that falls behind the feed's
+// history is told so (OutOfRange) rather than moved ahead.
+//
+// Thread-safety: Next from one thread at a time; Cancel from any thread. A
+// Watcher must be destroyed before its Store.
+class Watcher {
+ public:
+  virtual ~Watcher();
+  // The next event (that the options select), waiting up to `timeout` for
+  // one to be committed. Errors:
+  //   DeadlineExceeded  none came within `timeout`; call again
+  //   OutOfRange        the events from next_revision() on were compacted
+  //                     away before this watcher read them (CompactRevision()
+  //                     of the error: re-list, then watch from the list's
+  //                     revision + 1), as etcd's ErrCompacted; every later
+  //                     call returns it too
+  //   Cancelled         Cancel() was called
+  //   DataLoss          a stored event is corrupt
+  virtual absl::StatusOr<WatchEvent> Next(absl::Duration timeout) = 0;
+  // The revision the next event is looked for from (events the options do
+  // not select are passed over).
+  virtual uint64_t next_revision() const = 0;
+  // Makes a Next waiting now, and every later one, return Cancelled.
+  virtual void Cancel() = 0;
+
+ protected:
+  Watcher() = default;
+};
+
+// The compact revision carried by an OutOfRange error of Store::Watch or
+// Watcher::Next: events up to it are no longer in the feed.
+std::optional<uint64_t> CompactRevision(const absl::Status& status);
 
 // Where a bulk load's Commit (or DryRun) is: its phase, and in "writing"
 // the claims written of all.
@@ -277,6 +357,12 @@ struct BulkLoadResult {
 //
 // Memory: the encoded claims are held until Commit (about 0.5 KB per
 // claim of typical shape, plus their index keys).
+//
+// The change feed: a load of millions of claims does not write an event
+// per claim. It compacts the feed to its revision instead, in the same
+// ingestion: a watcher from before it is told OutOfRange (as after any
+// compaction) and re-lists, which costs it one List instead of one event
+// per claim loaded, deleted or replaced.
 //
 // Thread-safety: Add and Delete may be called from any number of threads at
 // once (decode in parallel, add as you go); Commit or DryRun once, after
@@ -350,6 +436,26 @@ class Store {
   virtual absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(
       const DeviceQuery& query) const = 0;
 
+  // Watches the change feed from `from_revision` on (inclusive; 0: from the
+  // next revision committed). To follow the store from a List at revision
+  // R, watch from R + 1. A writable store hands each event over from
+  // memory as its commit is published (before the write returns); a
+  // read-only store follows the writer of another process, catching up
+  // every 2 ms while a watcher waits (as Refresh does, which is then not
+  // needed for reads either). Errors: OutOfRange when `from_revision` is no
+  // longer in the feed (CompactRevision() of the error says up to where it
+  // was compacted; a bulk load compacts the feed to its revision, see
+  // BulkLoad), FailedPrecondition when the store keeps no feed
+  // (Options::feed_history_revisions = 0, or a read-only store of a
+  // database written before the feed existed).
+  //
+  // Writers never wait for watchers: a commit appends its events to a
+  // bounded in-memory list (the latest 4,096) under a lock held for that
+  // alone and wakes the watchers; a watcher further behind reads the feed
+  // from RocksDB.
+  virtual absl::StatusOr<std::unique_ptr<Watcher>> Watch(uint64_t from_revision,
+                                                         const WatchOptions& options = {}) = 0;
+
   // --- Writes: each atomic (record, index entries and revision in one
   // WriteBatch), each with optional preconditions. ---
 
@@ -401,8 +507,9 @@ class Store {
   virtual absl::StatusOr<VerifyReport> Verify(bool repair) = 0;
   virtual absl::StatusOr<StoreStats> Stats() const = 0;
   // Read-only stores: catch up with the writer. Reads of a read-only store see
-  // the state of the last Refresh(); call it while no read is running. OK
-  // no-op otherwise.
+  // the state of the last catch-up (this, or a waiting watcher's), each read
+  // one whole state: a catch-up waits for the reads in flight. OK no-op
+  // otherwise.
   virtual absl::Status Refresh() = 0;
   // Starts a bulk load (see BulkLoad). FailedPrecondition when the store is
   // read-only.
