@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "database.h"
 #include "keys.h"
+#include "record_factory.h"
 #include "rocksdb/db.h"
 #include "rocksdb_status.h"
 #include "status_macros.h"
@@ -26,14 +27,6 @@ bool ConsumeUint32(absl::string_view* in, uint32_t* v) {
   *v = 0;
   for (int i = 0; i < 4; ++i) *v = (*v << 8) | static_cast<unsigned char>((*in)[i]);
   in->remove_prefix(4);
-  return true;
-}
-
-bool ConsumeField(absl::string_view* in, absl::string_view* field) {
-  uint32_t n = 0;
-  if (!ConsumeUint32(in, &n) || in->size() < n) return false;
-  *field = in->substr(0, n);
-  in->remove_prefix(n);
   return true;
 }
 
@@ -63,19 +56,35 @@ bool ParseFeedKey(absl::string_view key, uint64_t* revision) {
   return key.size() == 8 && ParseUint64(key, revision);
 }
 
+namespace {
+
+constexpr size_t kHeader = 1 + 8 + 4 + 4 + 4;
+size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
+
+}  // namespace
+
 std::string EncodeFeedEvent(WatchEventType type, absl::string_view record_key,
                             const ClaimRecord& record, const ClaimRecord* before,
                             uint64_t total_before, uint64_t* total) {
   const absl::string_view before_bytes = before != nullptr ? before->bytes() : absl::string_view();
-  const size_t size = 1 + 8 + 12 + record_key.size() + record.bytes().size() + before_bytes.size();
+  const size_t record_at = Align8(kHeader + record_key.size());
+  const size_t before_at = Align8(record_at + record.bytes().size());
+  const size_t size = before_bytes.empty() ? record_at + record.bytes().size()
+                                           : before_at + before_bytes.size();
   *total = total_before + size;
   std::string value;
   value.reserve(size);
   value.push_back(KindByte(type));
   AppendUint64(*total, &value);
-  for (absl::string_view field : {record_key, record.bytes(), before_bytes}) {
-    AppendUint32(static_cast<uint32_t>(field.size()), &value);
-    value.append(field.data(), field.size());
+  AppendUint32(static_cast<uint32_t>(record_key.size()), &value);
+  AppendUint32(static_cast<uint32_t>(record.bytes().size()), &value);
+  AppendUint32(static_cast<uint32_t>(before_bytes.size()), &value);
+  value.append(record_key.data(), record_key.size());
+  value.resize(record_at, '\0');
+  value.append(record.bytes().data(), record.bytes().size());
+  if (!before_bytes.empty()) {
+    value.resize(before_at, '\0');
+    value.append(before_bytes.data(), before_bytes.size());
   }
   return value;
 }
@@ -88,35 +97,41 @@ absl::StatusOr<uint64_t> FeedEventTotal(absl::string_view value) {
   return total;
 }
 
-absl::StatusOr<WatchEvent> DecodeFeedEvent(uint64_t revision, absl::string_view value) {
-  WatchEvent e;
-  e.revision = revision;
-  if (value.size() < 9) return Corrupt(revision, "truncated");
+absl::Status DecodeFeedEvent(uint64_t revision, absl::string_view value,
+                             const std::shared_ptr<const void>& holder, WatchEvent* e) {
+  e->revision = revision;
+  if (value.size() < kHeader) return Corrupt(revision, "truncated");
   switch (value[0]) {
-    case 'A': e.type = WatchEventType::kAdded; break;
-    case 'M': e.type = WatchEventType::kModified; break;
-    case 'D': e.type = WatchEventType::kDeleted; break;
+    case 'A': e->type = WatchEventType::kAdded; break;
+    case 'M': e->type = WatchEventType::kModified; break;
+    case 'D': e->type = WatchEventType::kDeleted; break;
     default: return Corrupt(revision, "unknown kind");
   }
-  absl::string_view in = value.substr(9), record_key, record, before;
-  if (!ConsumeField(&in, &record_key) || !ConsumeField(&in, &record) ||
-      !ConsumeField(&in, &before) || !in.empty()) {
-    return Corrupt(revision, "malformed");
-  }
-  if (!ParseRecordKey(record_key, &e.key.claim_namespace, &e.key.name)) {
+  absl::string_view lengths = value.substr(9, 12);
+  uint32_t key_size = 0, record_size = 0, before_size = 0;
+  ConsumeUint32(&lengths, &key_size);
+  ConsumeUint32(&lengths, &record_size);
+  ConsumeUint32(&lengths, &before_size);
+  const size_t record_at = Align8(kHeader + key_size);
+  const size_t before_at = Align8(record_at + record_size);
+  const size_t size = before_size == 0 ? record_at + record_size : before_at + before_size;
+  if (size != value.size() || record_at > value.size()) return Corrupt(revision, "malformed");
+  if (!ParseRecordKey(value.substr(kHeader, key_size), &e->key.claim_namespace, &e->key.name)) {
     return Corrupt(revision, "malformed claim key");
   }
-  absl::StatusOr<ClaimRecord> r = ClaimRecord::FromBytes(std::string(record));
+  absl::StatusOr<ClaimRecord> r =
+      RecordFactory::FromStorage(holder, value.substr(record_at, record_size));
   if (!r.ok()) return Corrupt(revision, r.status().message());
-  e.record = *std::move(r);
-  if (e.type == WatchEventType::kDeleted) {
-    e.before = e.record;
-  } else if (!before.empty()) {
-    absl::StatusOr<ClaimRecord> b = ClaimRecord::FromBytes(std::string(before));
+  e->record = *std::move(r);
+  if (e->type == WatchEventType::kDeleted) {
+    e->before = e->record;
+  } else if (before_size > 0) {
+    absl::StatusOr<ClaimRecord> b =
+        RecordFactory::FromStorage(holder, value.substr(before_at, before_size));
     if (!b.ok()) return Corrupt(revision, b.status().message());
-    e.before = *std::move(b);
+    e->before = *std::move(b);
   }
-  return e;
+  return absl::OkStatus();
 }
 
 std::string EncodeFeedPoint(const FeedPoint& point) {
@@ -169,15 +184,37 @@ absl::Status FeedReader::Read(const rocksdb::Snapshot* snapshot, uint64_t next, 
   const std::string upper = FeedKey(end + 1);
   const rocksdb::Slice upper_slice(upper);
   options.iterate_upper_bound = &upper_slice;
+  options.fill_cache = false;  // a catch-up reads each event once
   std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(options, db_.feed()));
   const uint64_t first = next;
+  // The values are copied into one buffer, each at an 8-byte aligned
+  // offset (so the records in them are aligned and used in place), and
+  // the events into one vector: two allocations per fetch, not per event.
+  struct Batch {
+    std::string bytes;
+    std::vector<WatchEvent> events;
+  };
+  auto batch = std::make_shared<Batch>();
+  std::vector<std::pair<size_t, size_t>> spans;
+  std::vector<uint64_t> revisions;
   for (it->Seek(FeedKey(next)); it->Valid(); it->Next()) {
     uint64_t revision = 0;
     if (!ParseFeedKey(ToView(it->key()), &revision)) return Corrupt(next, "malformed key");
     if (revision != next) break;  // a gap: compacted, or lost
-    CS_ASSIGN_OR_RETURN(WatchEvent e, DecodeFeedEvent(revision, ToView(it->value())));
-    out->push_back(std::make_shared<const WatchEvent>(std::move(e)));
+    const absl::string_view value = ToView(it->value());
+    batch->bytes.resize(Align8(batch->bytes.size()));
+    spans.emplace_back(batch->bytes.size(), value.size());
+    batch->bytes.append(value.data(), value.size());
+    revisions.push_back(revision);
     ++next;
+  }
+  batch->events.resize(spans.size());
+  const std::shared_ptr<const void> holder(batch, batch->bytes.data());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    CS_RETURN_IF_ERROR(DecodeFeedEvent(
+        revisions[i], absl::string_view(batch->bytes).substr(spans[i].first, spans[i].second),
+        holder, &batch->events[i]));
+    out->push_back(EventPtr(batch, &batch->events[i]));
   }
   CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "reading the change feed"));
   if (next > first) return absl::OkStatus();

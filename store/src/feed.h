@@ -9,11 +9,15 @@
 //             including this one since the database was created (so the
 //             bytes of a stretch of the feed are one subtraction: the
 //             byte bound of the history costs no scan)
-//   key       u32 big-endian length, the record key (keys.h)
-//   record    u32 length, ClaimRecord bytes: the claim as written (A, M) or
-//             as it was when deleted (D)
-//   before    u32 length, ClaimRecord bytes or nothing: the claim before a
-//             modification, when the writer kept it (Options::feed_records_before)
+//   lengths   u32 big-endian each: of the key, the record, the before
+//   key       the record key (keys.h)
+//   record    at the next offset that is a multiple of 8 (so that a copy
+//             of the value at an aligned address is read in place):
+//             ClaimRecord bytes, the claim as written (A, M) or as it was
+//             when deleted (D)
+//   before    at the next multiple of 8, when its length is not 0: the
+//             claim before a modification, when the writer kept it
+//             (Options::feed_records_before)
 //
 // The meta key "feed_compact" holds the compact point: the revision up to
 // which the feed was compacted away, and the total bytes at it (16 bytes).
@@ -73,8 +77,10 @@ std::string EncodeFeedEvent(WatchEventType type, absl::string_view record_key,
                             uint64_t total_before, uint64_t* total);
 // The total bytes field of an event value.
 absl::StatusOr<uint64_t> FeedEventTotal(absl::string_view value);
-// The event of `revision` from its value (records verified).
-absl::StatusOr<WatchEvent> DecodeFeedEvent(uint64_t revision, absl::string_view value);
+// The event of `revision` from its value (records verified), whose bytes
+// `holder` keeps alive: its records point into them when 8-byte aligned.
+absl::Status DecodeFeedEvent(uint64_t revision, absl::string_view value,
+                             const std::shared_ptr<const void>& holder, WatchEvent* e);
 
 std::string EncodeFeedPoint(const FeedPoint& point);
 absl::StatusOr<FeedPoint> ParseFeedPoint(absl::string_view value);
