@@ -537,6 +537,79 @@ TEST_F(CliTest, WideTablesCutLongDeviceLists) {
 // directory holding tools/examples, with the built claimstore first on PATH.
 // Lines that install, build or run this very suite (tools/..., cmake ...) are
 // what CI itself runs, so they are not run from within it.
+// `claimstore watch` in another process follows a live writer: its output
+// is every committed change after its start, once each, in order, and
+// restoring a List plus that output gives the store's state at the end.
+TEST_F(CliTest, WatchFollowsALiveWriterAndRestoreReadsItsOutputBack) {
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db(), {});
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*store)->Put(ClaimRecordOf(absl::StrCat("c", i), 0)).ok());
+  absl::StatusOr<ListPage> start = (*store)->List({});
+  ASSERT_TRUE(start.ok());
+  ASSERT_EQ(start->revision, 3u);
+  std::string list;
+  for (const ClaimRecord& r : start->records) list += EncodeClaim(r) + "\n";
+  const std::string list_file = File("list.jsonl", list);
+  constexpr int kLast = 40;
+  CliRun watch;
+  std::thread watcher([&] {
+    watch = Cli(absl::StrCat("watch -A --from-revision 4 --until-revision ", kLast, " -o json"));
+  });
+  for (int i = 0; (*store)->Stats()->revision < kLast; ++i) {
+    const std::string name = absl::StrCat("c", i % 5);
+    if (i % 7 == 6) {
+      absl::StatusOr<WriteResult> d = (*store)->Delete({"live", name});
+      ASSERT_TRUE(d.ok() || absl::IsNotFound(d.status())) << d.status();
+    } else {
+      ASSERT_TRUE((*store)->Put(ClaimRecordOf(name, i)).ok());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  watcher.join();
+  ASSERT_EQ(watch.code, 0) << watch.err;
+  std::istringstream lines(watch.out);
+  std::string line;
+  int expected = 4;
+  while (std::getline(lines, line)) {
+    EXPECT_THAT(line, HasSubstr(absl::StrCat(R"(,"revision":)", expected, "}")));
+    EXPECT_EQ(line.rfind(R"({"type":")", 0), 0u) << line;
+    ++expected;
+  }
+  EXPECT_EQ(expected, kLast + 1);
+  const std::string final_dump = [&] {
+    std::string out;
+    const absl::StatusOr<ListPage> page = (*store)->List({});
+    EXPECT_TRUE(page.ok());
+    for (const ClaimRecord& r : page->records) out += EncodeClaim(r) + "\n";
+    return out;
+  }();
+  store->reset();
+  const std::string events = File("events.jsonl", watch.out);
+  const std::string copy = dir_.path() + "/copy";
+  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " restore ", list_file, " ",
+                                     events, " >/dev/null").c_str()), 0);
+  absl::StatusOr<std::unique_ptr<Store>> restored = Store::Open(copy, {.read_only = true});
+  ASSERT_TRUE(restored.ok());
+  std::string restored_dump;
+  const absl::StatusOr<ListPage> page = (*restored)->List({});
+  ASSERT_TRUE(page.ok());
+  for (const ClaimRecord& r : page->records) restored_dump += EncodeClaim(r) + "\n";
+  EXPECT_EQ(restored_dump, final_dump);
+}
+
+TEST_F(CliTest, WatchFromACompactedRevisionExitsSix) {
+  {
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db(), {.feed_history_revisions = 10});
+    ASSERT_TRUE(store.ok());
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE((*store)->Put(ClaimRecordOf("c", i)).ok());
+  }
+  const CliRun watch = Cli("watch -A --from-revision 1");
+  EXPECT_EQ(watch.code, 6);
+  EXPECT_THAT(watch.err, HasSubstr("Error: revision 1 has been compacted"));
+  const CliRun stats = Cli("stats");
+  EXPECT_THAT(stats.out, HasSubstr("change feed from revision"));
+}
+
 TEST(ReadmeTest, ShellExamplesRunAsWritten) {
   const std::string readme = ReadFile(CLAIMSTORE_README);
   std::vector<std::string> lines;

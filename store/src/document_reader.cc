@@ -90,9 +90,9 @@ class DocumentDecoder {
       : d_(*decoder), document_(document), nested_(nested), sink_(sink) {}
 
   absl::Status Decode(od::value& root) {
-    static constexpr FieldNames<8> kNames = {"kind",  "apiVersion", "metadata",
+    static constexpr FieldNames<9> kNames = {"kind",  "apiVersion", "metadata",
                                              "spec",  "status",     "items",
-                                             "type",  "object"};
+                                             "type",  "object",     "revision"};
     d_.fbb().Clear();
     bool present = false;
     CS_RETURN_IF_ERROR(d_.ReadObject(
@@ -151,6 +151,14 @@ class DocumentDecoder {
         bool present = false;
         CS_RETURN_IF_ERROR(d_.ReadStringView(f, &s, &present));
         event_type_ = std::string(s);
+        return absl::OkStatus();
+      }
+      case 8: {
+        // The store revision `claimstore watch -o json` adds to an event:
+        // accepted, and not needed (events apply in input order).
+        CS_RETURN_IF_ERROR(SetShape(Shape::kEvent, name));
+        CS_ASSIGN_OR_RETURN(od::json_type type, d_.Type(f));
+        if (type != od::json_type::number) return d_.TypeFail("a number", type);
         return absl::OkStatus();
       }
       default: {
@@ -251,9 +259,9 @@ class DocumentDecoder {
     return absl::Status(s.error().code(), absl::StrCat("object: ", s.ToStatus().message()));
   }
 
-  static constexpr FieldNames<8> kMemberNames = {
+  static constexpr FieldNames<9> kMemberNames = {
       "kind", "apiVersion", "metadata", "spec",
-      "status", "items", "type", "object"};
+      "status", "items", "type", "object", "revision"};
 
   ClaimReader& d_;
   size_t document_;

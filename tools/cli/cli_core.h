@@ -8,7 +8,8 @@
 // Exit codes: 0 success; 1 invalid input or usage; 2 not found; 3 conflict
 // (revision mismatch, device held by another claim); 4 refused by a rule
 // (not allocated, still reserved, 256 consumers, being deleted); 5 storage
-// error or corruption. Errors go to stderr as "Error: ...", one per line.
+// error or corruption; 6 a watch's revision is no longer in the change feed
+// (re-list). Errors go to stderr as "Error: ...", one per line.
 #ifndef CLAIMSTORE_TOOLS_CLI_CLI_CORE_H_
 #define CLAIMSTORE_TOOLS_CLI_CLI_CORE_H_
 

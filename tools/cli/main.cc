@@ -27,6 +27,7 @@ constexpr char kUsage[] =
     "  get NAME [-n NS]        list [-n NS | -A] [-o wide|name|json]\n"
     "  find --consumer-uid UID find --device DRIVER[/POOL[/DEVICE[/SHAREID]]]\n"
     "  reserve, unreserve, allocate, deallocate, delete NAME [-n NS] ...\n"
+    "  watch [--from-revision R] [--until-revision N] [-n NS | -A] [-o json]\n"
     "  verify [--repair]       stats      backup DIR\n"
     "  generate --claims N     decode [FILE...]   demo (the main job)\n"
     "Every command takes --help.\n";
@@ -65,6 +66,7 @@ int Main(int argc, char** argv) {
   AddRestoreCommand(app, context);
   AddReadCommands(app, context);
   AddWriteCommands(app, context);
+  AddWatchCommand(app, context);
   AddMaintenanceCommands(app, context);
   AddDemoCommands(app, context);
   app.require_subcommand(1);
