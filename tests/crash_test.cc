@@ -12,7 +12,10 @@
 //     of the calls in flight at the kill (committed, not yet acknowledged);
 //     every claim's uid, allocation, reservedFor and revisions must match;
 //   - Verify is clean: indexes match the records, no device is held
-//     exclusively by two claims.
+//     exclusively by two claims;
+//   - the change feed holds exactly the committed changes: one event per
+//     revision up to the store's, none past it, and replaying the feed from
+//     revision 1 gives the records the store holds, byte for byte.
 // Then it continues the workload on the reopened database, and the model
 // carries over.
 //
@@ -35,6 +38,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "claim_model.h"
@@ -172,10 +176,62 @@ bool Replay(const Store& store, const CycleLog& log, uint64_t target, ClaimModel
   return false;
 }
 
+// The change feed replayed so far (across cycles): claim -> bytes.
+struct FeedReplay {
+  std::map<std::string, std::string> claims;
+  uint64_t revision = 0;
+};
+
+// The feed after the kill holds exactly the committed changes: its events
+// from the last check on are the revisions up to the store's, one each, and
+// replaying them gives the state the store holds.
+void CheckFeed(Store& store, uint64_t revision, FeedReplay* feed, std::vector<std::string>* problems) {
+  absl::StatusOr<std::unique_ptr<Watcher>> w = store.Watch(feed->revision + 1);
+  if (!w.ok()) {
+    problems->push_back(absl::StrCat("feed: watch from ", feed->revision + 1, ": ", w.status().ToString()));
+    return;
+  }
+  while (feed->revision < revision) {
+    absl::StatusOr<WatchEvent> e = (*w)->Next(absl::ZeroDuration());
+    if (!e.ok()) {
+      problems->push_back(absl::StrCat("feed: revision ", feed->revision + 1, " of ", revision, ": ",
+                                       e.status().ToString()));
+      return;
+    }
+    if (e->revision != feed->revision + 1) {
+      problems->push_back(absl::StrCat("feed: revision ", e->revision, " after ", feed->revision));
+      return;
+    }
+    feed->revision = e->revision;
+    if (e->type == WatchEventType::kDeleted) {
+      feed->claims.erase(e->key.ToString());
+    } else {
+      feed->claims[e->key.ToString()] = std::string(e->record->bytes());
+    }
+  }
+  if (absl::StatusOr<WatchEvent> extra = (*w)->Next(absl::ZeroDuration()); extra.ok()) {
+    problems->push_back(absl::StrCat("feed: an event at revision ", extra->revision,
+                                     " past the store revision ", revision));
+  }
+  absl::StatusOr<ListPage> list = store.List({});
+  if (!list.ok()) {
+    problems->push_back(absl::StrCat("feed: list: ", list.status().ToString()));
+    return;
+  }
+  std::map<std::string, std::string> listed;
+  for (const ClaimRecord& r : list->records) {
+    listed[absl::StrCat(r.claim_namespace(), "/", r.name())] = std::string(r.bytes());
+  }
+  if (listed != feed->claims) {
+    problems->push_back(absl::StrCat("feed: replaying it gives ", feed->claims.size(),
+                                     " claims, not the ", listed.size(), " stored (or other bytes)"));
+  }
+}
+
 // Checks the reopened database against the model and this cycle's log, and
 // advances the model. Returns the problems found.
 std::vector<std::string> Check(const std::string& db, const CycleLog& log, ClaimModel* model,
-                               int* placed) {
+                               int* placed, FeedReplay* feed) {
   std::vector<std::string> problems = log.problems;
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db, {});
   if (!store.ok()) return {absl::StrCat("reopen: ", store.status().ToString())};
@@ -198,6 +254,7 @@ std::vector<std::string> Check(const std::string& db, const CycleLog& log, Claim
       problems.insert(problems.end(), why.begin(), why.end());
     }
   }
+  CheckFeed(**store, revision, feed, &problems);
   absl::StatusOr<VerifyReport> report = (*store)->Verify(false);
   if (!report.ok()) {
     problems.push_back(absl::StrCat("verify: ", report.status().ToString()));
@@ -214,6 +271,7 @@ int Parent(const char* self, int cycles, uint64_t seed) {
   const std::string db = dir + "/db";
   std::mt19937_64 rng(seed);
   ClaimModel model;  // across cycles: the database lives on
+  FeedReplay feed;
   uint64_t acks = 0;
   int passed = 0, failed = 0, placed = 0;
   for (int cycle = 0; cycle < cycles; ++cycle) {
@@ -258,7 +316,7 @@ int Parent(const char* self, int cycles, uint64_t seed) {
     }
     const CycleLog log = ParseLog(buffer);
     acks += log.acknowledged.size();
-    const std::vector<std::string> problems = Check(db, log, &model, &placed);
+    const std::vector<std::string> problems = Check(db, log, &model, &placed, &feed);
     if (problems.empty()) {
       ++passed;
     } else {

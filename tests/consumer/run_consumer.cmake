@@ -34,7 +34,7 @@ if(NOT LAST_OUTPUT MATCHES "namespaceValue/nameValue results=1 reservedFor=1\nst
 endif()
 message(STATUS "consumer printed: ${LAST_OUTPUT}")
 run("${WORK_DIR}/build/readme_example" "${WORK_DIR}/readme-db")
-if(NOT LAST_OUTPUT STREQUAL "pod-a holds 1 claim(s); gpu-3 is held by team-a/trainer-gpus; revision 3\n")
+if(NOT LAST_OUTPUT STREQUAL "pod-a holds 1 claim(s); gpu-3 is held by team-a/trainer-gpus; revision 3\nfeed: 1 added 2 modified 3 modified 4 modified\n")
   message(FATAL_ERROR "unexpected output of the README's program: ${LAST_OUTPUT}")
 endif()
 message(STATUS "the README's program printed: ${LAST_OUTPUT}")

@@ -236,7 +236,7 @@ int Stats(const Context& context) {
               {"consumer index entries", absl::StrCat(s->consumer_entries)},
               {"device index entries", absl::StrCat(s->device_entries)},
               {"revision", absl::StrCat(s->revision)},
-              {"change feed from revision", absl::StrCat(s->feed_compact_revision + 1)},
+              {"feed from revision", absl::StrCat(s->feed_compact_revision + 1)},
               {"size on disk (bytes)", absl::StrCat(s->size_on_disk_bytes)}});
   return 0;
 }
