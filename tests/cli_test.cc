@@ -610,6 +610,83 @@ TEST_F(CliTest, WatchFromACompactedRevisionExitsSix) {
   EXPECT_THAT(stats.out, ::testing::ContainsRegex("feed from revision +4[0-9]\n"));  // at least the latest 10 kept
 }
 
+// A claim follow/NAME of the cluster at resourceVersion `rv`, generation `gen`.
+std::string ClusterClaim(const std::string& name, int rv, int gen) {
+  return absl::StrCat(R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{)",
+                      R"("namespace":"follow","name":")", name, R"(","uid":"u-)", name,
+                      R"(","resourceVersion":")", rv, R"(","generation":)", gen, R"(},"status":{}})");
+}
+std::string Event(const std::string& type, const std::string& name, int rv, int gen) {
+  return absl::StrCat(R"({"type":")", type, R"(","object":)", ClusterClaim(name, rv, gen), "}");
+}
+std::string Bookmark(int rv) {
+  return absl::StrCat(R"({"type":"BOOKMARK","object":{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"resourceVersion":")",
+                      rv, R"("}}})");
+}
+
+// A follower fed a recorded stream (kubectl's indented objects, then after a
+// restart the raw API's lines) with duplicates, out-of-date events,
+// bookmarks and a 410 ends in the state a restore of the final List gives,
+// and resumes from the position it stored.
+TEST_F(CliTest, FollowAppliesAWatchStreamAsAStoreOfTheFinalListWouldHoldIt) {
+  // kubectl get -w --output-watch-events: the list as ADDED (in no order of
+  // resourceVersion), then the watch; printed indented, several lines each.
+  std::string first;
+  for (const std::string& e :
+       {Event("ADDED", "a", 10, 1), Event("ADDED", "b", 7, 1), Event("ADDED", "c", 12, 1),
+        Event("MODIFIED", "a", 13, 2), Event("MODIFIED", "a", 13, 2) /* duplicate */,
+        Event("MODIFIED", "b", 5, 9) /* out of date */, Bookmark(14), Event("DELETED", "c", 15, 1)}) {
+    std::string indented = e;
+    for (size_t at = 0; (at = indented.find(",\"", at)) != std::string::npos; at += 6) {
+      indented.replace(at, 1, ",\n    ");
+    }
+    first += indented + "\n";
+  }
+  const CliRun one = Cli("follow " + File("first.json", first));
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_THAT(one.out, HasSubstr("followed 8 event(s): 5 applied, 2 not newer than the stored claim, "
+                                 "1 bookmark(s); resourceVersion 15"));
+  EXPECT_EQ(Cli("follow --show-resource-version").out, "15\n");
+  // The restart: a raw watch from an older resourceVersion replays events.
+  std::string second;
+  for (const std::string& e :
+       {Event("MODIFIED", "a", 13, 2), Event("DELETED", "c", 15, 1), Event("ADDED", "d", 16, 1),
+        Event("MODIFIED", "b", 17, 3), Bookmark(20)}) {
+    second += e + "\n";
+  }
+  second += R"j({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure",)j"
+            R"j("message":"too old resource version: 12 (20)","reason":"Expired","code":410}})j" "\n";
+  const CliRun two = Cli("follow -", second);
+  EXPECT_EQ(two.code, 7) << two.err;
+  EXPECT_THAT(two.err, HasSubstr("410 Gone (too old resource version: 12 (20)): re-list"));
+  EXPECT_THAT(two.out, HasSubstr("2 applied, 2 not newer"));
+  EXPECT_THAT(Cli("stats").out, ::testing::ContainsRegex("follow resourceVersion +20\n"));
+  // What a restore of the final List holds.
+  const std::string list = absl::StrCat(
+      R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","metadata":{"resourceVersion":"20"},"items":[)",
+      ClusterClaim("a", 13, 2), ",", ClusterClaim("b", 17, 3), ",", ClusterClaim("d", 16, 1), "]}");
+  const std::string copy = dir_.path() + "/copy";
+  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " restore ", File("list.json", list),
+                                     " >/dev/null").c_str()), 0);
+  const std::string copy_dump = dir_.path() + "/copy.jsonl";
+  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " dump -o jsonl >", copy_dump).c_str()), 0);
+  EXPECT_EQ(Cli("dump -o jsonl").out, ReadFile(copy_dump));
+  // The follower's changes are in its own change feed, as any write's.
+  const CliRun watch = Cli("watch -A --from-revision 1 --until-revision 6");
+  EXPECT_EQ(watch.code, 0) << watch.err;
+  EXPECT_THAT(watch.out, HasSubstr("DELETED   follow               c"));
+}
+
+TEST_F(CliTest, FollowRefusesWhatIsNotAWatchStreamAndKeepsWhatCameBefore) {
+  const CliRun bad = Cli("follow -", Event("ADDED", "a", 1, 1) + "\n[1]\n");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("Error: -: after event 1: expected a JSON object"));
+  EXPECT_EQ(Cli("get follow/a").code, 0);
+  const CliRun no_rv = Cli("follow -", R"({"type":"ADDED","object":{"metadata":{"namespace":"follow","name":"x","resourceVersion":"abc"},"status":{}}})");
+  EXPECT_EQ(no_rv.code, 1);
+  EXPECT_THAT(no_rv.err, HasSubstr("metadata.resourceVersion: Invalid value: \"abc\""));
+}
+
 TEST(ReadmeTest, ShellExamplesRunAsWritten) {
   const std::string readme = ReadFile(CLAIMSTORE_README);
   std::vector<std::string> lines;

@@ -329,6 +329,60 @@ TEST_F(WatchTest, AReadOnlyStoreFollowsTheWriter) {
   EXPECT_THAT((*reader)->Watch(0), IsOk());
 }
 
+// A claim at cluster resourceVersion `rv` holding `device`.
+ClaimRecord AtVersion(const std::string& name, int rv, const std::string& device) {
+  return ClaimJson("ns", name,
+                   absl::StrCat(R"({"allocation":{"devices":{"results":[{"request":"req",)",
+                                R"("driver":"gpu.example.com","pool":"pool-a","device":")", device,
+                                R"("}]}}})"),
+                   absl::StrCat(R"("resourceVersion":")", rv, R"(")"));
+}
+
+TEST_F(WatchTest, ClusterEventsApplyAsStateSkipWhatIsNotNewerAndStoreThePosition) {
+  ASSERT_THAT(store_->ApplyClusterEvents({{AtVersion("a", 5, "d1")}}, 5), IsOk());
+  // A change of the allocation: refused as an update, applied as state.
+  EXPECT_THAT(store_->Put(AtVersion("a", 6, "d2")).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "field is immutable"));
+  absl::StatusOr<std::vector<WriteResult>> r =
+      store_->ApplyClusterEvents({{AtVersion("a", 6, "d2")}, {AtVersion("a", 6, "d3")}}, 6);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_TRUE((*r)[0].changed);
+  EXPECT_FALSE((*r)[1].changed);  // the same resourceVersion again: a duplicate
+  EXPECT_EQ(store_->ClaimsUsingDevice({"gpu.example.com", "pool-a", "d2"})->holdings.size(), 1u);
+  // An older one changes nothing, and the position only moves forward.
+  r = store_->ApplyClusterEvents({{AtVersion("a", 4, "d9")}}, 4);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_FALSE((*r)[0].changed);
+  EXPECT_EQ(store_->Stats()->follow_resource_version, 6u);
+  // A bookmark: the position alone, no revision.
+  const uint64_t revision = store_->Stats()->revision;
+  ASSERT_THAT(store_->ApplyClusterEvents({}, 9), IsOk());
+  EXPECT_EQ(store_->Stats()->follow_resource_version, 9u);
+  EXPECT_EQ(store_->Stats()->revision, revision);
+  // A deletion older than the claim changes nothing; a newer one deletes.
+  ASSERT_FALSE((*store_->ApplyClusterEvents({{AtVersion("a", 6, "d2"), true}}, 9))[0].changed);
+  ASSERT_TRUE((*store_->ApplyClusterEvents({{AtVersion("a", 10, "d2"), true}}, 10))[0].changed);
+  EXPECT_THAT(store_->Get({"ns", "a"}).status(), StatusIs(absl::StatusCode::kNotFound, ""));
+  // The device rule holds: refused whole, the position too.
+  ASSERT_THAT(store_->ApplyClusterEvents({{AtVersion("b", 11, "d5")}}, 11), IsOk());
+  EXPECT_THAT(store_->ApplyClusterEvents({{AtVersion("c", 12, "d6")}, {AtVersion("e", 12, "d5")}}, 12)
+                  .status(),
+              StatusIs(absl::StatusCode::kAborted, "ns/b"));
+  EXPECT_EQ(store_->Stats()->follow_resource_version, 11u);
+  EXPECT_THAT(store_->Get({"ns", "c"}).status(), StatusIs(absl::StatusCode::kNotFound, ""));
+  // Kept across a reopen; read-only stores refuse.
+  Reopen();
+  EXPECT_EQ(store_->Stats()->follow_resource_version, 11u);
+  absl::StatusOr<std::unique_ptr<Store>> reader = Store::Open(db_path(), {.read_only = true});
+  ASSERT_THAT(reader, IsOk());
+  EXPECT_EQ((*reader)->Stats()->follow_resource_version, 11u);
+  EXPECT_THAT((*reader)->ApplyClusterEvents({}, 20).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "read-only"));
+  EXPECT_THAT(store_->ApplyClusterEvents({{ClaimJson("ns", "x", "{}", R"("resourceVersion":"x1")")}}, 1)
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "metadata.resourceVersion: Invalid value"));
+}
+
 // Writers on several threads; watchers started at random moments from a
 // List (at its revision + 1) or from a random revision still in the feed:
 // each sees exactly the committed changes after its start, once each, in

@@ -8,6 +8,7 @@
 //   meta       "format_version" → u32 big-endian
 //              "revision"       → u64 big-endian (the store revision)
 //              "feed_compact"   → the change feed's compact point (feed.h)
+//              "follow_resource_version" → u64 big-endian (Store::ApplyClusterEvents)
 //   feed       u64 big-endian revision                      → the event of
 //              that revision (feed.h)
 //   default    unused (RocksDB requires it)
@@ -42,6 +43,7 @@ inline constexpr char kFeedFamily[] = "feed";
 inline constexpr char kFormatVersionKey[] = "format_version";
 inline constexpr char kRevisionKey[] = "revision";
 inline constexpr char kFeedCompactKey[] = "feed_compact";
+inline constexpr char kFollowKey[] = "follow_resource_version";
 
 // The database format this code writes and reads. An older binary refuses a
 // database whose format_version is larger. Version 2 added the feed family:

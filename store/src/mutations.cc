@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "claim_limits.h"
@@ -35,6 +36,33 @@ bool SameDevice(const fb::AllocatedDeviceStatus& a, const fb::AllocatedDeviceSta
 
 absl::StatusOr<Mutation> PutRecord(const ClaimRecord& record, const ClaimRecord*) {
   return Write(std::string(record.bytes()));
+}
+
+absl::StatusOr<uint64_t> ResourceVersionOf(const ClaimRecord& record) {
+  const absl::string_view rv = View(record.table().resource_version());
+  uint64_t n = 0;
+  if (rv.empty()) return n;
+  if (!absl::SimpleAtoi(rv, &n)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata.resourceVersion: Invalid value: \"", rv, "\": claims of a watch stream are ",
+        "ordered by it, as the number the API server makes it"));
+  }
+  return n;
+}
+
+absl::StatusOr<Mutation> ApplyClusterEvent(const ClusterEvent& event, const ClaimRecord* current) {
+  CS_ASSIGN_OR_RETURN(const uint64_t rv, ResourceVersionOf(event.record));
+  if (current != nullptr) {
+    CS_ASSIGN_OR_RETURN(const uint64_t stored, ResourceVersionOf(*current));
+    if (stored >= rv) return Mutation{};  // not newer: a duplicate, a replay
+  }
+  if (event.deleted) {
+    if (current == nullptr) return Mutation{};
+    return Mutation{Mutation::Kind::kDelete, {}};
+  }
+  Mutation m = Write(std::string(event.record.bytes()));
+  m.as_state = true;
+  return m;
 }
 
 absl::StatusOr<Mutation> DeleteClaim(const ClaimKey& key, const ClaimRecord* current) {

@@ -31,6 +31,10 @@ struct Mutation {
   enum class Kind { kNoop, kWrite, kDelete };
   Kind kind = Kind::kNoop;
   std::string bytes;  // kWrite: the new record, revisions not yet stamped
+  // kWrite: validated as state (a record loaded whole, as a restore
+  // validates it: no rule about a change), not as an update of the current
+  // record.
+  bool as_state = false;
 };
 
 // Put: the whole record, over whatever is there.
@@ -63,6 +67,17 @@ absl::StatusOr<Mutation> ClearAllocation(const ClaimKey& key, const ClaimRecord*
 absl::StatusOr<Mutation> MergeDeviceStatuses(const ClaimKey& key,
                                              const DeviceStatuses& statuses,
                                              const ClaimRecord* current);
+
+// A claim of a Kubernetes watch stream (Store::ApplyClusterEvents): nothing
+// when the stored claim's resourceVersion is not older than the event's (a
+// duplicate, a replay, an out-of-date event); else the record written as
+// state, or the claim deleted. InvalidArgument when a resourceVersion is
+// not a number.
+absl::StatusOr<Mutation> ApplyClusterEvent(const ClusterEvent& event, const ClaimRecord* current);
+
+// A claim's metadata.resourceVersion as the number Kubernetes makes it (0
+// when empty); InvalidArgument naming it otherwise.
+absl::StatusOr<uint64_t> ResourceVersionOf(const ClaimRecord& record);
 
 // Input checks made before a write is queued: InvalidArgument naming the
 // field.

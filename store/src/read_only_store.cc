@@ -171,6 +171,11 @@ absl::StatusOr<WriteResult> ReadOnlyStore::SetDeviceStatus(const ClaimKey&,
   return ReadOnlyError();
 }
 
+absl::StatusOr<std::vector<WriteResult>> ReadOnlyStore::ApplyClusterEvents(
+    absl::Span<const ClusterEvent>, uint64_t) {
+  return ReadOnlyError();
+}
+
 absl::StatusOr<VerifyReport> ReadOnlyStore::Verify(bool repair) {
   if (repair) return ReadOnlyError();
   ReaderLock lock(&mu_);

@@ -53,6 +53,8 @@ class ReadOnlyStore final : public Store {
   absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
                                               const DeviceStatuses& statuses,
                                               const Preconditions& pre) override;
+  absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(
+      absl::Span<const ClusterEvent> events, uint64_t resource_version) override;
 
   // Verify(false) checks the state of the last Refresh; a repair is a
   // write (FailedPrecondition).

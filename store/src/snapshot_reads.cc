@@ -88,6 +88,18 @@ absl::StatusOr<StoreStats> StatsAt(const Database& db, const ReadPoint& point) {
   stats.size_on_disk_bytes = db.SizeOnDisk();
   CS_ASSIGN_OR_RETURN(const FeedPoint compact, FeedReader(db).CompactPoint(point.snapshot));
   stats.feed_compact_revision = compact.revision;
+  {
+    rocksdb::ReadOptions options;
+    options.snapshot = point.snapshot;
+    rocksdb::PinnableSlice value;
+    rocksdb::Status s = db.db()->Get(options, db.meta(), kFollowKey, &value);
+    if (!s.IsNotFound()) {
+      CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the follow position"));
+      if (!ParseUint64(ToView(value), &stats.follow_resource_version)) {
+        return absl::DataLossError("the follow position is malformed");
+      }
+    }
+  }
   return stats;
 }
 

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,8 @@ class StoreImpl final : public Store {
   absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
                                               const DeviceStatuses& statuses,
                                               const Preconditions& pre) override;
+  absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(
+      absl::Span<const ClusterEvent> events, uint64_t resource_version) override;
 
   // Bulk loads (bulk_load.cc) ----------------------------------------------------
   absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad(const BulkLoadOptions& options) override;
@@ -126,6 +129,8 @@ class StoreImpl final : public Store {
   // after Submit returns.
   struct PendingWrite : WriteGroup::Writer {
     std::vector<WriteStep> steps;
+    // ApplyClusterEvents: the stream position to store with the steps.
+    std::optional<uint64_t> follow_resource_version;
     absl::Status status;
     // What the steps staged, for the published state (empty when refused).
     std::vector<RecordChange> changes;
@@ -159,8 +164,8 @@ class StoreImpl final : public Store {
   absl::StatusOr<std::optional<ClaimRecord>> CurrentRecord(const WriteStep& step) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   absl::Status StageWrite(const ClaimKey& key, const ClaimRecord* current, std::string bytes,
-                          rocksdb::WriteBatch* batch, uint64_t* revision, WriteResult* result,
-                          std::vector<RecordChange>* changes)
+                          bool as_state, rocksdb::WriteBatch* batch, uint64_t* revision,
+                          WriteResult* result, std::vector<RecordChange>* changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   absl::Status StageDelete(const ClaimRecord& current, rocksdb::WriteBatch* batch,
                            uint64_t* revision, WriteResult* result,
@@ -236,6 +241,9 @@ class StoreImpl final : public Store {
   // Events up to this revision are deleted (or, after a bulk load, were
   // never deleted: the next compaction's range starts after this).
   uint64_t feed_dropped_ ABSL_GUARDED_BY(writes_.leader) = 0;
+  // The stored follow position (ApplyClusterEvents), as committed.
+  uint64_t follow_rv_ ABSL_GUARDED_BY(writes_.leader) = 0;
+  uint64_t staged_follow_rv_ ABSL_GUARDED_BY(writes_.leader) = 0;
   // The latest events, for watchers. Internally synchronized.
   mutable FeedHub hub_;
 };

@@ -71,6 +71,16 @@ absl::StatusOr<std::unique_ptr<Watcher>> StoreImpl::Watch(uint64_t from_revision
 }
 
 absl::Status StoreImpl::OpenFeed() {
+  {
+    rocksdb::PinnableSlice value;
+    rocksdb::Status s = db_->db()->Get(rocksdb::ReadOptions(), db_->meta(), kFollowKey, &value);
+    if (!s.IsNotFound()) {
+      CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the follow position"));
+      if (!ParseUint64(ToView(value), &follow_rv_)) {
+        return absl::DataLossError("the follow position is malformed");
+      }
+    }
+  }
   const FeedReader reader(*db_);
   CS_ASSIGN_OR_RETURN(feed_compact_, reader.CompactPoint(nullptr));
   CS_ASSIGN_OR_RETURN(const FeedPoint first, reader.First());

@@ -135,6 +135,36 @@ absl::StatusOr<WriteResult> StoreImpl::SetDeviceStatus(const ClaimKey& key,
   });
 }
 
+absl::StatusOr<std::vector<WriteResult>> StoreImpl::ApplyClusterEvents(
+    absl::Span<const ClusterEvent> events, uint64_t resource_version) {
+  struct ApplyOne {
+    const ClusterEvent* event;
+    absl::StatusOr<Mutation> operator()(const ClaimRecord* current) const {
+      return ApplyClusterEvent(*event, current);
+    }
+  };
+  static const Preconditions kNone;
+  std::vector<ApplyOne> applies;
+  applies.reserve(events.size());
+  PendingWrite write;
+  write.steps.reserve(events.size());
+  write.follow_resource_version = resource_version;
+  for (const ClusterEvent& event : events) {
+    CS_RETURN_IF_ERROR(RequireClaimKey(event.record));
+    ClaimKey key{std::string(event.record.claim_namespace()), std::string(event.record.name())};
+    applies.push_back(ApplyOne{&event});
+    std::string record_key = RecordKey(key.claim_namespace, key.name);
+    write.steps.push_back(
+        WriteStep{std::move(record_key), std::move(key), &kNone, MutateFn(applies.back()), {}});
+  }
+  writes_.Submit(&write);
+  if (!write.status.ok()) return write.status;
+  std::vector<WriteResult> results;
+  results.reserve(write.steps.size());
+  for (const WriteStep& step : write.steps) results.push_back(step.result);
+  return results;
+}
+
 absl::StatusOr<WriteResult> StoreImpl::Write(const ClaimKey& key, const Preconditions& pre,
                                              MutateFn mutate) {
   CS_RETURN_IF_ERROR(RequireKey(key));
@@ -159,6 +189,7 @@ void StoreImpl::CommitGroup(absl::Span<WriteGroup::Writer* const> writers) {
   rocksdb::WriteBatch batch;
   staged_.Clear();
   staged_feed_total_ = feed_total_;
+  staged_follow_rv_ = follow_rv_;
   uint64_t revision = revision_;
   for (PendingWrite* w : group) {
     batch.SetSavePoint();
@@ -167,13 +198,16 @@ void StoreImpl::CommitGroup(absl::Span<WriteGroup::Writer* const> writers) {
     w->status = Apply(w, &batch, &revision);
     if (w->status.ok()) {
       batch.PopSavePoint();
+      if (w->follow_resource_version.has_value()) {
+        staged_follow_rv_ = std::max(staged_follow_rv_, *w->follow_resource_version);
+      }
     } else {
       batch.RollbackToSavePoint();
       staged_.Undo();
       staged_feed_total_ = feed_total;
     }
   }
-  if (revision == revision_) return;  // nothing changed
+  if (revision == revision_ && staged_follow_rv_ == follow_rv_) return;  // nothing changed
   WriteAndPublish(group, &batch, revision);
 }
 
@@ -185,12 +219,19 @@ void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
       FromRocksDB(batch->Put(db_->meta(), kRevisionKey, encoded), "staging the revision");
   FeedPoint compact = feed_compact_;
   if (s.ok()) s = StageCompaction(revision, batch, &compact);
+  if (s.ok() && staged_follow_rv_ != follow_rv_) {
+    std::string follow;
+    AppendUint64(staged_follow_rv_, &follow);
+    s = FromRocksDB(batch->Put(db_->meta(), kFollowKey, follow), "staging the follow position");
+  }
   if (s.ok()) s = FromRocksDB(db_->db()->Write(write_options_, batch), "committing");
   if (!s.ok()) {
     // Nothing of the group was written: every write that was to change
     // something fails with the storage error.
     for (PendingWrite* w : group) {
-      if (w->status.ok() && w->Changed()) w->status = Unshared(s);
+      if (w->status.ok() && (w->Changed() || w->follow_resource_version.has_value())) {
+        w->status = Unshared(s);
+      }
     }
     // The failed batch may still be in the write-ahead log, whole, and
     // come back at the next open; a later write given the same revision
@@ -203,6 +244,7 @@ void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
     return;
   }
   revision_ = revision;
+  follow_rv_ = staged_follow_rv_;
   feed_total_ = staged_feed_total_;
   if (FeedOn() && compact.revision != feed_compact_.revision) feed_dropped_ = compact.revision;
   feed_compact_ = compact;
@@ -263,8 +305,8 @@ absl::Status StoreImpl::ApplyStep(WriteStep* step, rocksdb::WriteBatch* batch, u
     case Mutation::Kind::kDelete:
       return StageDelete(*old, batch, revision, &step->result, changes);
     case Mutation::Kind::kWrite:
-      return StageWrite(step->key, old, std::move(mutation.bytes), batch, revision, &step->result,
-                        changes);
+      return StageWrite(step->key, old, std::move(mutation.bytes), mutation.as_state, batch,
+                        revision, &step->result, changes);
   }
   return absl::InternalError("unknown mutation");
 }
@@ -272,11 +314,12 @@ absl::Status StoreImpl::ApplyStep(WriteStep* step, rocksdb::WriteBatch* batch, u
 // Staging ----------------------------------------------------------------------
 
 absl::Status StoreImpl::StageWrite(const ClaimKey& key, const ClaimRecord* current,
-                                   std::string bytes, rocksdb::WriteBatch* batch,
+                                   std::string bytes, bool as_state, rocksdb::WriteBatch* batch,
                                    uint64_t* revision, WriteResult* result,
                                    std::vector<RecordChange>* changes) {
   IndexEntries after;
-  CS_RETURN_IF_ERROR(PrepareRecord(current != nullptr ? &current->table() : nullptr, &bytes, &after));
+  CS_RETURN_IF_ERROR(PrepareRecord(current != nullptr && !as_state ? &current->table() : nullptr,
+                                   &bytes, &after));
   IndexEntries before =
       current != nullptr ? ComputeIndexEntries(current->table()) : IndexEntries{};
   for (const std::string& device_key : Minus(after.devices, before.devices)) {

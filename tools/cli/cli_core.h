@@ -9,6 +9,7 @@
 // (revision mismatch, device held by another claim); 4 refused by a rule
 // (not allocated, still reserved, 256 consumers, being deleted); 5 storage
 // error or corruption; 6 a watch's revision is no longer in the change feed
+// (re-list); 7 a followed Kubernetes watch stream ended with 410 Gone
 // (re-list). Errors go to stderr as "Error: ...", one per line.
 #ifndef CLAIMSTORE_TOOLS_CLI_CLI_CORE_H_
 #define CLAIMSTORE_TOOLS_CLI_CLI_CORE_H_

@@ -14,6 +14,8 @@ void AddRestoreCommand(CLI::App& app, Context& context);
 void AddReadCommands(CLI::App& app, Context& context);
 // reserve, unreserve, allocate, deallocate, delete (write_commands.cc).
 void AddWriteCommands(CLI::App& app, Context& context);
+// follow (follow_command.cc).
+void AddFollowCommand(CLI::App& app, Context& context);
 // watch (watch_command.cc).
 void AddWatchCommand(CLI::App& app, Context& context);
 // verify, backup (maintenance_commands.cc).

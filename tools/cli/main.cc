@@ -28,6 +28,7 @@ constexpr char kUsage[] =
     "  find --consumer-uid UID find --device DRIVER[/POOL[/DEVICE[/SHAREID]]]\n"
     "  reserve, unreserve, allocate, deallocate, delete NAME [-n NS] ...\n"
     "  watch [--from-revision R] [--until-revision N] [-n NS | -A] [-o json]\n"
+    "  follow [FILE|-]         apply a Kubernetes watch stream as it arrives\n"
     "  verify [--repair]       stats      backup DIR\n"
     "  generate --claims N     decode [FILE...]   demo (the main job)\n"
     "Every command takes --help.\n";
@@ -67,6 +68,7 @@ int Main(int argc, char** argv) {
   AddReadCommands(app, context);
   AddWriteCommands(app, context);
   AddWatchCommand(app, context);
+  AddFollowCommand(app, context);
   AddMaintenanceCommands(app, context);
   AddDemoCommands(app, context);
   app.require_subcommand(1);

@@ -237,6 +237,7 @@ int Stats(const Context& context) {
               {"device index entries", absl::StrCat(s->device_entries)},
               {"revision", absl::StrCat(s->revision)},
               {"feed from revision", absl::StrCat(s->feed_compact_revision + 1)},
+              {"follow resourceVersion", absl::StrCat(s->follow_resource_version)},
               {"size on disk (bytes)", absl::StrCat(s->size_on_disk_bytes)}});
   return 0;
 }

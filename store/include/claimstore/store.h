@@ -229,6 +229,16 @@ struct StoreStats {
   // The change feed holds the events of revisions feed_compact_revision + 1
   // through revision (Store::Watch).
   uint64_t feed_compact_revision = 0;
+  // The resourceVersion of a followed Kubernetes watch stream applied last
+  // (Store::ApplyClusterEvents; 0: none).
+  uint64_t follow_resource_version = 0;
+};
+
+// A claim of a Kubernetes watch stream of ResourceClaims (ADDED, MODIFIED:
+// the object; DELETED: the object as deleted), for Store::ApplyClusterEvents.
+struct ClusterEvent {
+  ClaimRecord record;
+  bool deleted = false;
 };
 
 // --- The change feed (Store::Watch) ---
@@ -498,6 +508,22 @@ class Store {
   virtual absl::StatusOr<WriteResult> SetDeviceStatus(
       const ClaimKey& key, const DeviceStatuses& statuses,
       const Preconditions& pre = {}) = 0;
+
+  // Follows a Kubernetes cluster (claimstore follow): applies claims of a
+  // watch stream of ResourceClaims, in one atomic write, and stores
+  // `resource_version` as the stream's position
+  // (StoreStats::follow_resource_version; it only moves forward) in the same
+  // write. An event whose metadata.resourceVersion is not newer than the
+  // stored claim's changes nothing (a duplicate, a replay after a
+  // reconnect, an out-of-date event); otherwise the claim is written as
+  // state, as a restore writes it (the API server validated the change:
+  // validated whole, no rule about a change; the device rule holds), or
+  // deleted. Results in the order given (revision 0, unchanged, for events
+  // skipped). InvalidArgument ("item I (ns/name): ...") for an invalid
+  // claim or a resourceVersion that is not a number, Aborted for a device
+  // another claim holds: nothing is written then.
+  virtual absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(
+      absl::Span<const ClusterEvent> events, uint64_t resource_version) = 0;
 
   // --- Maintenance ---
 
