@@ -185,6 +185,7 @@ absl::Status FeedReader::Read(const rocksdb::Snapshot* snapshot, uint64_t next, 
   const rocksdb::Slice upper_slice(upper);
   options.iterate_upper_bound = &upper_slice;
   options.fill_cache = false;  // a catch-up reads each event once
+  options.readahead_size = 2 << 20;
   std::unique_ptr<rocksdb::Iterator> it(db_.db()->NewIterator(options, db_.feed()));
   const uint64_t first = next;
   // The values are copied into one buffer, each at an 8-byte aligned
@@ -289,7 +290,7 @@ FeedHub::Fetched FeedHub::Fetch(uint64_t next, std::chrono::steady_clock::time_p
         return Fetched::kOlder;
       }
       for (size_t i = next - recent_.front()->revision;
-           i < recent_.size() && out->size() < kFeedFetchMax; ++i) {
+           i < recent_.size() && out->size() < kHubFetchMax; ++i) {
         out->push_back(recent_[i]);
       }
       return Fetched::kEvents;

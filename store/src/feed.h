@@ -58,8 +58,11 @@ class Database;
 
 using EventPtr = std::shared_ptr<const WatchEvent>;
 
-// The most events a watcher takes in one fetch.
-inline constexpr size_t kFeedFetchMax = 256;
+// The most events a watcher reads from RocksDB at once (one iterator: its
+// readahead pays off over long stretches), and copies from the hub at once
+// (under the hub's lock, which a commit's publication waits for).
+inline constexpr size_t kFeedFetchMax = 1024;
+inline constexpr size_t kHubFetchMax = 256;
 
 // Where the feed was compacted to.
 struct FeedPoint {
@@ -123,7 +126,7 @@ class FeedHub {
   void Publish(uint64_t revision, std::vector<EventPtr> events, uint64_t compact);
 
   enum class Fetched { kEvents, kOlder, kCompacted, kTimeout, kCancelled };
-  // Events from `next` on: kEvents (appended to *out, up to kFeedFetchMax)
+  // Events from `next` on: kEvents (appended to *out, up to kHubFetchMax)
   // when in memory; kOlder when only RocksDB has them (*published: the
   // revision they are committed up to); kCompacted (*compact set); or
   // waits for them until `deadline` (kTimeout) or `*cancelled` (kCancelled).

@@ -26,6 +26,11 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStoreWithEnv(absl::string_view path,
 // MiB), so that tests see loads of many files.
 void SetBulkTableFileBytesForTesting(uint64_t bytes);
 
+// Calls `hook` (null: none) on the write leader right after each commit's
+// RocksDB write returns, before the commit is published: for measuring
+// what follows a commit (bench/watch_bench: commit to watcher).
+void SetCommitHookForTesting(void (*hook)());
+
 // How many table files the writable `store` has at level 0, over its
 // records, consumers and devices families (a bulk load's files overlap
 // nothing and go below it).

@@ -9,6 +9,7 @@
 // then published before its writers return.
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,9 +24,12 @@
 #include "status_macros.h"
 #include "store_errors.h"
 #include "store_impl.h"
+#include "store_testing.h"
 
 namespace claimstore::internal {
 namespace {
+
+std::atomic<void (*)()> commit_hook{nullptr};
 
 absl::Status CheckPreconditions(const ClaimKey& key, const Preconditions& pre,
                                 const ClaimRecord* current) {
@@ -53,6 +57,8 @@ absl::Status ForItem(const absl::Status& s, size_t i, const ClaimKey& key) {
 }
 
 }  // namespace
+
+void SetCommitHookForTesting(void (*hook)()) { commit_hook.store(hook); }
 
 bool StoreImpl::PendingWrite::Changed() const {
   return std::any_of(steps.begin(), steps.end(),
@@ -243,6 +249,7 @@ void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
         "); reopen it to recover"));
     return;
   }
+  if (void (*hook)() = commit_hook.load(std::memory_order_relaxed); hook != nullptr) hook();
   revision_ = revision;
   follow_rv_ = staged_follow_rv_;
   feed_total_ = staged_feed_total_;
