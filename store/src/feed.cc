@@ -3,6 +3,7 @@
 #include "feed.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -176,7 +177,7 @@ absl::StatusOr<FeedPoint> FeedReader::CompactPoint(const rocksdb::Snapshot* snap
 }
 
 absl::Status FeedReader::Read(const rocksdb::Snapshot* snapshot, uint64_t next, uint64_t last,
-                              std::vector<EventPtr>* out) const {
+                              std::vector<EventPtr>* out, std::shared_ptr<FeedBatch>* spare) const {
   if (next > last) return absl::OkStatus();
   const uint64_t end = std::min(last, next + kFeedFetchMax - 1);
   rocksdb::ReadOptions options;
@@ -190,12 +191,17 @@ absl::Status FeedReader::Read(const rocksdb::Snapshot* snapshot, uint64_t next, 
   const uint64_t first = next;
   // The values are copied into one buffer, each at an 8-byte aligned
   // offset (so the records in them are aligned and used in place), and
-  // the events into one vector: two allocations per fetch, not per event.
-  struct Batch {
-    std::string bytes;
-    std::vector<WatchEvent> events;
-  };
-  auto batch = std::make_shared<Batch>();
+  // the events into one vector: two allocations per fetch, not per event,
+  // and none when the spare batch is free again (nothing of it is held).
+  std::shared_ptr<FeedBatch> batch;
+  if (spare != nullptr && *spare != nullptr && spare->use_count() == 1) {
+    batch = *spare;
+    batch->bytes.clear();
+    batch->events.clear();
+  } else {
+    batch = std::make_shared<FeedBatch>();
+    if (spare != nullptr) *spare = batch;
+  }
   std::vector<std::pair<size_t, size_t>> spans;
   std::vector<uint64_t> revisions;
   for (it->Seek(FeedKey(next)); it->Valid(); it->Next()) {
@@ -318,10 +324,8 @@ void FeedHub::WakeAll() {
 absl::Status WatchCancelled() { return absl::CancelledError("the watch was cancelled"); }
 
 absl::StatusOr<WatchEvent> BufferedWatcher::Next(absl::Duration timeout) {
-  const Deadline deadline =
-      std::chrono::steady_clock::now() +
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          absl::ToChronoNanoseconds(std::min(timeout, absl::Hours(24 * 365))));
+  // Only when a fetch is needed: most calls hand over a buffered event.
+  std::optional<Deadline> deadline;
   for (;;) {
     if (cancelled_.load(std::memory_order_acquire)) return WatchCancelled();
     if (!error_.ok()) return error_;
@@ -331,7 +335,12 @@ absl::StatusOr<WatchEvent> BufferedWatcher::Next(absl::Duration timeout) {
     }
     buffer_.clear();
     pos_ = 0;
-    absl::Status s = Fetch(next_, deadline, &buffer_);
+    if (!deadline.has_value()) {
+      deadline = std::chrono::steady_clock::now() +
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     absl::ToChronoNanoseconds(std::min(timeout, absl::Hours(24 * 365))));
+    }
+    absl::Status s = Fetch(next_, *deadline, &buffer_);
     if (!s.ok()) {
       buffer_.clear();
       if (absl::IsOutOfRange(s) || absl::IsDataLoss(s)) error_ = s;

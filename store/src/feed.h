@@ -91,6 +91,13 @@ absl::StatusOr<FeedPoint> ParseFeedPoint(absl::string_view value);
 // Whether `e` is one the options select.
 bool Selected(const WatchOptions& options, const WatchEvent& e);
 
+// The events of one read from RocksDB and the bytes their records point
+// into.
+struct FeedBatch {
+  std::string bytes;
+  std::vector<WatchEvent> events;
+};
+
 // Reads events from RocksDB at `snapshot` (null: the latest state).
 class FeedReader {
  public:
@@ -99,9 +106,11 @@ class FeedReader {
   absl::StatusOr<FeedPoint> CompactPoint(const rocksdb::Snapshot* snapshot) const;
   // Appends the events of revisions `next` through at most `last` (at most
   // kFeedFetchMax) to *out. OutOfRange when `next` was compacted away;
-  // DataLoss when an event that must be there is not.
+  // DataLoss when an event that must be there is not. `spare` (optional):
+  // a batch to reuse when nothing holds it any more, and where the one read
+  // is kept for the next call.
   absl::Status Read(const rocksdb::Snapshot* snapshot, uint64_t next, uint64_t last,
-                    std::vector<EventPtr>* out) const;
+                    std::vector<EventPtr>* out, std::shared_ptr<FeedBatch>* spare = nullptr) const;
   // The first and the last event's revision and total (zeros when the feed
   // is empty), at the latest state.
   absl::StatusOr<FeedPoint> First() const;

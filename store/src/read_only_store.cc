@@ -37,12 +37,12 @@ class FollowingWatcher final : public BufferedWatcher {
   absl::Status Fetch(uint64_t next, Deadline deadline, std::vector<EventPtr>* out) override {
     for (;;) {
       if (cancelled().load(std::memory_order_acquire)) return WatchCancelled();
-      CS_RETURN_IF_ERROR(store_.ReadFeed(next, out));
+      CS_RETURN_IF_ERROR(store_.ReadFeed(next, out, &spare_));
       if (!out->empty()) return absl::OkStatus();
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) return absl::DeadlineExceededError("no event within the timeout");
       CS_RETURN_IF_ERROR(store_.RefreshIfOlderThan(kFollowInterval));
-      CS_RETURN_IF_ERROR(store_.ReadFeed(next, out));
+      CS_RETURN_IF_ERROR(store_.ReadFeed(next, out, &spare_));
       if (!out->empty()) return absl::OkStatus();
       MutexLock lock(&mu_);
       if (!cancelled().load(std::memory_order_acquire)) {
@@ -56,6 +56,7 @@ class FollowingWatcher final : public BufferedWatcher {
   }
 
   ReadOnlyStore& store_;
+  std::shared_ptr<FeedBatch> spare_;
   Mutex mu_;
   CondVar wake_;
 };
@@ -214,10 +215,11 @@ absl::StatusOr<std::unique_ptr<Watcher>> ReadOnlyStore::Watch(uint64_t from_revi
   return std::unique_ptr<Watcher>(new FollowingWatcher(from, options, *this));
 }
 
-absl::Status ReadOnlyStore::ReadFeed(uint64_t next, std::vector<EventPtr>* out) const {
+absl::Status ReadOnlyStore::ReadFeed(uint64_t next, std::vector<EventPtr>* out,
+                                     std::shared_ptr<FeedBatch>* spare) const {
   ReaderLock lock(&mu_);
   CS_ASSIGN_OR_RETURN(const uint64_t revision, db_->ReadRevision(nullptr));
-  return FeedReader(*db_).Read(nullptr, next, revision, out);
+  return FeedReader(*db_).Read(nullptr, next, revision, out, spare);
 }
 
 absl::StatusOr<std::unique_ptr<BulkLoad>> ReadOnlyStore::StartBulkLoad(const BulkLoadOptions&) {

@@ -66,7 +66,8 @@ class ReadOnlyStore final : public Store {
   absl::Status RefreshIfOlderThan(std::chrono::steady_clock::duration interval);
   // Under the shared lock: the events from `next` on, up to the latest
   // revision (none when `next` is past it).
-  absl::Status ReadFeed(uint64_t next, std::vector<EventPtr>* out) const;
+  absl::Status ReadFeed(uint64_t next, std::vector<EventPtr>* out,
+                        std::shared_ptr<FeedBatch>* spare) const;
   absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad(const BulkLoadOptions& options) override;
   absl::Status Compact() override;
   absl::Status Backup(absl::string_view dir) override;

@@ -37,7 +37,7 @@ class LocalWatcher final : public BufferedWatcher {
         return absl::OkStatus();
       case FeedHub::Fetched::kOlder: {
         const Pin pin = published_.Current();  // at or past `published`
-        return reader_.Read(pin.snapshot.get(), next, pin.revision, out);
+        return reader_.Read(pin.snapshot.get(), next, pin.revision, out, &spare_);
       }
       case FeedHub::Fetched::kCompacted:
         return FeedCompacted(next, compact);
@@ -51,6 +51,7 @@ class LocalWatcher final : public BufferedWatcher {
   void Wake() override { hub_.WakeAll(); }
 
   const FeedReader reader_;
+  std::shared_ptr<FeedBatch> spare_;
   FeedHub& hub_;
   const PublishedState& published_;
 };
