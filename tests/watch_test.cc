@@ -232,6 +232,29 @@ TEST_F(WatchTest, CatchingUpFromFarBehindReadsTheFeedFromDisk) {
   }
 }
 
+// A watcher that stops reading holds no writer up: the writes go on past
+// what the hub keeps in memory, and the watcher, reading again, gets every
+// event in order (from disk, then from memory), the ones it kept intact.
+TEST_F(WatchTest, ASlowWatcherHoldsNoWriterUpAndLosesNothing) {
+  ASSERT_THAT(store_->Put(ClaimJson("ns", "first")), IsOk());
+  absl::StatusOr<std::unique_ptr<Watcher>> w = store_->Watch(1);
+  ASSERT_THAT(w, IsOk());
+  absl::StatusOr<WatchEvent> first = (*w)->Next(absl::Seconds(1));
+  ASSERT_THAT(first, IsOk());
+  constexpr int kWrites = 6000;  // past the hub's 4,096
+  for (int i = 0; i < kWrites; ++i) {
+    ASSERT_THAT(store_->Put(ClaimJson("ns", absl::StrCat("c", i % 50))), IsOk());
+  }
+  std::vector<WatchEvent> rest = Drain(**w);
+  ASSERT_EQ(rest.size(), static_cast<size_t>(kWrites));
+  for (int i = 0; i < kWrites; ++i) {
+    ASSERT_EQ(rest[i].revision, i + 2u);
+    ASSERT_EQ(rest[i].key.name, absl::StrCat("c", i % 50));
+    ASSERT_EQ(rest[i].record->mod_revision(), i + 2u);
+  }
+  EXPECT_EQ(first->record->name(), "first");
+}
+
 TEST_F(WatchTest, ModifiedEventsCarryTheRecordBeforeWhenAskedTo) {
   Reopen({.feed_records_before = true});
   ASSERT_THAT(store_->Put(ClaimJson("ns", "a")), IsOk());

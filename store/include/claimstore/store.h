@@ -110,8 +110,10 @@ struct Options {
   // unless they take more than feed_history_bytes (then as many of the
   // latest as fit); the older ones are compacted away when either bound is
   // exceeded by an eighth, in the commit that exceeds it (one range
-  // deletion; RocksDB reclaims the space in the background). 0 turns the
-  // feed off: no events are written, and a watch is refused.
+  // deletion; RocksDB reclaims the space in the background). The bytes are
+  // the events' own, before compression (a modification is about a
+  // record's size). 0 turns the feed off: no events are written, and a
+  // watch is refused.
   // Default: 100,000 revisions, 256 MiB.
   uint64_t feed_history_revisions = 100000;
   uint64_t feed_history_bytes = uint64_t{256} << 20;
