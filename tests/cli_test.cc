@@ -533,10 +533,6 @@ TEST_F(CliTest, WideTablesCutLongDeviceLists) {
   EXPECT_THAT(wide.out, ::testing::Not(HasSubstr("gpu-2")));
 }
 
-// Every shell example of the README runs as written, in order: in an empty
-// directory holding tools/examples, with the built claimstore first on PATH.
-// Lines that install, build or run this very suite (tools/..., cmake ...) are
-// what CI itself runs, so they are not run from within it.
 // `claimstore watch` in another process follows a live writer: its output
 // is every committed change after its start, once each, in order, and
 // restoring a List plus that output gives the store's state at the end.
@@ -687,6 +683,10 @@ TEST_F(CliTest, FollowRefusesWhatIsNotAWatchStreamAndKeepsWhatCameBefore) {
   EXPECT_THAT(no_rv.err, HasSubstr("metadata.resourceVersion: Invalid value: \"abc\""));
 }
 
+// Every shell example of the README runs as written, in order: in an empty
+// directory holding tools/examples, with the built claimstore first on PATH.
+// Lines that install, build or run this very suite (tools/..., cmake ...) are
+// what CI itself runs, so they are not run from within it.
 TEST(ReadmeTest, ShellExamplesRunAsWritten) {
   const std::string readme = ReadFile(CLAIMSTORE_README);
   std::vector<std::string> lines;

@@ -2,6 +2,8 @@
 // history bounds and compaction, bulk loads, reopening, and watchers racing
 // writers (store.h, feed.h).
 
+#include <malloc.h>
+
 #include <atomic>
 #include <map>
 #include <memory>
@@ -29,6 +31,8 @@ using ::claimstore::testing::Pod;
 using ::claimstore::testing::StatusIs;
 using ::claimstore::testing::StoreFixture;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 // What a test compares: type, revision, key, and the record as JSON.
 struct Seen {
@@ -106,7 +110,8 @@ TEST_F(WatchTest, EveryChangeIsOneEventInRevisionOrder) {
                           Seen{T::kModified, 7, "ns/a"}, Seen{T::kDeleted, 8, "ns/b"}));
   // The record as written; a deletion carries the claim's last state.
   EXPECT_EQ(events[2].record->mod_revision(), 3u);
-  EXPECT_EQ(EncodeClaim(*events[2].record), EncodeClaim(*events[2].record));
+  EXPECT_THAT(EncodeClaim(*events[2].record), HasSubstr(R"("reservedFor":[)"));
+  EXPECT_THAT(EncodeClaim(*events[5].record), Not(HasSubstr(R"("reservedFor")")));
   EXPECT_FALSE(events[2].before.has_value());  // not kept by default
   EXPECT_EQ(events[7].record->mod_revision(), 4u);
   ASSERT_TRUE(events[7].before.has_value());
@@ -255,6 +260,65 @@ TEST_F(WatchTest, ASlowWatcherHoldsNoWriterUpAndLosesNothing) {
   EXPECT_EQ(first->record->name(), "first");
 }
 
+// Reading the feed from disk and letting go of the events frees them (a
+// batch of events whose records held the batch itself once leaked, 350
+// bytes per event); LeakSanitizer checks the same under asan-ubsan.
+TEST_F(WatchTest, ReadingTheFeedFromDiskKeepsNoMemory) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers' allocators: LeakSanitizer checks this under asan-ubsan";
+#endif
+  std::vector<ClaimRecord> claims;
+  for (int i = 0; i < 20000; ++i) claims.push_back(ClaimJson("ns", absl::StrCat("c", i % 100)));
+  ASSERT_THAT(store_->PutAll(claims), IsOk());
+  const auto round = [&] {
+    absl::StatusOr<std::unique_ptr<Watcher>> w = store_->Watch(1);
+    EXPECT_THAT(w, IsOk());
+    size_t n = 0;
+    while ((*w)->Next(absl::ZeroDuration()).ok()) ++n;
+    EXPECT_EQ(n, 20000u);
+  };
+  round();
+  const size_t base = mallinfo2().uordblks;
+  for (int i = 0; i < 5; ++i) round();
+  const size_t after = mallinfo2().uordblks;
+  EXPECT_LT(after, base + (1u << 20)) << "grew by " << (after - base) << " bytes over 5 rounds";
+}
+
+// Events a caller keeps stay whole while the watcher reads on (and reuses
+// its buffers).
+TEST_F(WatchTest, EventsKeptFromDiskStayWholeWhileTheWatcherReadsOn) {
+  std::vector<ClaimRecord> claims;
+  for (int i = 0; i < 12000; ++i) claims.push_back(ClaimJson("ns", absl::StrCat("c", i)));
+  ASSERT_THAT(store_->PutAll(claims), IsOk());
+  absl::StatusOr<std::unique_ptr<Watcher>> w = store_->Watch(1);
+  ASSERT_THAT(w, IsOk());
+  std::vector<WatchEvent> kept;
+  for (int i = 0; i < 12000; ++i) {
+    absl::StatusOr<WatchEvent> e = (*w)->Next(absl::ZeroDuration());
+    ASSERT_THAT(e, IsOk());
+    if (i % 997 == 0) kept.push_back(*std::move(e));
+  }
+  for (const WatchEvent& e : kept) {
+    EXPECT_EQ(e.record->name(), absl::StrCat("c", e.revision - 1));
+    EXPECT_EQ(e.record->mod_revision(), e.revision);
+  }
+}
+
+TEST_F(WatchTest, AReadOnlyWatcherPolledWithoutATimeoutSeesNewEvents) {
+  absl::StatusOr<std::unique_ptr<Store>> reader = Store::Open(db_path(), {.read_only = true});
+  ASSERT_THAT(reader, IsOk());
+  absl::StatusOr<std::unique_ptr<Watcher>> w = (*reader)->Watch(0);
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(store_->Put(ClaimJson("ns", "a")), IsOk());
+  absl::StatusOr<WatchEvent> e = (*w)->Next(absl::ZeroDuration());
+  for (int i = 0; i < 1000 && absl::IsDeadlineExceeded(e.status()); ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+    e = (*w)->Next(absl::ZeroDuration());
+  }
+  ASSERT_THAT(e, IsOk());
+  EXPECT_EQ(e->key.name, "a");
+}
+
 TEST_F(WatchTest, ModifiedEventsCarryTheRecordBeforeWhenAskedTo) {
   Reopen({.feed_records_before = true});
   ASSERT_THAT(store_->Put(ClaimJson("ns", "a")), IsOk());
@@ -313,6 +377,12 @@ TEST_F(WatchTest, WithTheFeedOffAWatchIsRefusedAndTurningItOnStartsAtTheRevision
   ASSERT_THAT(store_->Put(ClaimJson("ns", "a")), IsOk());  // 1, in the feed
   Reopen({.feed_history_revisions = 0});
   EXPECT_THAT(store_->Watch(1).status(), StatusIs(absl::StatusCode::kFailedPrecondition, ""));
+  {
+    absl::StatusOr<std::unique_ptr<Store>> reader = Store::Open(db_path(), {.read_only = true});
+    ASSERT_THAT(reader, IsOk());
+    EXPECT_THAT((*reader)->Watch(0).status(),
+                StatusIs(absl::StatusCode::kFailedPrecondition, "the writer keeps no change feed"));
+  }
   ASSERT_THAT(store_->Put(ClaimJson("ns", "b")), IsOk());  // 2, no event
   Reopen();
   EXPECT_EQ(store_->Stats()->feed_compact_revision, 2u);
@@ -443,6 +513,12 @@ TEST_F(WatchTest, WatchersFromRandomRevisionsSeeExactlyTheCommittedChanges) {
       uint64_t listed = 0;
       f.state = ListAt(*store_, &listed);
       f.start = listed + 1;
+      if (t % 2 == 1 && listed > 0) {
+        // From a random revision still in the feed: no List to start from
+        // (its events are checked against the whole feed, not replayed).
+        f.start = 1 + std::mt19937(t)() % listed;
+        f.state.clear();
+      }
       absl::StatusOr<std::unique_ptr<Watcher>> w = store_->Watch(f.start);
       ASSERT_THAT(w, IsOk());
       for (;;) {
@@ -466,6 +542,7 @@ TEST_F(WatchTest, WatchersFromRandomRevisionsSeeExactlyTheCommittedChanges) {
   ASSERT_EQ(feed.size(), end);
   for (const Follower& f : followers) {
     ASSERT_EQ(f.events.size(), end + 1 - f.start);
+    const bool from_list = !f.state.empty() || f.start == 1;
     std::map<std::string, std::string> state = f.state;
     for (size_t i = 0; i < f.events.size(); ++i) {
       const WatchEvent& e = f.events[i];
@@ -478,7 +555,9 @@ TEST_F(WatchTest, WatchersFromRandomRevisionsSeeExactlyTheCommittedChanges) {
       }
       Apply(e, &state);
     }
-    EXPECT_EQ(state, final_state);
+    if (from_list) {
+      EXPECT_EQ(state, final_state);
+    }
   }
 }
 

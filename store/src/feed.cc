@@ -3,6 +3,7 @@
 #include "feed.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <utility>
 
@@ -192,16 +193,28 @@ absl::Status FeedReader::Read(const rocksdb::Snapshot* snapshot, uint64_t next, 
   // The values are copied into one buffer, each at an 8-byte aligned
   // offset (so the records in them are aligned and used in place), and
   // the events into one vector: two allocations per fetch, not per event,
-  // and none when the spare batch is free again (nothing of it is held).
+  // and none when the spare batch is free again: no event of it handed out
+  // (the batch) and no record of it kept (the bytes, which the records hold
+  // apart from the batch: the batch holds the records, so a record holding
+  // the batch would keep it alive for ever).
   std::shared_ptr<FeedBatch> batch;
   if (spare != nullptr && *spare != nullptr && spare->use_count() == 1) {
     batch = *spare;
-    batch->bytes.clear();
-    batch->events.clear();
+    batch->events.clear();  // their references to the bytes go
+    if (batch->bytes.use_count() == 1) {
+      // The last holders let go on other threads (release): see their
+      // accesses before writing the buffer again.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      batch->bytes->clear();
+    } else {
+      batch->bytes = std::make_shared<std::string>();
+    }
   } else {
     batch = std::make_shared<FeedBatch>();
+    batch->bytes = std::make_shared<std::string>();
     if (spare != nullptr) *spare = batch;
   }
+  std::string& bytes = *batch->bytes;
   std::vector<std::pair<size_t, size_t>> spans;
   std::vector<uint64_t> revisions;
   for (it->Seek(FeedKey(next)); it->Valid(); it->Next()) {
@@ -209,17 +222,17 @@ absl::Status FeedReader::Read(const rocksdb::Snapshot* snapshot, uint64_t next, 
     if (!ParseFeedKey(ToView(it->key()), &revision)) return Corrupt(next, "malformed key");
     if (revision != next) break;  // a gap: compacted, or lost
     const absl::string_view value = ToView(it->value());
-    batch->bytes.resize(Align8(batch->bytes.size()));
-    spans.emplace_back(batch->bytes.size(), value.size());
-    batch->bytes.append(value.data(), value.size());
+    bytes.resize(Align8(bytes.size()));
+    spans.emplace_back(bytes.size(), value.size());
+    bytes.append(value.data(), value.size());
     revisions.push_back(revision);
     ++next;
   }
   batch->events.resize(spans.size());
-  const std::shared_ptr<const void> holder(batch, batch->bytes.data());
+  const std::shared_ptr<const void> holder(batch->bytes, bytes.data());
   for (size_t i = 0; i < spans.size(); ++i) {
     CS_RETURN_IF_ERROR(DecodeFeedEvent(
-        revisions[i], absl::string_view(batch->bytes).substr(spans[i].first, spans[i].second),
+        revisions[i], absl::string_view(bytes).substr(spans[i].first, spans[i].second),
         holder, &batch->events[i]));
     out->push_back(EventPtr(batch, &batch->events[i]));
   }

@@ -91,10 +91,10 @@ absl::StatusOr<FeedPoint> ParseFeedPoint(absl::string_view value);
 // Whether `e` is one the options select.
 bool Selected(const WatchOptions& options, const WatchEvent& e);
 
-// The events of one read from RocksDB and the bytes their records point
-// into.
+// The events of one read from RocksDB, and the bytes their records point
+// into (held by the records, apart: see FeedReader::Read).
 struct FeedBatch {
-  std::string bytes;
+  std::shared_ptr<std::string> bytes;
   std::vector<WatchEvent> events;
 };
 

@@ -9,6 +9,7 @@
 //              "revision"       → u64 big-endian (the store revision)
 //              "feed_compact"   → the change feed's compact point (feed.h)
 //              "follow_resource_version" → u64 big-endian (Store::ApplyClusterEvents)
+//              "feed_off"       → "" while the writer keeps no feed
 //   feed       u64 big-endian revision                      → the event of
 //              that revision (feed.h)
 //   default    unused (RocksDB requires it)
@@ -44,6 +45,7 @@ inline constexpr char kFormatVersionKey[] = "format_version";
 inline constexpr char kRevisionKey[] = "revision";
 inline constexpr char kFeedCompactKey[] = "feed_compact";
 inline constexpr char kFollowKey[] = "follow_resource_version";
+inline constexpr char kFeedOffKey[] = "feed_off";
 
 // The database format this code writes and reads. An older binary refuses a
 // database whose format_version is larger. Version 2 added the feed family:

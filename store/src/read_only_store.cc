@@ -39,11 +39,14 @@ class FollowingWatcher final : public BufferedWatcher {
       if (cancelled().load(std::memory_order_acquire)) return WatchCancelled();
       CS_RETURN_IF_ERROR(store_.ReadFeed(next, out, &spare_));
       if (!out->empty()) return absl::OkStatus();
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) return absl::DeadlineExceededError("no event within the timeout");
+      // Nothing new as of the last catch-up: catch up (a Next without a
+      // timeout too, so that polling sees new events).
       CS_RETURN_IF_ERROR(store_.RefreshIfOlderThan(kFollowInterval));
       CS_RETURN_IF_ERROR(store_.ReadFeed(next, out, &spare_));
       if (!out->empty()) return absl::OkStatus();
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return absl::DeadlineExceededError("no event within the timeout");
+      }
       MutexLock lock(&mu_);
       if (!cancelled().load(std::memory_order_acquire)) {
         wake_.WaitUntil(&mu_, std::min(deadline, std::chrono::steady_clock::now() + kFollowInterval));
@@ -209,6 +212,11 @@ absl::StatusOr<std::unique_ptr<Watcher>> ReadOnlyStore::Watch(uint64_t from_revi
     ReaderLock lock(&mu_);
     CS_ASSIGN_OR_RETURN(const uint64_t revision, db_->ReadRevision(nullptr));
     CS_ASSIGN_OR_RETURN(const FeedPoint compact, FeedReader(*db_).CompactPoint(nullptr));
+    rocksdb::PinnableSlice off;
+    if (db_->db()->Get(rocksdb::ReadOptions(), db_->meta(), kFeedOffKey, &off).ok()) {
+      return absl::FailedPreconditionError(
+          "the writer keeps no change feed (Options::feed_history_revisions is 0)");
+    }
     if (from == 0) from = revision + 1;
     if (from <= compact.revision) return FeedCompacted(from, compact.revision);
   }

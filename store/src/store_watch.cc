@@ -94,6 +94,19 @@ absl::Status StoreImpl::OpenFeed() {
     CS_RETURN_IF_ERROR(FromRocksDB(
         batch.Put(db_->meta(), kFeedCompactKey, EncodeFeedPoint(feed_compact_)), "staging"));
   }
+  // Whether the writer keeps the feed, for read-only stores' watches
+  // (written when it changes).
+  {
+    rocksdb::PinnableSlice off;
+    rocksdb::Status s = db_->db()->Get(rocksdb::ReadOptions(), db_->meta(), kFeedOffKey, &off);
+    if (!s.IsNotFound()) CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the feed's state"));
+    const bool marked_off = s.ok();
+    if (marked_off == FeedOn()) {
+      CS_RETURN_IF_ERROR(FromRocksDB(FeedOn() ? batch.Delete(db_->meta(), kFeedOffKey)
+                                              : batch.Put(db_->meta(), kFeedOffKey, ""),
+                                     "staging"));
+    }
+  }
   if (first.revision != 0 && first.revision <= feed_compact_.revision) {
     // Events below the compact point that a bulk load left.
     CS_RETURN_IF_ERROR(FromRocksDB(batch.DeleteRange(db_->feed(), FeedKey(first.revision),
