@@ -517,7 +517,9 @@ class Store {
   // (StoreStats::follow_resource_version; it only moves forward) in the same
   // write. An event whose metadata.resourceVersion is not newer than the
   // stored claim's changes nothing (a duplicate, a replay after a
-  // reconnect, an out-of-date event); otherwise the claim is written as
+  // reconnect, an out-of-date event; a deleted claim is not remembered, so
+  // a replay from before its deletion adds it back until the replayed
+  // deletion comes); otherwise the claim is written as
   // state, as a restore writes it (the API server validated the change:
   // validated whole, no rule about a change; the device rule holds), or
   // deleted. Results in the order given (revision 0, unchanged, for events
