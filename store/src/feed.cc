@@ -3,7 +3,6 @@
 #include "feed.h"
 
 #include <algorithm>
-#include <atomic>
 #include <optional>
 #include <utility>
 
@@ -193,27 +192,24 @@ absl::Status FeedReader::Read(const rocksdb::Snapshot* snapshot, uint64_t next, 
   // The values are copied into one buffer, each at an 8-byte aligned
   // offset (so the records in them are aligned and used in place), and
   // the events into one vector: two allocations per fetch, not per event,
-  // and none when the spare batch is free again: no event of it handed out
-  // (the batch) and no record of it kept (the bytes, which the records hold
+  // and the events' vector reused when the spare batch is free again (no
+  // event of it left in the watcher's hands; only the watcher's thread ever
+  // touches the vector). The bytes are new each time: records the caller
+  // kept may hold the old ones, on any thread. The records hold the bytes
   // apart from the batch: the batch holds the records, so a record holding
-  // the batch would keep it alive for ever).
+  // the batch would keep it alive for ever.
   std::shared_ptr<FeedBatch> batch;
+  size_t capacity = 0;
   if (spare != nullptr && *spare != nullptr && spare->use_count() == 1) {
     batch = *spare;
-    batch->events.clear();  // their references to the bytes go
-    if (batch->bytes.use_count() == 1) {
-      // The last holders let go on other threads (release): see their
-      // accesses before writing the buffer again.
-      std::atomic_thread_fence(std::memory_order_acquire);
-      batch->bytes->clear();
-    } else {
-      batch->bytes = std::make_shared<std::string>();
-    }
+    batch->events.clear();
+    capacity = batch->bytes != nullptr ? batch->bytes->capacity() : 0;
   } else {
     batch = std::make_shared<FeedBatch>();
-    batch->bytes = std::make_shared<std::string>();
     if (spare != nullptr) *spare = batch;
   }
+  batch->bytes = std::make_shared<std::string>();
+  batch->bytes->reserve(capacity);
   std::string& bytes = *batch->bytes;
   std::vector<std::pair<size_t, size_t>> spans;
   std::vector<uint64_t> revisions;
