@@ -140,6 +140,13 @@ class StoreImpl final : public Store {
   StoreImpl(std::unique_ptr<Database> db, const Options& options);
 
   // The write path (write_path.cc).
+  // Queues one write of `n` steps, step i of the claim record_of(i) by
+  // mutate(i, current), all or none (PutAll, ApplyClusterEvents), with the
+  // follow position to store beside them, if any.
+  absl::StatusOr<std::vector<WriteResult>> WriteEach(
+      size_t n, absl::FunctionRef<const ClaimRecord&(size_t)> record_of,
+      absl::FunctionRef<absl::StatusOr<Mutation>(size_t, const ClaimRecord*)> mutate,
+      std::optional<uint64_t> follow_resource_version);
   // Queues a one-step write and returns its result.
   absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre,
                                     MutateFn mutate);

@@ -74,27 +74,40 @@ absl::StatusOr<WriteResult> StoreImpl::Put(const ClaimRecord& record, const Prec
 }
 
 absl::StatusOr<std::vector<WriteResult>> StoreImpl::PutAll(absl::Span<const ClaimRecord> records) {
-  struct PutOne {
-    const ClaimRecord* record;
+  return WriteEach(
+      records.size(), [&](size_t i) -> const ClaimRecord& { return records[i]; },
+      [&](size_t i, const ClaimRecord* current) { return PutRecord(records[i], current); },
+      std::nullopt);
+}
+
+absl::StatusOr<std::vector<WriteResult>> StoreImpl::WriteEach(
+    size_t n, absl::FunctionRef<const ClaimRecord&(size_t)> record_of,
+    absl::FunctionRef<absl::StatusOr<Mutation>(size_t, const ClaimRecord*)> mutate,
+    std::optional<uint64_t> follow_resource_version) {
+  struct MutateOne {
+    size_t i;
+    absl::FunctionRef<absl::StatusOr<Mutation>(size_t, const ClaimRecord*)> mutate;
     absl::StatusOr<Mutation> operator()(const ClaimRecord* current) const {
-      return PutRecord(*record, current);
+      return mutate(i, current);
     }
   };
   static const Preconditions kNone;
-  std::vector<PutOne> puts;
-  puts.reserve(records.size());
+  std::vector<MutateOne> mutations;
+  mutations.reserve(n);
   PendingWrite write;
-  write.steps.reserve(records.size());
-  for (const ClaimRecord& record : records) {
+  write.steps.reserve(n);
+  write.follow_resource_version = follow_resource_version;
+  for (size_t i = 0; i < n; ++i) {
+    const ClaimRecord& record = record_of(i);
     ClaimKey key{std::string(record.claim_namespace()), std::string(record.name())};
     if (key.claim_namespace.empty() || key.name.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "item ", write.steps.size(), ": metadata.namespace and metadata.name: Required value"));
+          "item ", i, ": metadata.namespace and metadata.name: Required value"));
     }
-    puts.push_back(PutOne{&record});
+    mutations.push_back(MutateOne{i, mutate});
     std::string record_key = RecordKey(key.claim_namespace, key.name);
-    write.steps.push_back(
-        WriteStep{std::move(record_key), std::move(key), &kNone, MutateFn(puts.back()), {}});
+    write.steps.push_back(WriteStep{std::move(record_key), std::move(key), &kNone,
+                                    MutateFn(mutations.back()), {}});
   }
   writes_.Submit(&write);
   if (!write.status.ok()) return write.status;
@@ -143,32 +156,10 @@ absl::StatusOr<WriteResult> StoreImpl::SetDeviceStatus(const ClaimKey& key,
 
 absl::StatusOr<std::vector<WriteResult>> StoreImpl::ApplyClusterEvents(
     absl::Span<const ClusterEvent> events, uint64_t resource_version) {
-  struct ApplyOne {
-    const ClusterEvent* event;
-    absl::StatusOr<Mutation> operator()(const ClaimRecord* current) const {
-      return ApplyClusterEvent(*event, current);
-    }
-  };
-  static const Preconditions kNone;
-  std::vector<ApplyOne> applies;
-  applies.reserve(events.size());
-  PendingWrite write;
-  write.steps.reserve(events.size());
-  write.follow_resource_version = resource_version;
-  for (const ClusterEvent& event : events) {
-    CS_RETURN_IF_ERROR(RequireClaimKey(event.record));
-    ClaimKey key{std::string(event.record.claim_namespace()), std::string(event.record.name())};
-    applies.push_back(ApplyOne{&event});
-    std::string record_key = RecordKey(key.claim_namespace, key.name);
-    write.steps.push_back(
-        WriteStep{std::move(record_key), std::move(key), &kNone, MutateFn(applies.back()), {}});
-  }
-  writes_.Submit(&write);
-  if (!write.status.ok()) return write.status;
-  std::vector<WriteResult> results;
-  results.reserve(write.steps.size());
-  for (const WriteStep& step : write.steps) results.push_back(step.result);
-  return results;
+  return WriteEach(
+      events.size(), [&](size_t i) -> const ClaimRecord& { return events[i].record; },
+      [&](size_t i, const ClaimRecord* current) { return ApplyClusterEvent(events[i], current); },
+      resource_version);
 }
 
 absl::StatusOr<WriteResult> StoreImpl::Write(const ClaimKey& key, const Preconditions& pre,
