@@ -2,6 +2,9 @@
 #include "published_state.h"
 
 #include "claimstore/codec.h"
+#include <future>
+#include <thread>
+
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "keys.h"
@@ -168,6 +171,70 @@ TEST(PublishedStateTest, AResetReplacesADeferredLoadThatNeverRuns) {
 
 namespace claimstore::internal {
 namespace {
+
+// A claim holding `device` exclusively (pool "p" of driver "d").
+ClaimRecord Holding(const std::string& name, const std::string& device) {
+  return RecordFactory::FromBuilt(std::string(
+      DecodeClaim(R"({"metadata":{"namespace":"ns","name":")" + name +
+                  R"(","uid":"u"},"status":{"allocation":{"devices":{"results":[)"
+                  R"({"request":"r","driver":"d","pool":"p","device":")" + device +
+                  R"("}]}}}})")
+          ->bytes()));
+}
+
+TEST(PublishedStateTest, AnAllocatedBuildTakesInTheCommitsPublishedWhileItRan) {
+  PublishedState state(1 << 20);
+  state.Reset(5, nullptr, PublishedState::NewConsumerIndex(), PublishedState::NewDeviceIndex());
+  std::promise<void> entered, release;
+  std::shared_future<void> go = release.get_future().share();
+  int loads = 0;
+  std::vector<uint64_t> pins;
+  state.SetAllocatedLoader([&](const Pin& at) -> absl::StatusOr<std::shared_ptr<const AllocatedVersion>> {
+    ++loads;
+    pins.push_back(at.revision);
+    entered.set_value();
+    go.wait();
+    AllocatedBuilder builder;
+    builder.Add(Holding("a", "x0"));  // the state at revision 5
+    return std::move(builder).Finish(at.revision);
+  });
+  std::thread first([&] {
+    absl::StatusOr<AllocatedState> s = state.Allocated();
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->revision(), 7u);
+    EXPECT_NE(s->Find("d", "p", "x0"), nullptr);
+    EXPECT_NE(s->Find("d", "p", "x1"), nullptr);
+    EXPECT_EQ(s->Find("d", "p", "x2"), nullptr);
+  });
+  entered.get_future().wait();
+  // Commits while the build reads: b takes x1, then x2, then gives x2 back.
+  state.Publish(6, nullptr, std::vector<RecordChange>{
+                                {RecordKey("ns", "b"), Holding("b", "x1"), {}, {}, 6, std::nullopt}});
+  state.Publish(7, nullptr, std::vector<RecordChange>{
+                                {RecordKey("ns", "c"), Holding("c", "x2"), {}, {}, 7, std::nullopt},
+                                {RecordKey("ns", "c"), Rec("c"), {}, {}, 7, Holding("c", "x2")}});
+  release.set_value();
+  first.join();
+  // Later calls share the built state, which the next commits update.
+  state.Publish(8, nullptr, std::vector<RecordChange>{
+                                {RecordKey("ns", "a"), std::nullopt, {}, {}, 8, Holding("a", "x0")}});
+  absl::StatusOr<AllocatedState> after = state.Allocated();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->revision(), 8u);
+  EXPECT_EQ(after->Find("d", "p", "x0"), nullptr);
+  EXPECT_EQ(after->size(), 1u);
+  EXPECT_EQ(loads, 1);
+  // A bulk load drops it: the next call builds again.
+  state.PublishBulk(9, nullptr, {});
+  release = std::promise<void>();
+  entered = std::promise<void>();
+  go = release.get_future().share();
+  release.set_value();
+  absl::StatusOr<AllocatedState> rebuilt = state.Allocated();
+  ASSERT_TRUE(rebuilt.ok());
+  EXPECT_EQ(rebuilt->revision(), 9u);
+  EXPECT_EQ(pins, (std::vector<uint64_t>{5, 9}));
+}
 
 TEST(BucketedKeysTest, ScansEveryPrefixInKeyOrder) {
   BucketedKeys devices = PublishedState::NewDeviceIndex();

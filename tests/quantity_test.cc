@@ -113,5 +113,64 @@ TEST(QuantityTest, ComparesNumerically) {
   EXPECT_TRUE(q("0Gi").IsZero());
 }
 
+// The exact sum of `texts`, in order, from zero (as the scheduler sums
+// consumedCapacity over a device's shares), printed canonically.
+std::string Sum(std::initializer_list<const char*> texts) {
+  Quantity sum;
+  for (const char* t : texts) {
+    absl::StatusOr<Quantity> q = Quantity::Parse(t);
+    EXPECT_TRUE(q.ok()) << t << ": " << q.status();
+    if (q.ok()) sum = sum.Plus(*q);
+  }
+  return sum.ToString();
+}
+
+TEST(QuantityTest, SumsAreExactAndCanonical) {
+  // The same value in different suffixes and formats: the first operand's
+  // format wins (apimachinery's Add), the text is canonical.
+  EXPECT_EQ(Sum({"1Gi", "1024Mi"}), "2Gi");
+  EXPECT_EQ(Sum({"1024Mi", "1Gi"}), "2Gi");
+  EXPECT_EQ(Sum({"1Gi", "1073741824"}), "2Gi");
+  EXPECT_EQ(Sum({"1073741824", "1Gi"}), "2147483648");
+  EXPECT_EQ(Sum({"1G", "1000M"}), "2G");
+  EXPECT_EQ(Sum({"1e9", "1G"}), "2e9");
+  EXPECT_EQ(Sum({"1k", "1e3", "1000"}), "3k");
+  // Verbatim inputs of the fast path are not kept in a sum.
+  EXPECT_EQ(Sum({"+1Gi"}), "1Gi");
+  EXPECT_EQ(Sum({"05"}), "5");
+  // Milli-units and below: no floating point anywhere.
+  EXPECT_EQ(Sum({"100m", "200m"}), "300m");
+  EXPECT_EQ(Sum({"0.1", "0.2"}), "300m");
+  EXPECT_EQ(Sum({"333m", "333m", "334m"}), "1");
+  EXPECT_EQ(Sum({"1n", "999999999n"}), "1");
+  EXPECT_EQ(Sum({"1u", "1n"}), "1001n");
+  EXPECT_EQ(Sum({"1.5Gi", "512Mi"}), "2Gi");
+  EXPECT_EQ(Sum({"1Gi", "500m"}), "1073741824500m");  // fractional: no binary suffix
+  // Exponents.
+  EXPECT_EQ(Sum({"1e3", "1e-3"}), "1000001e-3");
+  EXPECT_EQ(Sum({"12e6", "12e6"}), "24e6");
+  // Huge values: past 2^64, and BinarySI past 2^63-1 (printed as DecimalSI).
+  EXPECT_EQ(Sum({"123456789012345678901", "123456789012345678901"}), "246913578024691357802");
+  EXPECT_EQ(Sum({"8Ei", "8Ei"}), "18446744073709551614");
+  EXPECT_EQ(Sum({"999E", "1E"}), "1");  // 10^21: no SI suffix (apimachinery prints the mantissa)
+  EXPECT_EQ(Sum({"18446744073709551615", "1"}), "18446744073709551616");
+  // Signs and zero.
+  EXPECT_EQ(Sum({"1", "-1"}), "0");
+  EXPECT_EQ(Sum({"1", "-2"}), "-1");
+  EXPECT_EQ(Sum({"-1500m", "500m"}), "-1");
+  EXPECT_EQ(Sum({}), "0");
+  EXPECT_EQ(Sum({"0", "0Gi"}), "0");
+  EXPECT_EQ(Sum({"0", "1Gi"}), "1Gi");
+}
+
+TEST(QuantityTest, SumsCompareByValue) {
+  const Quantity a = *Quantity::Parse("1Gi");
+  const Quantity b = *Quantity::Parse("1073741823");
+  EXPECT_GT(a.Compare(b), 0);
+  EXPECT_EQ(a.Compare(b.Plus(*Quantity::Parse("1"))), 0);
+  EXPECT_LT(a.Compare(b.Plus(*Quantity::Parse("2"))), 0);
+  EXPECT_EQ(Quantity().Plus(*Quantity::Parse("0.5")).Compare(*Quantity::Parse("500m")), 0);
+}
+
 }  // namespace
 }  // namespace claimstore::internal

@@ -4,6 +4,7 @@
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
 #include "json_text.h"
+#include "quantity.h"
 #include "record_edit.h"
 #include "record_factory.h"
 
@@ -68,12 +69,24 @@ Allocation AllocationBuilder::Build() const {
     for (const DeviceResult& r : results_) {
       auto share_id = r.share_id.has_value() ? fbb.CreateString(*r.share_id)
                                              : flatbuffers::Offset<flatbuffers::String>();
+      flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::QuantityEntry>>> consumed;
+      if (!r.consumed_capacity.empty()) {
+        std::vector<flatbuffers::Offset<fb::QuantityEntry>> entries;
+        for (const CapacityValue& c : r.consumed_capacity) {
+          // As the API server writes it; a malformed one stays as given,
+          // for Store::Allocate to refuse.
+          absl::StatusOr<internal::Quantity> q = internal::Quantity::Parse(c.quantity);
+          entries.push_back(fb::CreateQuantityEntry(
+              fbb, fbb.CreateString(c.name), fbb.CreateString(q.ok() ? q->ToString() : c.quantity)));
+        }
+        consumed = fbb.CreateVectorOfSortedTables(&entries);
+      }
       results.push_back(fb::CreateDeviceRequestAllocationResult(
           fbb, fbb.CreateString(r.request), fbb.CreateString(r.driver),
           fbb.CreateString(r.pool), fbb.CreateString(r.device),
           r.admin_access.has_value() ? flatbuffers::Optional<bool>(*r.admin_access)
                                      : flatbuffers::nullopt,
-          0, 0, 0, share_id));
+          0, 0, 0, share_id, consumed));
     }
     flatbuffers::Offset<fb::NodeSelector> node_selector;
     if (node_.has_value()) {

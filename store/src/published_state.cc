@@ -173,8 +173,11 @@ void PublishedState::StartOver(uint64_t revision, SnapshotRef snapshot, Bucketed
   // One critical section under both locks: a reader sees the old state or
   // the new one, never the new revision with indexes marked loaded but
   // empty. load_mu_ first: it waits for a load in flight (of the old state).
+  MutexLock alloc_lock(&alloc_mu_);
+  DropAllocated();
   MutexLock load_lock(&load_mu_);
   WriterLock lock(&mu_);
+  alloc_published_ = nullptr;
   loaded_.store(load == nullptr, std::memory_order_release);
   loader_ = std::move(load);
   revision_ = revision;
@@ -205,8 +208,75 @@ absl::Status PublishedState::EnsureIndexes() const {
   return absl::OkStatus();
 }
 
+void PublishedState::SetAllocatedLoader(AllocatedLoader load) {
+  MutexLock alloc_lock(&alloc_mu_);
+  alloc_loader_ = std::move(load);
+  DropAllocated();
+  WriterLock lock(&mu_);
+  alloc_published_ = nullptr;
+}
+
+void PublishedState::DropAllocated() {
+  alloc_latest_ = nullptr;
+  alloc_pending_.clear();
+  ++alloc_generation_;
+}
+
+std::shared_ptr<const AllocatedVersion> PublishedState::NextAllocated(
+    uint64_t revision, absl::Span<const RecordChange> changes) {
+  if (alloc_latest_ != nullptr) {
+    alloc_latest_ = ApplyChanges(*alloc_latest_, revision, changes);
+    return alloc_latest_;
+  }
+  if (alloc_building_) {
+    alloc_pending_.push_back({revision, std::vector<RecordChange>(changes.begin(), changes.end())});
+  }
+  return nullptr;
+}
+
+absl::StatusOr<AllocatedState> PublishedState::Allocated() const {
+  {
+    ReaderLock lock(&mu_);
+    if (alloc_published_ != nullptr) return AllocatedTracker::Wrap(alloc_published_);
+  }
+  MutexLock build_lock(&alloc_build_mu_);
+  for (;;) {
+    Pin at;
+    uint64_t generation;
+    AllocatedLoader load;
+    {
+      MutexLock alloc_lock(&alloc_mu_);
+      if (alloc_latest_ != nullptr) {
+        ReaderLock lock(&mu_);
+        return AllocatedTracker::Wrap(alloc_published_);  // built while this call waited
+      }
+      if (alloc_loader_ == nullptr) return absl::InternalError("no loader of the allocated state");
+      // Every commit published after this pin queues its changes.
+      at = Current();
+      generation = alloc_generation_;
+      alloc_building_ = true;
+      load = alloc_loader_;
+    }
+    absl::StatusOr<std::shared_ptr<const AllocatedVersion>> built = load(at);
+    MutexLock alloc_lock(&alloc_mu_);
+    alloc_building_ = false;
+    std::vector<PendingChanges> pending = std::move(alloc_pending_);
+    alloc_pending_.clear();
+    if (!built.ok()) return built.status();
+    if (generation != alloc_generation_) continue;  // a reset or bulk load meanwhile
+    std::shared_ptr<const AllocatedVersion> version = *std::move(built);
+    for (const PendingChanges& p : pending) version = ApplyChanges(*version, p.revision, p.changes);
+    alloc_latest_ = version;
+    WriterLock lock(&mu_);
+    alloc_published_ = version;
+    return AllocatedTracker::Wrap(std::move(version));
+  }
+}
+
 void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
                              absl::Span<const RecordChange> changes) {
+  MutexLock alloc_lock(&alloc_mu_);
+  std::shared_ptr<const AllocatedVersion> allocated = NextAllocated(revision, changes);
   // Indexes not loaded: none to edit; a load reads them later, at this
   // commit's snapshot or a newer one. (A load in flight is waited for, so
   // that it does not read at the state before this commit.)
@@ -230,11 +300,16 @@ void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
   }
   revision_ = revision;
   snapshot_ = std::move(snapshot);
+  if (allocated != nullptr) alloc_published_ = std::move(allocated);
   EvictLocked();
 }
 
 void PublishedState::PublishBulk(uint64_t revision, SnapshotRef snapshot,
                                  const BulkChanges& changes) {
+  // The next call builds the allocated state again: a load changes up to
+  // every claim, and brings no records to apply.
+  MutexLock alloc_lock(&alloc_mu_);
+  DropAllocated();
   std::optional<MutexLock> no_load;  // as in Publish
   if (!loaded_.load(std::memory_order_acquire)) no_load.emplace(&load_mu_);
   WriterLock lock(&mu_);
@@ -245,6 +320,7 @@ void PublishedState::PublishBulk(uint64_t revision, SnapshotRef snapshot,
     for (const std::string& k : changes.added_devices) devices_.Insert(k);
   }
   for (absl::string_view k : changes.records) EraseLocked(std::string(k));
+  alloc_published_ = nullptr;
   revision_ = revision;
   snapshot_ = std::move(snapshot);
 }

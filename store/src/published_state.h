@@ -48,6 +48,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "allocated_state.h"
 #include "claimstore/claim_record.h"
 #include "index_entries.h"
 #include "mutex.h"
@@ -176,6 +177,17 @@ class PublishedState {
     return cached_bytes_;
   }
 
+  // The allocated state at the published revision (Store::
+  // AllocatedDevices). The first call after a Reset or a bulk load builds
+  // it with `load` (SetAllocatedLoader), at the published state, while
+  // commits go on (their changes are applied to it once built); from then
+  // on the leader updates it with each commit (ApplyChanges, outside mu_)
+  // and a call costs a shared lock and a reference count.
+  using AllocatedLoader =
+      std::function<absl::StatusOr<std::shared_ptr<const AllocatedVersion>>(const Pin& at)>;
+  void SetAllocatedLoader(AllocatedLoader load);
+  absl::StatusOr<AllocatedState> Allocated() const;
+
   // For Verify: copies of the indexes, and the pin they are at.
   absl::StatusOr<Pin> CopyIndexes(std::vector<std::string>* consumers,
                                   std::vector<std::string>* devices) const;
@@ -199,6 +211,31 @@ class PublishedState {
   Pin Scan(const BucketedKeys& set, absl::string_view prefix, KeyVisitor visit) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  // Publish's part for the allocated state: the next version when it is
+  // built (null otherwise); queues the changes while it is being built.
+  std::shared_ptr<const AllocatedVersion> NextAllocated(uint64_t revision,
+                                                        absl::Span<const RecordChange> changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
+  // Drops the allocated state (Reset, bulk loads): the next call builds it.
+  void DropAllocated() ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
+
+  // Serializes builds of the allocated state; taken before alloc_mu_.
+  mutable Mutex alloc_build_mu_;
+  // The allocated state as the leader keeps it; taken before load_mu_ and
+  // mu_, by Publish* around their whole publication, so that a build's pin
+  // and the changes queued meanwhile fit together.
+  mutable Mutex alloc_mu_;
+  AllocatedLoader alloc_loader_ ABSL_GUARDED_BY(alloc_mu_);
+  mutable std::shared_ptr<const AllocatedVersion> alloc_latest_ ABSL_GUARDED_BY(alloc_mu_);
+  mutable bool alloc_building_ ABSL_GUARDED_BY(alloc_mu_) = false;
+  struct PendingChanges {
+    uint64_t revision;
+    std::vector<RecordChange> changes;
+  };
+  mutable std::vector<PendingChanges> alloc_pending_ ABSL_GUARDED_BY(alloc_mu_);
+  // Counts drops, so that a build that raced with one starts again.
+  uint64_t alloc_generation_ ABSL_GUARDED_BY(alloc_mu_) = 0;
+
   // Serializes index loads; taken before mu_.
   mutable Mutex load_mu_;
   mutable IndexLoader loader_ ABSL_GUARDED_BY(load_mu_);
@@ -211,6 +248,8 @@ class PublishedState {
   // By consumer uid, and by driver and pool.
   mutable BucketedKeys consumers_ ABSL_GUARDED_BY(mu_) = NewConsumerIndex();
   mutable BucketedKeys devices_ ABSL_GUARDED_BY(mu_) = NewDeviceIndex();
+  // What Allocated() hands out: alloc_latest_ once published.
+  mutable std::shared_ptr<const AllocatedVersion> alloc_published_ ABSL_GUARDED_BY(mu_);
   absl::node_hash_map<std::string, Entry> records_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> clock_ ABSL_GUARDED_BY(mu_);  // cached keys in insertion order
   size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;

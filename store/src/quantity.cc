@@ -196,6 +196,44 @@ int CompareMagnitude(std::string a, int64_t sa, std::string b, int64_t sb) {
 
 constexpr uint64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
+// `digits` * 10^`from` as digits * 10^`to`, for to <= from.
+std::string Rescaled(const std::string& digits, int64_t from, int64_t to) {
+  std::string out = digits;
+  out.append(static_cast<size_t>(from - to), '0');
+  return out;
+}
+
+// a + b, and a - b for a >= b, on aligned digit strings.
+std::string AddDigits(const std::string& a, const std::string& b) {
+  std::string out;
+  out.reserve(std::max(a.size(), b.size()) + 1);
+  int carry = 0;
+  for (size_t i = 0; i < std::max(a.size(), b.size()) || carry > 0; ++i) {
+    int v = carry;
+    if (i < a.size()) v += a[a.size() - 1 - i] - '0';
+    if (i < b.size()) v += b[b.size() - 1 - i] - '0';
+    out.push_back(static_cast<char>('0' + v % 10));
+    carry = v / 10;
+  }
+  std::reverse(out.begin(), out.end());
+  StripLeadingZeros(&out);
+  return out;
+}
+std::string SubtractDigits(const std::string& a, const std::string& b) {
+  std::string out;
+  out.reserve(a.size());
+  int borrow = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    int v = (a[a.size() - 1 - i] - '0') - borrow;
+    if (i < b.size()) v -= b[b.size() - 1 - i] - '0';
+    borrow = v < 0 ? 1 : 0;
+    out.push_back(static_cast<char>('0' + v + 10 * borrow));
+  }
+  std::reverse(out.begin(), out.end());
+  StripLeadingZeros(&out);
+  return out;
+}
+
 const char* DecimalSuffix(int64_t exponent) {
   switch (exponent) {
     case -9: return "n";
@@ -414,10 +452,13 @@ std::string Quantity::ToString() const {
     std::string integer = digits_;
     int64_t exponent = scale10_;
     StripTrailingZeros(&integer, &exponent);
-    if (below_1024 || exponent < 0) {
-      format = Format::kDecimalSI;  // small or fractional: no binary suffix
+    if (below_1024 || exponent < 0 ||
+        CompareMagnitude(integer, exponent, absl::StrCat(kMaxInt64), 0) > 0) {
+      // Small or fractional: no binary suffix. Parsing caps BinarySI at
+      // 2^63-1; a sum (Plus) past that shows as DecimalSI.
+      format = Format::kDecimalSI;
     } else {
-      // BinarySI magnitudes are capped at 2^63-1, so this fits.
+      // At most 2^63-1 here, so this fits.
       uint64_t value = 0;
       (void)absl::SimpleAtoi(integer, &value);
       for (; exponent > 0; --exponent) value *= 10;
@@ -443,6 +484,33 @@ std::string Quantity::ToString() const {
   }
   if (exponent == 0) return absl::StrCat(sign, mantissa);
   return absl::StrCat(sign, mantissa, "e", exponent);
+}
+
+Quantity Quantity::Plus(const Quantity& other) const {
+  Quantity sum;
+  sum.format_ = IsZero() ? other.format_ : format_;
+  if (other.IsZero() || IsZero()) {
+    const Quantity& value = IsZero() ? other : *this;
+    sum.negative_ = value.negative_;
+    sum.digits_ = value.digits_;
+    sum.scale10_ = value.scale10_;
+    return sum;
+  }
+  const int64_t scale = std::min(scale10_, other.scale10_);
+  const std::string a = Rescaled(digits_, scale10_, scale);
+  const std::string b = Rescaled(other.digits_, other.scale10_, scale);
+  sum.scale10_ = scale;
+  if (negative_ == other.negative_) {
+    sum.digits_ = AddDigits(a, b);
+    sum.negative_ = negative_;
+  } else {
+    const int order = CompareMagnitude(a, 0, b, 0);
+    if (order == 0) return sum;  // zero, in this one's format
+    sum.digits_ = order > 0 ? SubtractDigits(a, b) : SubtractDigits(b, a);
+    sum.negative_ = order > 0 ? negative_ : other.negative_;
+  }
+  StripTrailingZeros(&sum.digits_, &sum.scale10_);
+  return sum;
 }
 
 int Quantity::Compare(const Quantity& other) const {

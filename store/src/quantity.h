@@ -40,6 +40,11 @@ class Quantity {
   // The text the API server writes for this quantity.
   std::string ToString() const;
 
+  // The exact sum (inf.Dec arithmetic, no rounding), as apimachinery's
+  // Quantity.Add leaves it: the format is this one's, or `other`'s when
+  // this is zero; the text is computed (canonical), never kept verbatim.
+  Quantity Plus(const Quantity& other) const;
+
   // Numeric comparison: negative, zero or positive as *this <, ==, > other.
   int Compare(const Quantity& other) const;
 

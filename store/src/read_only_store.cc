@@ -139,6 +139,17 @@ absl::StatusOr<DeviceHoldings> ReadOnlyStore::ClaimsUsingDevice(const DeviceQuer
   });
 }
 
+absl::StatusOr<AllocatedState> ReadOnlyStore::AllocatedDevices() const {
+  ReaderLock lock(&mu_);
+  MutexLock alloc_lock(&alloc_mu_);
+  if (allocated_ == nullptr || allocated_catch_up_ != catch_ups_) {
+    CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
+    CS_ASSIGN_OR_RETURN(allocated_, AllocatedAt(*db_, point));
+    allocated_catch_up_ = catch_ups_;
+  }
+  return AllocatedTracker::Wrap(allocated_);
+}
+
 absl::StatusOr<StoreStats> ReadOnlyStore::Stats() const {
   ReaderLock lock(&mu_);
   CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
@@ -163,7 +174,8 @@ absl::StatusOr<WriteResult> ReadOnlyStore::Unreserve(const ClaimKey&, absl::stri
   return ReadOnlyError();
 }
 absl::StatusOr<WriteResult> ReadOnlyStore::Allocate(const ClaimKey&, const Allocation&,
-                                                    const Preconditions&) {
+                                                    const Preconditions&,
+                                                    absl::Span<const DeviceCapacity>) {
   return ReadOnlyError();
 }
 absl::StatusOr<WriteResult> ReadOnlyStore::Deallocate(const ClaimKey&, const Preconditions&) {
@@ -197,6 +209,7 @@ absl::Status ReadOnlyStore::RefreshIfOlderThan(std::chrono::steady_clock::durati
   if (interval.count() > 0 && now - last_refresh_ < interval) return absl::OkStatus();
   last_refresh_ = now;
   WriterLock lock(&mu_);
+  ++catch_ups_;
   return FromRocksDB(db_->db()->TryCatchUpWithPrimary(), "catching up with the writer");
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "allocated_state.h"
 #include "feed.h"
 #include "mutex.h"
 
@@ -34,6 +35,7 @@ class ReadOnlyStore final : public Store {
   absl::StatusOr<ListPage> List(const ListOptions& options) const override;
   absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const override;
   absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(const DeviceQuery& query) const override;
+  absl::StatusOr<AllocatedState> AllocatedDevices() const override;
   absl::StatusOr<StoreStats> Stats() const override;
   // Follows the writer: catches up every 2 ms while waiting.
   absl::StatusOr<std::unique_ptr<Watcher>> Watch(uint64_t from_revision,
@@ -48,7 +50,8 @@ class ReadOnlyStore final : public Store {
   absl::StatusOr<WriteResult> Unreserve(const ClaimKey& key, absl::string_view consumer_uid,
                                         const Preconditions& pre) override;
   absl::StatusOr<WriteResult> Allocate(const ClaimKey& key, const Allocation& allocation,
-                                       const Preconditions& pre) override;
+                                       const Preconditions& pre,
+                                       absl::Span<const DeviceCapacity> capacity) override;
   absl::StatusOr<WriteResult> Deallocate(const ClaimKey& key, const Preconditions& pre) override;
   absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
                                               const DeviceStatuses& statuses,
@@ -82,6 +85,13 @@ class ReadOnlyStore final : public Store {
   // Held shared by every read, exclusively by a catch-up.
   mutable SharedMutex mu_;
   Mutex refresh_mu_;  // serializes catch-ups; taken before mu_
+  // Catch-ups so far (each may change the state).
+  uint64_t catch_ups_ ABSL_GUARDED_BY(mu_) = 0;
+  // The allocated state of the catch-up numbered allocated_catch_up_,
+  // built at the first AllocatedDevices after it.
+  mutable Mutex alloc_mu_;  // taken after mu_
+  mutable std::shared_ptr<const AllocatedVersion> allocated_ ABSL_GUARDED_BY(alloc_mu_);
+  mutable uint64_t allocated_catch_up_ ABSL_GUARDED_BY(alloc_mu_) = 0;
   std::chrono::steady_clock::time_point last_refresh_ ABSL_GUARDED_BY(refresh_mu_);
 };
 

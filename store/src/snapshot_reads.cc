@@ -103,6 +103,19 @@ absl::StatusOr<StoreStats> StatsAt(const Database& db, const ReadPoint& point) {
   return stats;
 }
 
+absl::StatusOr<std::shared_ptr<const AllocatedVersion>> AllocatedAt(const Database& db,
+                                                                   const ReadPoint& point) {
+  AllocatedBuilder builder;
+  std::unique_ptr<KeyScan> scan = db.Scan(db.records(), "", point, /*fill_cache=*/false);
+  for (scan->SeekToFirst(); scan->Valid(); scan->Next()) {
+    absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(scan->value()));
+    if (!record.ok()) return record.status();
+    builder.Add(*record);
+  }
+  CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), "reading the records"));
+  return std::move(builder).Finish(point.revision);
+}
+
 absl::StatusOr<uint64_t> ScanIndexAt(const Database& db, rocksdb::ColumnFamilyHandle* family,
                                      const ReadPoint& point, const std::string& prefix,
                                      KeyVisitor visit) {

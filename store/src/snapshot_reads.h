@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "allocated_state.h"
 #include "claimstore/store.h"
 #include "database.h"
 #include "index_queries.h"
@@ -19,6 +20,12 @@ absl::StatusOr<ListPage> ListAt(const Database& db, const ReadPoint& point,
 
 // Counts of claims and index entries (Store::Stats).
 absl::StatusOr<StoreStats> StatsAt(const Database& db, const ReadPoint& point);
+
+// The allocated state at `point`, built from every record (the first
+// Store::AllocatedDevices of a writable store; every catch-up's first of a
+// read-only one).
+absl::StatusOr<std::shared_ptr<const AllocatedVersion>> AllocatedAt(const Database& db,
+                                                                   const ReadPoint& point);
 
 // Visits the keys of `family` that start with `prefix`; returns
 // point.revision.

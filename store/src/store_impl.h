@@ -47,6 +47,7 @@
 #include "index_entries.h"
 #include "mutations.h"
 #include "published_state.h"
+#include "quantity.h"
 #include "rocksdb/write_batch.h"
 #include "staging.h"
 #include "write_group.h"
@@ -72,6 +73,7 @@ class StoreImpl final : public Store {
   absl::StatusOr<ListPage> List(const ListOptions& options) const override;
   absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const override;
   absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(const DeviceQuery& query) const override;
+  absl::StatusOr<AllocatedState> AllocatedDevices() const override;
   absl::StatusOr<StoreStats> Stats() const override;
   // The change feed (store_watch.cc).
   absl::StatusOr<std::unique_ptr<Watcher>> Watch(uint64_t from_revision,
@@ -89,7 +91,8 @@ class StoreImpl final : public Store {
   absl::StatusOr<WriteResult> Unreserve(const ClaimKey& key, absl::string_view consumer_uid,
                                         const Preconditions& pre) override;
   absl::StatusOr<WriteResult> Allocate(const ClaimKey& key, const Allocation& allocation,
-                                       const Preconditions& pre) override;
+                                       const Preconditions& pre,
+                                       absl::Span<const DeviceCapacity> capacity) override;
   absl::StatusOr<WriteResult> Deallocate(const ClaimKey& key, const Preconditions& pre) override;
   absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
                                               const DeviceStatuses& statuses,
@@ -115,6 +118,12 @@ class StoreImpl final : public Store {
   // write does (mutations.h).
   using MutateFn = absl::FunctionRef<absl::StatusOr<Mutation>(const ClaimRecord* current)>;
 
+  // Allocate's capacity limits, parsed: per device, capacity name to limit.
+  struct CapacityLimit {
+    std::string driver, pool, device;
+    std::vector<std::pair<std::string, Quantity>> limits;  // by name
+  };
+
   // One mutation of one claim.
   struct WriteStep {
     std::string record_key;
@@ -122,6 +131,7 @@ class StoreImpl final : public Store {
     const Preconditions* pre;
     MutateFn mutate;
     WriteResult result;
+    const std::vector<CapacityLimit>* capacity = nullptr;  // Allocate's, if any
   };
 
   // One call waiting in the write group: its steps commit together or not
@@ -149,7 +159,8 @@ class StoreImpl final : public Store {
       std::optional<uint64_t> follow_resource_version);
   // Queues a one-step write and returns its result.
   absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre,
-                                    MutateFn mutate);
+                                    MutateFn mutate,
+                                    const std::vector<CapacityLimit>* capacity = nullptr);
   // Commits `group` (WriteGroup's commit function): applies each write,
   // writes the batch, publishes.
   void CommitGroup(absl::Span<WriteGroup::Writer* const> group)
@@ -168,11 +179,17 @@ class StoreImpl final : public Store {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // The claim as the writes before this one left it: staged by this group,
   // or else as published (from memory when cached, else from RocksDB).
-  absl::StatusOr<std::optional<ClaimRecord>> CurrentRecord(const WriteStep& step) const
+  absl::StatusOr<std::optional<ClaimRecord>> CurrentRecord(const std::string& record_key,
+                                                           const ClaimKey& key) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
-  absl::Status StageWrite(const ClaimKey& key, const ClaimRecord* current, std::string bytes,
+  absl::Status StageWrite(const WriteStep& step, const ClaimRecord* current, std::string bytes,
                           bool as_state, rocksdb::WriteBatch* batch, uint64_t* revision,
                           WriteResult* result, std::vector<RecordChange>* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Aborted when `record`'s shares of a device in `limits` take it past a
+  // limit, counting the other shares as published and staged.
+  absl::Status CheckCapacity(const ClaimKey& claim, const ClaimRecord& record,
+                             const std::vector<CapacityLimit>& limits) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   absl::Status StageDelete(const ClaimRecord& current, rocksdb::WriteBatch* batch,
                            uint64_t* revision, WriteResult* result,

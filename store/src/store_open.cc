@@ -27,6 +27,7 @@
 #include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
 #include "rocksdb_status.h"
+#include "snapshot_reads.h"
 #include "status_macros.h"
 #include "store_impl.h"
 #include "store_testing.h"
@@ -287,7 +288,12 @@ StoreImpl::StoreImpl(std::unique_ptr<Database> db, const Options& options)
               [this](absl::Span<WriteGroup::Writer* const> group) {
                 writes_.leader.AssertHeld();
                 CommitGroup(group);
-              }) {}
+              }) {
+  const Database* database = db_.get();
+  published_.SetAllocatedLoader([database](const Pin& at) {
+    return AllocatedAt(*database, ReadPoint{at.snapshot.get(), at.revision});
+  });
+}
 
 StoreImpl::~StoreImpl() = default;
 

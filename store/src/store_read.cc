@@ -83,6 +83,10 @@ absl::StatusOr<DeviceHoldings> StoreImpl::ClaimsUsingDevice(const DeviceQuery& q
                       });
 }
 
+absl::StatusOr<AllocatedState> StoreImpl::AllocatedDevices() const {
+  return published_.Allocated();
+}
+
 uint64_t StoreImpl::LevelZeroFiles() const {
   uint64_t total = 0;
   for (rocksdb::ColumnFamilyHandle* family : {db_->records(), db_->consumers(), db_->devices()}) {

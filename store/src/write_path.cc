@@ -15,8 +15,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
+#include "allocated_state.h"
+#include "claimstore/claim_generated.h"
 #include "device_rule.h"
+#include "fb_strings.h"
 #include "keys.h"
 #include "record_edit.h"
 #include "record_factory.h"
@@ -137,9 +141,53 @@ absl::StatusOr<WriteResult> StoreImpl::Unreserve(const ClaimKey& key,
 }
 
 absl::StatusOr<WriteResult> StoreImpl::Allocate(const ClaimKey& key, const Allocation& allocation,
-                                                const Preconditions& pre) {
-  return Write(key, pre,
-               [&](const ClaimRecord* current) { return SetAllocation(key, allocation, current); });
+                                                const Preconditions& pre,
+                                                absl::Span<const DeviceCapacity> capacity) {
+  // consumedCapacity from AllocationBuilder must be quantities (the JSON
+  // decoder has checked the rest).
+  if (const auto* results = allocation.table().results(); results != nullptr) {
+    for (size_t i = 0; i < results->size(); ++i) {
+      const auto* consumed = results->Get(static_cast<flatbuffers::uoffset_t>(i))->consumed_capacity();
+      if (consumed == nullptr) continue;
+      for (const fb::QuantityEntry* q : *consumed) {
+        absl::StatusOr<Quantity> parsed = Quantity::Parse(View(q->value()));
+        if (!parsed.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "status.allocation.devices.results[", i, "].consumedCapacity[\"", View(q->key()),
+              "\"]: Invalid value: \"", View(q->value()), "\": ", parsed.status().message()));
+        }
+      }
+    }
+  }
+  std::vector<CapacityLimit> limits;
+  limits.reserve(capacity.size());
+  for (size_t i = 0; i < capacity.size(); ++i) {
+    const DeviceCapacity& c = capacity[i];
+    const struct {
+      const char* field;
+      const std::string& value;
+    } parts[] = {{"driver", c.driver}, {"pool", c.pool}, {"device", c.device}};
+    for (const auto& part : parts) {
+      if (part.value.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("capacity[", i, "].", part.field, ": Required value"));
+      }
+    }
+    CapacityLimit limit{c.driver, c.pool, c.device, {}};
+    for (const CapacityValue& v : c.capacity) {
+      absl::StatusOr<Quantity> q = Quantity::Parse(v.quantity);
+      if (!q.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("capacity[", i, "].capacity[\"", v.name,
+                                                       "\"]: Invalid value: \"", v.quantity,
+                                                       "\": ", q.status().message()));
+      }
+      limit.limits.emplace_back(v.name, *std::move(q));
+    }
+    limits.push_back(std::move(limit));
+  }
+  return Write(
+      key, pre, [&](const ClaimRecord* current) { return SetAllocation(key, allocation, current); },
+      limits.empty() ? nullptr : &limits);
 }
 
 absl::StatusOr<WriteResult> StoreImpl::Deallocate(const ClaimKey& key, const Preconditions& pre) {
@@ -163,11 +211,12 @@ absl::StatusOr<std::vector<WriteResult>> StoreImpl::ApplyClusterEvents(
 }
 
 absl::StatusOr<WriteResult> StoreImpl::Write(const ClaimKey& key, const Preconditions& pre,
-                                             MutateFn mutate) {
+                                             MutateFn mutate,
+                                             const std::vector<CapacityLimit>* capacity) {
   CS_RETURN_IF_ERROR(RequireKey(key));
   PendingWrite write;
   write.steps.push_back(
-      WriteStep{RecordKey(key.claim_namespace, key.name), key, &pre, mutate, {}});
+      WriteStep{RecordKey(key.claim_namespace, key.name), key, &pre, mutate, {}, capacity});
   writes_.Submit(&write);
   if (!write.status.ok()) return write.status;
   return write.steps[0].result;
@@ -271,28 +320,30 @@ absl::Status StoreImpl::Apply(PendingWrite* w, rocksdb::WriteBatch* batch, uint6
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<ClaimRecord>> StoreImpl::CurrentRecord(const WriteStep& step) const {
-  if (const std::optional<ClaimRecord>* staged = staged_.FindRecord(step.record_key);
+absl::StatusOr<std::optional<ClaimRecord>> StoreImpl::CurrentRecord(
+    const std::string& record_key, const ClaimKey& key) const {
+  if (const std::optional<ClaimRecord>* staged = staged_.FindRecord(record_key);
       staged != nullptr) {
     return *staged;
   }
   // As published: the leader publishes every commit before the next group
   // starts.
   std::vector<std::optional<ClaimRecord>> hit;
-  published_.Lookup({&step.record_key, 1}, &hit);
+  published_.Lookup({&record_key, 1}, &hit);
   if (hit[0].has_value()) return std::move(hit[0]);
   rocksdb::PinnableSlice value;
-  rocksdb::Status s = db_->db()->Get(rocksdb::ReadOptions(), db_->records(), step.record_key, &value);
+  rocksdb::Status s = db_->db()->Get(rocksdb::ReadOptions(), db_->records(), record_key, &value);
   if (s.IsNotFound()) return std::nullopt;
   CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the claim"));
   absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(ToView(value)));
-  if (!record.ok()) return CorruptClaim(step.key, record.status());
+  if (!record.ok()) return CorruptClaim(key, record.status());
   return *std::move(record);
 }
 
 absl::Status StoreImpl::ApplyStep(WriteStep* step, rocksdb::WriteBatch* batch, uint64_t* revision,
                                   std::vector<RecordChange>* changes) {
-  CS_ASSIGN_OR_RETURN(const std::optional<ClaimRecord> current, CurrentRecord(*step));
+  CS_ASSIGN_OR_RETURN(const std::optional<ClaimRecord> current,
+                      CurrentRecord(step->record_key, step->key));
   const ClaimRecord* old = current.has_value() ? &*current : nullptr;
   CS_RETURN_IF_ERROR(CheckPreconditions(step->key, *step->pre, old));
   CS_ASSIGN_OR_RETURN(Mutation mutation, step->mutate(old));
@@ -303,7 +354,7 @@ absl::Status StoreImpl::ApplyStep(WriteStep* step, rocksdb::WriteBatch* batch, u
     case Mutation::Kind::kDelete:
       return StageDelete(*old, batch, revision, &step->result, changes);
     case Mutation::Kind::kWrite:
-      return StageWrite(step->key, old, std::move(mutation.bytes), mutation.as_state, batch,
+      return StageWrite(*step, old, std::move(mutation.bytes), mutation.as_state, batch,
                         revision, &step->result, changes);
   }
   return absl::InternalError("unknown mutation");
@@ -311,10 +362,11 @@ absl::Status StoreImpl::ApplyStep(WriteStep* step, rocksdb::WriteBatch* batch, u
 
 // Staging ----------------------------------------------------------------------
 
-absl::Status StoreImpl::StageWrite(const ClaimKey& key, const ClaimRecord* current,
+absl::Status StoreImpl::StageWrite(const WriteStep& step, const ClaimRecord* current,
                                    std::string bytes, bool as_state, rocksdb::WriteBatch* batch,
                                    uint64_t* revision, WriteResult* result,
                                    std::vector<RecordChange>* changes) {
+  const ClaimKey& key = step.key;
   IndexEntries after;
   CS_RETURN_IF_ERROR(PrepareRecord(current != nullptr && !as_state ? &current->table() : nullptr,
                                    &bytes, &after));
@@ -327,6 +379,7 @@ absl::Status StoreImpl::StageWrite(const ClaimKey& key, const ClaimRecord* curre
   const uint64_t create = current != nullptr ? current->create_revision() : next;
   const uint64_t version = current != nullptr ? current->version() + 1 : 1;
   ClaimRecord stamped = RecordFactory::FromBuilt(StampRevisions(bytes, create, next, version));
+  if (step.capacity != nullptr) CS_RETURN_IF_ERROR(CheckCapacity(key, stamped, *step.capacity));
   std::string record_key = RecordKey(key.claim_namespace, key.name);
   CS_RETURN_IF_ERROR(FromRocksDB(
       batch->Put(db_->records(), record_key,
@@ -404,6 +457,71 @@ absl::Status StoreImpl::CheckDeviceConflict(const ClaimKey& claim,
           .status());
   staged_.OverlayDevices(prefix, &holders);
   return CheckNewHolding(claim, wanted, holders);
+}
+
+absl::Status StoreImpl::CheckCapacity(const ClaimKey& claim, const ClaimRecord& record,
+                                      const std::vector<CapacityLimit>& limits) const {
+  const std::vector<ResultHolding> mine = ResultHoldingsOf(record);
+  for (const CapacityLimit& limit : limits) {
+    const DeviceId id{limit.driver, limit.pool, limit.device};
+    // What this allocation's shares of the device consume.
+    absl::btree_map<std::string, Quantity> asked;
+    bool shares = false;
+    for (const ResultHolding& h : mine) {
+      if (h.kind != HoldingKind::kShare || DeviceId{h.driver, h.pool, h.device} != id) continue;
+      shares = true;
+      for (const CapacityValue& c : h.consumed) {
+        CS_ASSIGN_OR_RETURN(const Quantity q, Quantity::Parse(c.quantity));
+        asked[c.name] = asked[c.name].Plus(q);
+      }
+    }
+    if (!shares) continue;
+    // The other claims sharing it, as published and then staged.
+    std::string prefix;
+    AppendComponent(limit.driver, &prefix);
+    AppendComponent(limit.pool, &prefix);
+    AppendComponent(limit.device, &prefix);
+    std::vector<std::string> holders;
+    CS_RETURN_IF_ERROR(
+        published_.ScanDevices(prefix, [&holders](absl::string_view k) { holders.emplace_back(k); })
+            .status());
+    staged_.OverlayDevices(prefix, &holders);
+    std::vector<ClaimKey> others;
+    for (const std::string& k : holders) {
+      DeviceKeyParts parts;
+      if (!ParseDeviceKey(k, &parts)) return absl::InternalError("malformed device key");
+      if (parts.kind != HoldingKind::kShare) continue;
+      ClaimKey other{std::move(parts.claim_namespace), std::move(parts.name)};
+      if (other != claim) others.push_back(std::move(other));
+    }
+    std::sort(others.begin(), others.end());
+    others.erase(std::unique(others.begin(), others.end()), others.end());
+    absl::btree_map<std::string, Quantity> consumed;
+    for (const ClaimKey& other : others) {
+      CS_ASSIGN_OR_RETURN(const std::optional<ClaimRecord> stored,
+                          CurrentRecord(RecordKey(other.claim_namespace, other.name), other));
+      if (!stored.has_value()) continue;
+      for (const ResultHolding& h : ResultHoldingsOf(*stored)) {
+        if (h.kind != HoldingKind::kShare || DeviceId{h.driver, h.pool, h.device} != id) continue;
+        for (const CapacityValue& c : h.consumed) {
+          absl::StatusOr<Quantity> q = Quantity::Parse(c.quantity);
+          if (q.ok()) consumed[c.name] = consumed[c.name].Plus(*q);
+        }
+      }
+    }
+    for (const auto& [name, max] : limit.limits) {
+      auto it = asked.find(name);
+      if (it == asked.end()) continue;
+      const Quantity& used = consumed[name];
+      if (used.Plus(it->second).Compare(max) > 0) {
+        return absl::AbortedError(absl::StrCat(
+            "device ", limit.driver, "/", limit.pool, "/", limit.device, ": capacity \"", name,
+            "\" would be over-committed: limit ", max.ToString(), ", consumed by other shares ",
+            used.ToString(), ", asked ", it->second.ToString()));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace claimstore::internal

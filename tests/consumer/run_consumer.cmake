@@ -26,7 +26,7 @@ file(WRITE "${WORK_DIR}/readme_example.cc" "${program}\n")
 run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
 run(${CMAKE_COMMAND} -S "${PROJECT_DIR}" -B "${WORK_DIR}/build" -G Ninja
     "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DREADME_EXAMPLE=${WORK_DIR}/readme_example.cc"
-    "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}")
+    "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}")
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/consumer" "${FIXTURE}" "${WORK_DIR}/db")
 if(NOT LAST_OUTPUT MATCHES "namespaceValue/nameValue results=1 reservedFor=1\nstore revision=3 claims=1 holder=team-a/trainer")

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "claimstore/allocated.h"
 #include "claimstore/claim_record.h"
 
 namespace claimstore {
@@ -50,6 +51,8 @@ struct DeviceResult {
   std::string device = {};
   std::optional<std::string> share_id = std::nullopt;  // set: a share of a shared device
   std::optional<bool> admin_access = std::nullopt;     // true: admin access, never conflicts
+  // consumedCapacity of a share: capacity name to quantity.
+  std::vector<CapacityValue> consumed_capacity = {};
 };
 
 // Builds an Allocation without JSON, as a scheduler plugin would.

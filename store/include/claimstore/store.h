@@ -47,22 +47,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "claimstore/allocated.h"
 #include "claimstore/allocation.h"
+#include "claimstore/claim_key.h"
 #include "claimstore/claim_record.h"
 
 namespace claimstore {
-
-// A claim's identity in the store.
-struct ClaimKey {
-  std::string claim_namespace = {};
-  std::string name = {};
-
-  // Parses "NAMESPACE/NAME" (both non-empty). InvalidArgument otherwise.
-  static absl::StatusOr<ClaimKey> Parse(absl::string_view text);
-  std::string ToString() const { return claim_namespace + "/" + name; }
-  friend bool operator==(const ClaimKey&, const ClaimKey&) = default;
-  friend auto operator<=>(const ClaimKey&, const ClaimKey&) = default;
-};
 
 enum class Compression { kNone, kLZ4, kZstd };
 
@@ -448,6 +438,18 @@ class Store {
   virtual absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(
       const DeviceQuery& query) const = 0;
 
+  // What is allocated at the current revision (claimstore/allocated.h): an
+  // immutable snapshot, consistent with every index at that revision, to
+  // keep and read from any thread. A writable store hands it out for a
+  // shared lock and a reference count, whatever the number of claims: its
+  // write leader updates it with each commit. The first call after Open,
+  // Verify(true) or a bulk load builds it by reading every claim (while
+  // writes go on; about 1 s per million claims); a scheduler calls it once
+  // at start-up. A read-only store builds it at the first call after each
+  // catch-up (Refresh, a waiting watcher's) and hands that out until the
+  // next.
+  virtual absl::StatusOr<AllocatedState> AllocatedDevices() const = 0;
+
   // Watches the change feed from `from_revision` on (inclusive; 0: from the
   // next revision committed). To follow the store from a List at revision
   // R, watch from R + 1. A writable store hands each event over from
@@ -497,9 +499,24 @@ class Store {
   // Sets status.allocation. FailedPrecondition when already allocated;
   // Aborted naming the device and its holder when a device it takes
   // exclusively, or a share it takes, is held by another claim.
+  //
+  // `capacity`: limits of devices it may share (a capacity's value, as the
+  // ResourceSlice has it). For each device named that the allocation takes
+  // a share of, and each capacity named, the consumedCapacity of every
+  // share of the device (the other claims' as stored, or as writes before
+  // this one in the same commit group left them, plus this allocation's)
+  // must not exceed the limit; else Aborted, naming the device, the
+  // capacity, the limit, what the other shares consume and what this one
+  // asks, and nothing is written. Checked by the write leader against the
+  // state this write follows, so racing allocations of one device never
+  // over-commit it: exactly those that fit win. InvalidArgument, naming
+  // `capacity[i]...`, for a limit that is not a quantity or an empty
+  // driver, pool or device. Capacities a share consumes but no limit
+  // names are not checked; nor are devices the allocation does not share.
   virtual absl::StatusOr<WriteResult> Allocate(const ClaimKey& key,
                                                const Allocation& allocation,
-                                               const Preconditions& pre = {}) = 0;
+                                               const Preconditions& pre = {},
+                                               absl::Span<const DeviceCapacity> capacity = {}) = 0;
   // Clears allocation and device statuses. FailedPrecondition while
   // reservedFor is not empty; a no-op when not allocated.
   virtual absl::StatusOr<WriteResult> Deallocate(const ClaimKey& key,

@@ -1,0 +1,426 @@
+#include "allocated_state.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/btree_map.h"
+#include "claimstore/claim_generated.h"
+#include "fb_strings.h"
+#include "published_state.h"
+#include "quantity.h"
+
+namespace claimstore {
+
+// The public snapshot ------------------------------------------------------------
+
+const DeviceShare* AllocatedDevice::FindShare(absl::string_view share_id) const {
+  auto it = std::lower_bound(shares.begin(), shares.end(), share_id,
+                             [](const DeviceShare& s, absl::string_view id) {
+                               return absl::string_view(s.share_id) < id;
+                             });
+  return it != shares.end() && it->share_id == share_id ? &*it : nullptr;
+}
+
+absl::string_view AllocatedDevice::Consumed(absl::string_view name) const {
+  auto it = std::lower_bound(consumed_capacity.begin(), consumed_capacity.end(), name,
+                             [](const CapacityValue& c, absl::string_view n) {
+                               return absl::string_view(c.name) < n;
+                             });
+  return it != consumed_capacity.end() && it->name == name ? absl::string_view(it->quantity)
+                                                           : absl::string_view("0");
+}
+
+AllocatedState::AllocatedState() : version_(std::make_shared<internal::AllocatedVersion>()) {}
+AllocatedState::AllocatedState(std::shared_ptr<const internal::AllocatedVersion> version)
+    : version_(std::move(version)) {}
+AllocatedState::~AllocatedState() = default;
+
+uint64_t AllocatedState::revision() const { return version_->revision; }
+size_t AllocatedState::size() const { return version_->devices; }
+
+const AllocatedDevice* AllocatedState::Find(absl::string_view driver, absl::string_view pool,
+                                            absl::string_view device) const {
+  return internal::FindDevice(*version_, {driver, pool, device});
+}
+
+namespace {
+
+using internal::AllocatedNode;
+using internal::DeviceId;
+
+// The index of the last entry of `node` whose first device is <= `id`
+// (-1: none).
+ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id) {
+  auto it = std::upper_bound(node.firsts.begin(), node.firsts.end(), id,
+                             [](const DeviceId& v, const internal::DevicePtr& d) {
+                               return v < internal::IdOf(*d);
+                             });
+  return (it - node.firsts.begin()) - 1;
+}
+
+// Visits devices >= `from` while `in` holds; false when `visit` stopped.
+bool Visit(const AllocatedNode& node, const DeviceId& from,
+           absl::FunctionRef<bool(const AllocatedDevice&)> in,
+           absl::FunctionRef<bool(const AllocatedDevice&)> visit) {
+  const size_t start = static_cast<size_t>(std::max<ptrdiff_t>(0, Floor(node, from)));
+  for (size_t i = start; i < node.firsts.size(); ++i) {
+    if (node.leaf()) {
+      const AllocatedDevice& d = *node.firsts[i];
+      if (internal::IdOf(d) < from) continue;
+      if (!in(d) || !visit(d)) return false;
+    } else {
+      // A later child starts at or after `from`: out of the range, so is
+      // everything after it.
+      if (i > start && !in(*node.firsts[i])) return false;
+      if (!Visit(*node.children[i], from, in, visit)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void AllocatedState::ForEach(absl::string_view driver, std::optional<absl::string_view> pool,
+                             absl::FunctionRef<bool(const AllocatedDevice&)> visit) const {
+  if (version_->root == nullptr) return;
+  const DeviceId from{driver, pool.value_or(absl::string_view()), absl::string_view()};
+  auto in = [&](const AllocatedDevice& d) {
+    if (driver.empty()) return true;
+    return d.driver == driver && (!pool.has_value() || d.pool == *pool);
+  };
+  Visit(*version_->root, from, in, visit);
+}
+
+namespace internal {
+
+// Holdings of records ------------------------------------------------------------
+
+std::vector<ResultHolding> ResultHoldingsOf(const ClaimRecord& record) {
+  std::vector<ResultHolding> out;
+  const fb::ResourceClaimStatus* status = record.table().status();
+  if (status == nullptr || status->allocation() == nullptr ||
+      status->allocation()->results() == nullptr) {
+    return out;
+  }
+  out.reserve(status->allocation()->results()->size());
+  for (const fb::DeviceRequestAllocationResult* r : *status->allocation()->results()) {
+    ResultHolding h;
+    h.driver = std::string(View(r->driver()));
+    h.pool = std::string(View(r->pool()));
+    h.device = std::string(View(r->device()));
+    if (r->admin_access().has_value() && *r->admin_access()) {
+      h.kind = HoldingKind::kAdmin;
+    } else if (r->share_id() != nullptr) {
+      h.kind = HoldingKind::kShare;
+    }
+    h.share_id = std::string(View(r->share_id()));
+    if (r->consumed_capacity() != nullptr) {
+      for (const fb::QuantityEntry* q : *r->consumed_capacity()) {
+        h.consumed.push_back({std::string(View(q->key())), std::string(View(q->value()))});
+      }
+    }
+    out.push_back(std::move(h));
+  }
+  std::sort(out.begin(), out.end(), [](const ResultHolding& a, const ResultHolding& b) {
+    return std::tie(a.driver, a.pool, a.device, a.kind, a.share_id) <
+           std::tie(b.driver, b.pool, b.device, b.kind, b.share_id);
+  });
+  return out;
+}
+
+namespace {
+
+// Sums the shares' consumed capacity into `device`.
+void SumConsumed(AllocatedDevice* device) {
+  absl::btree_map<std::string, Quantity> sums;
+  for (const DeviceShare& share : device->shares) {
+    for (const CapacityValue& c : share.consumed_capacity) {
+      absl::StatusOr<Quantity> q = Quantity::Parse(c.quantity);
+      if (!q.ok()) continue;  // only in claims restored without validation
+      Quantity& sum = sums[c.name];
+      sum = sum.Plus(*q);
+    }
+  }
+  device->consumed_capacity.clear();
+  device->consumed_capacity.reserve(sums.size());
+  for (const auto& [name, sum] : sums) device->consumed_capacity.push_back({name, sum.ToString()});
+}
+
+void AddHolding(AllocatedDevice* device, const ClaimKey& claim, const ResultHolding& h) {
+  switch (h.kind) {
+    case HoldingKind::kExclusive:
+      device->exclusive = claim;
+      break;
+    case HoldingKind::kAdmin:
+      device->admin_access.push_back(claim);
+      break;
+    case HoldingKind::kShare:
+      device->shares.push_back(DeviceShare{h.share_id, claim, h.consumed});
+      break;
+  }
+}
+
+// Puts shares and admin holders in order once holdings were added.
+void Normalize(AllocatedDevice* device) {
+  std::sort(device->shares.begin(), device->shares.end(),
+            [](const DeviceShare& a, const DeviceShare& b) {
+              return std::tie(a.share_id, a.claim) < std::tie(b.share_id, b.claim);
+            });
+  std::sort(device->admin_access.begin(), device->admin_access.end());
+  device->admin_access.erase(std::unique(device->admin_access.begin(), device->admin_access.end()),
+                             device->admin_access.end());
+  SumConsumed(device);
+}
+
+bool Empty(const AllocatedDevice& d) {
+  return !d.exclusive.has_value() && d.shares.empty() && d.admin_access.empty();
+}
+
+}  // namespace
+
+DevicePtr WithHoldings(const AllocatedDevice* old, const ClaimKey& claim,
+                       absl::Span<const ResultHolding* const> holdings) {
+  auto device = std::make_shared<AllocatedDevice>();
+  if (old != nullptr) {
+    device->driver = old->driver;
+    device->pool = old->pool;
+    device->device = old->device;
+    if (old->exclusive.has_value() && *old->exclusive != claim) device->exclusive = old->exclusive;
+    for (const DeviceShare& s : old->shares) {
+      if (s.claim != claim) device->shares.push_back(s);
+    }
+    for (const ClaimKey& k : old->admin_access) {
+      if (k != claim) device->admin_access.push_back(k);
+    }
+  } else if (!holdings.empty()) {
+    device->driver = holdings[0]->driver;
+    device->pool = holdings[0]->pool;
+    device->device = holdings[0]->device;
+  }
+  for (const ResultHolding* h : holdings) AddHolding(device.get(), claim, *h);
+  if (Empty(*device)) return nullptr;
+  Normalize(device.get());
+  return device;
+}
+
+// The tree ----------------------------------------------------------------------
+
+const AllocatedDevice* FindDevice(const AllocatedVersion& version, const DeviceId& id) {
+  const AllocatedNode* node = version.root.get();
+  while (node != nullptr) {
+    const ptrdiff_t i = Floor(*node, id);
+    if (i < 0) return nullptr;
+    if (node->leaf()) {
+      const AllocatedDevice* d = node->firsts[static_cast<size_t>(i)].get();
+      return IdOf(*d) == id ? d : nullptr;
+    }
+    node = node->children[static_cast<size_t>(i)].get();
+  }
+  return nullptr;
+}
+
+namespace {
+
+using NodePtr = std::shared_ptr<const AllocatedNode>;
+
+// Splits an overfull node in two, or returns it whole.
+void Emit(AllocatedNode node, std::vector<NodePtr>* out) {
+  if (node.firsts.empty()) return;
+  if (node.firsts.size() <= AllocatedNode::kMaxEntries) {
+    out->push_back(std::make_shared<const AllocatedNode>(std::move(node)));
+    return;
+  }
+  const size_t half = node.firsts.size() / 2;
+  AllocatedNode right;
+  right.firsts.assign(node.firsts.begin() + static_cast<ptrdiff_t>(half), node.firsts.end());
+  node.firsts.resize(half);
+  if (!node.leaf()) {
+    right.children.assign(node.children.begin() + static_cast<ptrdiff_t>(half),
+                          node.children.end());
+    node.children.resize(half);
+  }
+  out->push_back(std::make_shared<const AllocatedNode>(std::move(node)));
+  out->push_back(std::make_shared<const AllocatedNode>(std::move(right)));
+}
+
+// The nodes replacing `node` once the device of `id` is `device` (null:
+// removed): none (emptied), one, or two (split). `delta` gets the change in
+// the number of devices.
+void Update(const AllocatedNode& node, const DeviceId& id, const DevicePtr& device,
+            std::vector<NodePtr>* out, ptrdiff_t* delta) {
+  AllocatedNode copy;
+  if (node.leaf()) {
+    copy.firsts = node.firsts;
+    auto it = std::lower_bound(copy.firsts.begin(), copy.firsts.end(), id,
+                               [](const DevicePtr& d, const DeviceId& v) { return IdOf(*d) < v; });
+    const bool found = it != copy.firsts.end() && IdOf(**it) == id;
+    if (found && device != nullptr) {
+      *it = device;
+    } else if (found) {
+      copy.firsts.erase(it);
+      *delta = -1;
+    } else if (device != nullptr) {
+      copy.firsts.insert(it, device);
+      *delta = 1;
+    } else {
+      out->push_back(std::make_shared<const AllocatedNode>(node));  // nothing to remove
+      return;
+    }
+    Emit(std::move(copy), out);
+    return;
+  }
+  const size_t i = static_cast<size_t>(std::max<ptrdiff_t>(0, Floor(node, id)));
+  std::vector<NodePtr> replaced;
+  Update(*node.children[i], id, device, &replaced, delta);
+  copy.firsts.reserve(node.firsts.size() + 1);
+  copy.children.reserve(node.children.size() + 1);
+  copy.firsts.assign(node.firsts.begin(), node.firsts.begin() + static_cast<ptrdiff_t>(i));
+  copy.children.assign(node.children.begin(), node.children.begin() + static_cast<ptrdiff_t>(i));
+  for (NodePtr& r : replaced) {
+    copy.firsts.push_back(r->firsts.front());
+    copy.children.push_back(std::move(r));
+  }
+  copy.firsts.insert(copy.firsts.end(), node.firsts.begin() + static_cast<ptrdiff_t>(i) + 1,
+                     node.firsts.end());
+  copy.children.insert(copy.children.end(), node.children.begin() + static_cast<ptrdiff_t>(i) + 1,
+                       node.children.end());
+  Emit(std::move(copy), out);
+}
+
+}  // namespace
+
+void SetDevice(AllocatedVersion* version, const DeviceId& id, DevicePtr device) {
+  if (version->root == nullptr) {
+    if (device == nullptr) return;
+    auto leaf = std::make_shared<AllocatedNode>();
+    leaf->firsts.push_back(std::move(device));
+    version->root = std::move(leaf);
+    version->devices = 1;
+    return;
+  }
+  std::vector<NodePtr> replaced;
+  ptrdiff_t delta = 0;
+  Update(*version->root, id, device, &replaced, &delta);
+  version->devices = static_cast<size_t>(static_cast<ptrdiff_t>(version->devices) + delta);
+  if (replaced.empty()) {
+    version->root = nullptr;
+  } else if (replaced.size() == 1) {
+    version->root = std::move(replaced[0]);
+  } else {
+    auto root = std::make_shared<AllocatedNode>();
+    for (NodePtr& r : replaced) {
+      root->firsts.push_back(r->firsts.front());
+      root->children.push_back(std::move(r));
+    }
+    version->root = std::move(root);
+  }
+  // A root with one child gives way to it.
+  while (version->root != nullptr && !version->root->leaf() && version->root->children.size() == 1) {
+    version->root = version->root->children[0];
+  }
+}
+
+std::shared_ptr<const AllocatedVersion> BuildVersion(uint64_t revision,
+                                                     std::vector<DevicePtr> devices) {
+  auto version = std::make_shared<AllocatedVersion>();
+  version->revision = revision;
+  version->devices = devices.size();
+  if (devices.empty()) return version;
+  // Nodes three-quarters full, so that the first inserts do not split.
+  constexpr size_t kFill = AllocatedNode::kMaxEntries * 3 / 4;
+  std::vector<NodePtr> level;
+  for (size_t i = 0; i < devices.size(); i += kFill) {
+    auto leaf = std::make_shared<AllocatedNode>();
+    const size_t end = std::min(devices.size(), i + kFill);
+    leaf->firsts.assign(std::make_move_iterator(devices.begin() + static_cast<ptrdiff_t>(i)),
+                        std::make_move_iterator(devices.begin() + static_cast<ptrdiff_t>(end)));
+    level.push_back(std::move(leaf));
+  }
+  while (level.size() > 1) {
+    std::vector<NodePtr> up;
+    for (size_t i = 0; i < level.size(); i += kFill) {
+      auto node = std::make_shared<AllocatedNode>();
+      const size_t end = std::min(level.size(), i + kFill);
+      for (size_t j = i; j < end; ++j) {
+        node->firsts.push_back(level[j]->firsts.front());
+        node->children.push_back(std::move(level[j]));
+      }
+      up.push_back(std::move(node));
+    }
+    level = std::move(up);
+  }
+  version->root = std::move(level[0]);
+  return version;
+}
+
+std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& base,
+                                                     uint64_t revision,
+                                                     absl::Span<const RecordChange> changes) {
+  auto next = std::make_shared<AllocatedVersion>(base);
+  next->revision = revision;
+  for (const RecordChange& change : changes) {
+    const std::vector<ResultHolding> before =
+        change.previous.has_value() ? ResultHoldingsOf(*change.previous) : std::vector<ResultHolding>{};
+    const std::vector<ResultHolding> after =
+        change.record.has_value() ? ResultHoldingsOf(*change.record) : std::vector<ResultHolding>{};
+    if (before == after) continue;  // most writes: reservations, device statuses
+    const ClaimRecord& any = change.record.has_value() ? *change.record : *change.previous;
+    const ClaimKey claim{std::string(any.claim_namespace()), std::string(any.name())};
+    // Each device the claim held or holds, with its holdings after.
+    std::vector<DeviceId> touched;
+    for (const auto* list : {&before, &after}) {
+      for (const ResultHolding& h : *list) touched.push_back({h.driver, h.pool, h.device});
+    }
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (const DeviceId& id : touched) {
+      std::vector<const ResultHolding*> holdings;
+      for (const ResultHolding& h : after) {
+        if (DeviceId{h.driver, h.pool, h.device} == id) holdings.push_back(&h);
+      }
+      // `id` views strings of before/after, which outlive the update.
+      SetDevice(next.get(), id, WithHoldings(FindDevice(*next, id), claim, holdings));
+    }
+  }
+  return next;
+}
+
+// AllocatedBuilder ----------------------------------------------------------------
+
+void AllocatedBuilder::Add(const ClaimRecord& record) {
+  std::vector<ResultHolding> holdings = ResultHoldingsOf(record);
+  if (holdings.empty()) return;
+  const ClaimKey claim{std::string(record.claim_namespace()), std::string(record.name())};
+  for (ResultHolding& h : holdings) held_.push_back({claim, std::move(h)});
+}
+
+std::shared_ptr<const AllocatedVersion> AllocatedBuilder::Finish(uint64_t revision) && {
+  std::sort(held_.begin(), held_.end(), [](const Held& a, const Held& b) {
+    return std::tie(a.holding.driver, a.holding.pool, a.holding.device) <
+           std::tie(b.holding.driver, b.holding.pool, b.holding.device);
+  });
+  std::vector<DevicePtr> devices;
+  for (size_t i = 0; i < held_.size();) {
+    size_t end = i;
+    auto device = std::make_shared<AllocatedDevice>();
+    device->driver = held_[i].holding.driver;
+    device->pool = held_[i].holding.pool;
+    device->device = held_[i].holding.device;
+    const DeviceId id = IdOf(*device);
+    for (; end < held_.size() && DeviceId{held_[end].holding.driver, held_[end].holding.pool,
+                                          held_[end].holding.device} == id;
+         ++end) {
+      AddHolding(device.get(), held_[end].claim, held_[end].holding);
+    }
+    Normalize(device.get());
+    devices.push_back(std::move(device));
+    i = end;
+  }
+  held_.clear();
+  return BuildVersion(revision, std::move(devices));
+}
+
+}  // namespace internal
+}  // namespace claimstore

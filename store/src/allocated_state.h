@@ -1,0 +1,130 @@
+// The allocated state behind Store::AllocatedDevices (claimstore/
+// allocated.h): a persistent B+-tree of AllocatedDevice, one version per
+// published revision, and the tracker that the write leader updates with
+// each commit's changes.
+//
+// The tree: a leaf holds up to kMaxEntries devices in key order; an
+// internal node up to kMaxEntries children, each with its first device (the
+// separator). Nodes are immutable once built and shared between versions:
+// changing a device copies the nodes on the path from the root to its leaf
+// and nothing else. A node that overflows splits in two; deletions do not
+// merge nodes (an emptied node goes, a sparse one stays, and a root with one
+// child gives way to it), so the height stays that of the largest size the
+// tree has had: about log32(devices).
+//
+// Thread-safety: versions are immutable. AllocatedTracker: Publish* and
+// Reset are called by the write leader (one at a time); Snapshot from any
+// thread.
+#ifndef CLAIMSTORE_SRC_ALLOCATED_STATE_H_
+#define CLAIMSTORE_SRC_ALLOCATED_STATE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "claimstore/allocated.h"
+#include "claimstore/claim_record.h"
+#include "keys.h"
+#include "mutex.h"
+
+namespace claimstore::internal {
+
+struct RecordChange;
+
+using DevicePtr = std::shared_ptr<const AllocatedDevice>;
+
+struct AllocatedNode {
+  static constexpr size_t kMaxEntries = 32;
+  // A leaf's devices, or an internal node's separators (children[i]'s
+  // first device); in key order.
+  std::vector<DevicePtr> firsts;
+  std::vector<std::shared_ptr<const AllocatedNode>> children;  // empty: a leaf
+  bool leaf() const { return children.empty(); }
+};
+
+struct AllocatedVersion {
+  uint64_t revision = 0;
+  size_t devices = 0;
+  std::shared_ptr<const AllocatedNode> root;  // null: nothing allocated
+};
+
+// A device's identity, compared as the tuple (driver, pool, device).
+struct DeviceId {
+  absl::string_view driver, pool, device;
+  friend bool operator==(const DeviceId&, const DeviceId&) = default;
+  friend bool operator<(const DeviceId& a, const DeviceId& b) {
+    if (int c = a.driver.compare(b.driver); c != 0) return c < 0;
+    if (int c = a.pool.compare(b.pool); c != 0) return c < 0;
+    return a.device.compare(b.device) < 0;
+  }
+};
+inline DeviceId IdOf(const AllocatedDevice& d) { return {d.driver, d.pool, d.device}; }
+
+// One allocation result of a claim, with the capacity it consumes.
+struct ResultHolding {
+  std::string driver, pool, device;
+  HoldingKind kind = HoldingKind::kExclusive;
+  std::string share_id;
+  std::vector<CapacityValue> consumed;  // by name, as the record has them
+  friend bool operator==(const ResultHolding&, const ResultHolding&) = default;
+};
+// The holdings of `record`'s allocation, sorted by device (then kind and
+// shareID); empty when it has none.
+std::vector<ResultHolding> ResultHoldingsOf(const ClaimRecord& record);
+
+// The device `old` (null: not held) with `claim`'s holdings of it replaced
+// by `holdings` (all of the same device); null when nobody holds it after.
+DevicePtr WithHoldings(const AllocatedDevice* old, const ClaimKey& claim,
+                       absl::Span<const ResultHolding* const> holdings);
+
+// Tree operations on versions.
+const AllocatedDevice* FindDevice(const AllocatedVersion& version, const DeviceId& id);
+// `version` with the device of `id` set to `device` (null: removed).
+void SetDevice(AllocatedVersion* version, const DeviceId& id, DevicePtr device);
+// A version holding `devices` (sorted by id, unique), built bottom-up.
+std::shared_ptr<const AllocatedVersion> BuildVersion(uint64_t revision,
+                                                     std::vector<DevicePtr> devices);
+// `base` with the changes of one commit (at `revision`) applied.
+std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& base,
+                                                     uint64_t revision,
+                                                     absl::Span<const RecordChange> changes);
+
+// Collects the devices of many records (a full build).
+class AllocatedBuilder {
+ public:
+  void Add(const ClaimRecord& record);
+  std::shared_ptr<const AllocatedVersion> Finish(uint64_t revision) &&;
+
+ private:
+  struct Held {
+    ClaimKey claim;
+    ResultHolding holding;
+  };
+  std::vector<Held> held_;
+};
+
+// Keeps the allocated state of a writable store: built on first use (by
+// `load`, at the published revision), then updated by the leader with each
+// commit. Until it is built, publishing costs nothing.
+class AllocatedTracker {
+ public:
+  // Reads every record at `revision` (of the published state) into a
+  // builder; set by the store.
+  using Loader = std::function<absl::StatusOr<std::shared_ptr<const AllocatedVersion>>(
+      uint64_t revision)>;
+
+  static AllocatedState Wrap(std::shared_ptr<const AllocatedVersion> version) {
+    return AllocatedState(std::move(version));
+  }
+};
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_ALLOCATED_STATE_H_

@@ -1,0 +1,537 @@
+// Store::AllocatedDevices (claimstore/allocated.h) and Allocate's capacity
+// limits: the snapshot's contents, its persistence, its equality with what
+// a List at the same revision implies (after random concurrent workloads,
+// built incrementally and built from the records), and capacity races.
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "allocated_state.h"
+#include "claimstore/claim_generated.h"
+#include "claimstore/store.h"
+#include "quantity.h"
+#include "store_test_util.h"
+#include "test_util.h"
+
+namespace claimstore {
+namespace {
+
+using ::claimstore::internal::Quantity;
+using ::claimstore::testing::ClaimJson;
+using ::claimstore::testing::IsOk;
+using ::claimstore::testing::Pod;
+using ::claimstore::testing::ScopedTempDir;
+using ::claimstore::testing::StatusIs;
+using ::claimstore::testing::StoreFixture;
+
+constexpr char kDriver[] = "gpu.example.com";
+
+std::string Uuid(int n) { return absl::StrFormat("%08x-0000-4000-8000-000000000000", n); }
+
+DeviceResult Exclusive(const std::string& device, const std::string& pool = "pool-a") {
+  return DeviceResult{"req", kDriver, pool, device};
+}
+DeviceResult Share(const std::string& device, int share, std::vector<CapacityValue> consumed,
+                   const std::string& pool = "pool-a") {
+  DeviceResult r{"req", kDriver, pool, device};
+  r.share_id = Uuid(share);
+  r.consumed_capacity = std::move(consumed);
+  return r;
+}
+DeviceResult Admin(const std::string& device, const std::string& pool = "pool-a") {
+  DeviceResult r{"req", kDriver, pool, device};
+  r.admin_access = true;
+  return r;
+}
+Allocation Of(std::vector<DeviceResult> results) {
+  AllocationBuilder builder;
+  for (DeviceResult& r : results) builder.AddResult(std::move(r));
+  return builder.Build();
+}
+
+ClaimKey Key(const std::string& name) { return ClaimKey{"ns", name}; }
+
+bool IsAllocated(Store& store, const ClaimKey& key) {
+  absl::StatusOr<ClaimRead> read = store.Get(key);
+  EXPECT_THAT(read.status(), IsOk());
+  if (!read.ok()) return false;
+  const fb::ResourceClaimStatus* status = read->record.table().status();
+  return status != nullptr && status->allocation() != nullptr;
+}
+
+// Whether two quantities' texts are the same number.
+bool SameQuantity(absl::string_view a, absl::string_view b) {
+  absl::StatusOr<Quantity> qa = Quantity::Parse(a), qb = Quantity::Parse(b);
+  return qa.ok() && qb.ok() && qa->Compare(*qb) == 0;
+}
+
+class AllocatedTest : public StoreFixture {
+ protected:
+  void Claim(const std::string& name) { ASSERT_THAT(store_->Put(ClaimJson("ns", name)), IsOk()); }
+  AllocatedState Snapshot() {
+    absl::StatusOr<AllocatedState> s = store_->AllocatedDevices();
+    EXPECT_THAT(s.status(), IsOk());
+    return s.ok() ? *std::move(s) : AllocatedState();
+  }
+};
+
+TEST_F(AllocatedTest, ShowsWhoHoldsEachDeviceAndHow) {
+  for (const char* name : {"a", "b", "c", "d"}) Claim(name);
+  ASSERT_THAT(store_->Allocate(Key("a"), Of({Exclusive("gpu-0"), Admin("gpu-1")})), IsOk());
+  ASSERT_THAT(store_->Allocate(Key("b"), Of({Share("gpu-1", 2, {{"memory", "4Gi"}, {"sm", "10"}})})),
+              IsOk());
+  ASSERT_THAT(store_->Allocate(Key("c"), Of({Share("gpu-1", 1, {{"memory", "2048Mi"}})})), IsOk());
+  ASSERT_THAT(store_->Allocate(Key("d"), Of({Exclusive("nic-0", "pool-b"), Admin("gpu-1")})),
+              IsOk());
+
+  const AllocatedState state = Snapshot();
+  EXPECT_EQ(state.revision(), store_->Stats()->revision);
+  EXPECT_EQ(state.size(), 3u);
+  const AllocatedDevice* gpu0 = state.Find(kDriver, "pool-a", "gpu-0");
+  ASSERT_NE(gpu0, nullptr);
+  EXPECT_EQ(gpu0->exclusive, Key("a"));
+  EXPECT_TRUE(gpu0->Taken());
+  EXPECT_TRUE(gpu0->shares.empty());
+
+  const AllocatedDevice* gpu1 = state.Find(kDriver, "pool-a", "gpu-1");
+  ASSERT_NE(gpu1, nullptr);
+  EXPECT_FALSE(gpu1->exclusive.has_value());
+  EXPECT_TRUE(gpu1->Taken());
+  ASSERT_EQ(gpu1->shares.size(), 2u);  // by shareID
+  EXPECT_EQ(gpu1->shares[0].share_id, Uuid(1));
+  EXPECT_EQ(gpu1->shares[0].claim, Key("c"));
+  EXPECT_EQ(gpu1->shares[1].claim, Key("b"));
+  ASSERT_NE(gpu1->FindShare(Uuid(2)), nullptr);
+  EXPECT_EQ(gpu1->FindShare(Uuid(2))->claim, Key("b"));
+  EXPECT_EQ(gpu1->FindShare(Uuid(3)), nullptr);
+  EXPECT_EQ(gpu1->admin_access, (std::vector<ClaimKey>{Key("a"), Key("d")}));
+  // Exact sums, canonical: 4Gi + 2048Mi; a capacity one share names.
+  EXPECT_EQ(gpu1->Consumed("memory"), "6Gi");
+  EXPECT_EQ(gpu1->Consumed("sm"), "10");
+  EXPECT_EQ(gpu1->Consumed("nothing"), "0");
+  EXPECT_EQ(gpu1->consumed_capacity,
+            (std::vector<CapacityValue>{{"memory", "6Gi"}, {"sm", "10"}}));
+
+  EXPECT_EQ(state.Find(kDriver, "pool-a", "gpu-9"), nullptr);
+  EXPECT_EQ(state.Find(kDriver, "pool-b", "gpu-0"), nullptr);
+  EXPECT_EQ(state.Find("other.example.com", "pool-a", "gpu-0"), nullptr);
+
+  // Iteration: all, a driver, a pool, in order; stopping early.
+  auto names = [&](absl::string_view driver, std::optional<absl::string_view> pool) {
+    std::vector<std::string> out;
+    state.ForEach(driver, pool, [&](const AllocatedDevice& d) {
+      out.push_back(absl::StrCat(d.pool, "/", d.device));
+      return true;
+    });
+    return out;
+  };
+  const std::vector<std::string> all = {"pool-a/gpu-0", "pool-a/gpu-1", "pool-b/nic-0"};
+  EXPECT_EQ(names("", std::nullopt), all);
+  EXPECT_EQ(names(kDriver, std::nullopt), all);
+  EXPECT_EQ(names(kDriver, "pool-b"), (std::vector<std::string>{"pool-b/nic-0"}));
+  EXPECT_EQ(names(kDriver, "pool-c"), std::vector<std::string>{});
+  EXPECT_EQ(names("a.example.com", std::nullopt), std::vector<std::string>{});
+  int visited = 0;
+  state.ForEach("", std::nullopt, [&](const AllocatedDevice&) { return ++visited < 2; });
+  EXPECT_EQ(visited, 2);
+
+  // A kept snapshot does not change; a new one shows the writes after it.
+  ASSERT_THAT(store_->Deallocate(Key("b")), IsOk());
+  ASSERT_THAT(store_->Delete(Key("a")), IsOk());
+  EXPECT_EQ(state.Find(kDriver, "pool-a", "gpu-1")->Consumed("memory"), "6Gi");
+  EXPECT_NE(state.Find(kDriver, "pool-a", "gpu-0"), nullptr);
+  const AllocatedState after = Snapshot();
+  EXPECT_GT(after.revision(), state.revision());
+  EXPECT_EQ(after.Find(kDriver, "pool-a", "gpu-0"), nullptr);
+  const AllocatedDevice* shared = after.Find(kDriver, "pool-a", "gpu-1");
+  ASSERT_NE(shared, nullptr);
+  EXPECT_EQ(shared->Consumed("memory"), "2Gi");
+  EXPECT_EQ(shared->Consumed("sm"), "0");
+  EXPECT_EQ(shared->admin_access, std::vector<ClaimKey>{Key("d")});
+
+  // Reservations and device statuses leave it as it was.
+  ASSERT_THAT(store_->Reserve(Key("c"), Pod("u1")), IsOk());
+  EXPECT_EQ(Snapshot().Find(kDriver, "pool-a", "gpu-1")->shares.size(), 1u);
+}
+
+TEST_F(AllocatedTest, EmptyStoreAndRebuildAfterReopen) {
+  AllocatedState empty = Snapshot();
+  EXPECT_EQ(empty.size(), 0u);
+  EXPECT_EQ(empty.Find(kDriver, "pool-a", "gpu-0"), nullptr);
+  EXPECT_EQ(AllocatedState().size(), 0u);
+  Claim("a");
+  ASSERT_THAT(store_->Allocate(Key("a"), Of({Share("gpu-0", 1, {{"memory", "1.5Gi"}})})), IsOk());
+  Reopen();  // the first call builds it from the records
+  const AllocatedState state = Snapshot();
+  EXPECT_EQ(state.revision(), 2u);
+  ASSERT_NE(state.Find(kDriver, "pool-a", "gpu-0"), nullptr);
+  EXPECT_EQ(state.Find(kDriver, "pool-a", "gpu-0")->Consumed("memory"), "1536Mi");
+}
+
+TEST_F(AllocatedTest, CapacityLimitsRefuseOverCommitNamingEverything) {
+  for (const char* name : {"a", "b", "c", "x"}) Claim(name);
+  const std::vector<DeviceCapacity> limit = {{kDriver, "pool-a", "gpu-0", {{"memory", "8Gi"}}}};
+  ASSERT_THAT(store_->Allocate(Key("a"), Of({Share("gpu-0", 1, {{"memory", "4Gi"}})}), {}, limit),
+              IsOk());
+  ASSERT_THAT(store_->Allocate(Key("b"), Of({Share("gpu-0", 2, {{"memory", "3Gi"}})}), {}, limit),
+              IsOk());
+  const uint64_t revision = store_->Stats()->revision;
+  EXPECT_THAT(store_->Allocate(Key("c"), Of({Share("gpu-0", 3, {{"memory", "2Gi"}})}), {}, limit),
+              StatusIs(absl::StatusCode::kAborted,
+                       "device gpu.example.com/pool-a/gpu-0: capacity \"memory\" would be "
+                       "over-committed: limit 8Gi, consumed by other shares 7Gi, asked 2Gi"));
+  EXPECT_EQ(store_->Stats()->revision, revision);  // nothing written
+  EXPECT_FALSE(IsAllocated(*store_, Key("c")));
+  // Exactly the limit fits; two shares of one claim count together.
+  ASSERT_THAT(store_->Allocate(Key("c"), Of({Share("gpu-0", 3, {{"memory", "512Mi"}}),
+                                             Share("gpu-0", 4, {{"memory", "0.5Gi"}})}),
+                               {}, limit),
+              IsOk());
+  EXPECT_EQ(Snapshot().Find(kDriver, "pool-a", "gpu-0")->Consumed("memory"), "8Gi");
+  // Without limits nothing is checked (the caller did not say); a limit on
+  // another capacity or device does not apply.
+  ASSERT_THAT(store_->Deallocate(Key("c")), IsOk());
+  EXPECT_THAT(store_->Allocate(Key("c"), Of({Share("gpu-0", 3, {{"memory", "1Gi"}})}), {},
+                               {{{kDriver, "pool-a", "gpu-0", {{"cores", "1"}}},
+                                 {kDriver, "pool-a", "gpu-1", {{"memory", "1"}}}}}),
+              IsOk());
+  // Bad limits: InvalidArgument naming the field; nothing is written.
+  EXPECT_THAT(store_->Allocate(Key("x"), Of({Share("gpu-0", 5, {})}), {},
+                               {{{kDriver, "pool-a", "gpu-0", {{"memory", "lots"}}}}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "capacity[0].capacity[\"memory\"]: Invalid value: \"lots\""));
+  EXPECT_THAT(store_->Allocate(Key("x"), Of({Share("gpu-0", 5, {})}), {},
+                               {{{kDriver, "", "gpu-0", {{"memory", "1"}}}}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "capacity[0].pool: Required value"));
+  EXPECT_THAT(store_->Allocate(Key("x"), Of({Share("gpu-0", 5, {{"memory", "1Q"}})})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "status.allocation.devices.results[0].consumedCapacity[\"memory\"]: "
+                       "Invalid value: \"1Q\""));
+  EXPECT_FALSE(IsAllocated(*store_, Key("x")));
+}
+
+TEST_F(AllocatedTest, RacingSharesNeverOverCommitADevice) {
+  constexpr int kThreads = 16, kFit = 5, kRounds = 12;
+  for (int t = 0; t < kThreads; ++t) Claim(absl::StrCat("c", t));
+  const std::vector<DeviceCapacity> limit = {
+      {kDriver, "pool-a", "gpu-0", {{"memory", absl::StrCat(kFit, "Gi")}}}};
+  for (int round = 0; round < kRounds; ++round) {
+    std::atomic<int> won{0}, lost{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        while (!go.load()) std::this_thread::yield();
+        // 1Gi in some form: the same value in different suffixes.
+        static const char* kForms[] = {"1Gi", "1024Mi", "1073741824", "1048576Ki"};
+        absl::StatusOr<WriteResult> r = store_->Allocate(
+            Key(absl::StrCat("c", t)), Of({Share("gpu-0", t, {{"memory", kForms[t % 4]}})}), {},
+            limit);
+        if (r.ok()) {
+          ++won;
+        } else {
+          EXPECT_THAT(r.status(), StatusIs(absl::StatusCode::kAborted, "over-committed"));
+          ++lost;
+        }
+      });
+    }
+    go.store(true);
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(won.load(), kFit) << "round " << round;
+    EXPECT_EQ(lost.load(), kThreads - kFit);
+    const AllocatedState state = Snapshot();
+    const AllocatedDevice* d = state.Find(kDriver, "pool-a", "gpu-0");
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->shares.size(), static_cast<size_t>(kFit));
+    EXPECT_TRUE(SameQuantity(d->Consumed("memory"), absl::StrCat(kFit, "Gi")))
+        << d->Consumed("memory");
+    for (int t = 0; t < kThreads; ++t) ASSERT_THAT(store_->Deallocate(Key(absl::StrCat("c", t))), IsOk());
+    EXPECT_EQ(Snapshot().Find(kDriver, "pool-a", "gpu-0"), nullptr);
+  }
+}
+
+// The persistent tree against a std::map, through random edits, with old
+// versions checked to stay as they were.
+TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
+  using internal::AllocatedVersion;
+  using internal::DeviceId;
+  std::mt19937 rng(7);
+  AllocatedVersion version;
+  std::map<std::tuple<std::string, std::string, std::string>, int> model;
+  std::vector<std::pair<AllocatedVersion, decltype(model)>> kept;
+  for (int step = 0; step < 30000; ++step) {
+    const std::string pool = absl::StrCat("pool-", rng() % 7);
+    const std::string device = absl::StrCat("dev-", rng() % 1500);
+    const auto key = std::make_tuple(std::string(kDriver), pool, device);
+    const DeviceId id{kDriver, pool, device};
+    if (rng() % 3 == 0) {
+      internal::SetDevice(&version, id, nullptr);
+      model.erase(key);
+    } else {
+      auto d = std::make_shared<AllocatedDevice>();
+      d->driver = kDriver;
+      d->pool = pool;
+      d->device = device;
+      d->exclusive = ClaimKey{"ns", absl::StrCat(step)};
+      internal::SetDevice(&version, id, d);
+      model[key] = step;
+    }
+    if (step % 5000 == 0) kept.emplace_back(version, model);
+  }
+  kept.emplace_back(version, model);
+  for (const auto& [v, m] : kept) {
+    ASSERT_EQ(v.devices, m.size());
+    const AllocatedState state = internal::AllocatedTracker::Wrap(
+        std::make_shared<AllocatedVersion>(v));
+    auto it = m.begin();
+    size_t seen = 0;
+    state.ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
+      EXPECT_NE(it, m.end());
+      if (it == m.end()) return false;
+      EXPECT_EQ(std::tie(d.driver, d.pool, d.device), std::tie(std::get<0>(it->first),
+                                                               std::get<1>(it->first),
+                                                               std::get<2>(it->first)));
+      EXPECT_EQ(d.exclusive->name, absl::StrCat(it->second));
+      ++it;
+      ++seen;
+      return true;
+    });
+    EXPECT_EQ(seen, m.size());
+    for (const auto& [key, value] : m) {
+      const AllocatedDevice* d =
+          state.Find(std::get<0>(key), std::get<1>(key), std::get<2>(key));
+      ASSERT_NE(d, nullptr);
+      EXPECT_EQ(d->exclusive->name, absl::StrCat(value));
+    }
+    EXPECT_EQ(state.Find(kDriver, "pool-1", "dev-9999"), nullptr);
+    size_t in_pool = 0;
+    state.ForEach(kDriver, "pool-3", [&](const AllocatedDevice& d) {
+      EXPECT_EQ(d.pool, "pool-3");
+      ++in_pool;
+      return true;
+    });
+    EXPECT_EQ(in_pool, static_cast<size_t>(std::count_if(m.begin(), m.end(), [](const auto& e) {
+                return std::get<1>(e.first) == "pool-3";
+              })));
+  }
+  // Everything removed: an empty tree.
+  for (const auto& [key, value] : model) {
+    internal::SetDevice(&version, {std::get<0>(key), std::get<1>(key), std::get<2>(key)}, nullptr);
+  }
+  EXPECT_EQ(version.devices, 0u);
+  EXPECT_EQ(version.root, nullptr);
+}
+
+// What a List implies: per device, holders and the exact consumed sums,
+// computed from the records' allocation results without the tree's code.
+struct Expected {
+  std::optional<ClaimKey> exclusive;
+  std::vector<std::pair<std::string, ClaimKey>> shares;
+  std::vector<ClaimKey> admin;
+  std::map<std::string, std::vector<std::string>> consumed;  // name -> the shares' quantities
+};
+using ExpectedState = std::map<std::tuple<std::string, std::string, std::string>, Expected>;
+
+ExpectedState FromList(const std::vector<ClaimRecord>& records) {
+  ExpectedState out;
+  for (const ClaimRecord& r : records) {
+    const ClaimKey claim{std::string(r.claim_namespace()), std::string(r.name())};
+    const fb::ResourceClaimStatus* status = r.table().status();
+    if (status == nullptr || status->allocation() == nullptr ||
+        status->allocation()->results() == nullptr) {
+      continue;
+    }
+    for (const fb::DeviceRequestAllocationResult* res : *status->allocation()->results()) {
+      Expected& e = out[{res->driver()->str(), res->pool()->str(), res->device()->str()}];
+      if (res->admin_access().has_value() && *res->admin_access()) {
+        e.admin.push_back(claim);
+      } else if (res->share_id() != nullptr) {
+        e.shares.emplace_back(res->share_id()->str(), claim);
+        if (res->consumed_capacity() != nullptr) {
+          for (const fb::QuantityEntry* q : *res->consumed_capacity()) {
+            e.consumed[q->key()->str()].push_back(q->value()->str());
+          }
+        }
+      } else {
+        e.exclusive = claim;
+      }
+    }
+  }
+  for (auto& [id, e] : out) {
+    std::sort(e.shares.begin(), e.shares.end());
+    std::sort(e.admin.begin(), e.admin.end());
+  }
+  return out;
+}
+
+// Consumed quantities of the workload are n * 1Mi in some form; their sum
+// in bytes, exactly.
+int64_t Bytes(const std::string& q) {
+  if (absl::EndsWith(q, "Mi")) return std::stoll(q) << 20;
+  if (absl::EndsWith(q, "Ki")) return std::stoll(q) << 10;
+  if (absl::EndsWith(q, "Gi")) return std::stoll(q) << 30;
+  return std::stoll(q);
+}
+
+void ExpectMatches(const AllocatedState& state, const ExpectedState& expected) {
+  EXPECT_EQ(state.size(), expected.size());
+  auto it = expected.begin();
+  state.ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
+    if (it == expected.end()) {
+      ADD_FAILURE() << "extra device " << d.device;
+      return false;
+    }
+    const auto& [id, e] = *it++;
+    EXPECT_EQ(std::tie(d.driver, d.pool, d.device),
+              std::tie(std::get<0>(id), std::get<1>(id), std::get<2>(id)));
+    EXPECT_EQ(d.exclusive, e.exclusive) << d.device;
+    std::vector<std::pair<std::string, ClaimKey>> shares;
+    for (const DeviceShare& s : d.shares) shares.emplace_back(s.share_id, s.claim);
+    EXPECT_EQ(shares, e.shares) << d.device;
+    EXPECT_EQ(d.admin_access, e.admin) << d.device;
+    EXPECT_EQ(d.consumed_capacity.size(), e.consumed.size()) << d.device;
+    for (const auto& [name, quantities] : e.consumed) {
+      int64_t sum = 0;
+      for (const std::string& q : quantities) sum += Bytes(q);
+      EXPECT_TRUE(SameQuantity(d.Consumed(name), absl::StrCat(sum)))
+          << d.device << " " << name << ": " << d.Consumed(name) << " vs " << sum;
+    }
+    return true;
+  });
+  EXPECT_EQ(it, expected.end());
+}
+
+// Random concurrent workloads (allocations exclusive, shared with consumed
+// capacity and with admin access, deallocations, deletes, re-creations,
+// bulk restores), in rounds: after each, the incrementally kept snapshot,
+// and one built from the records after a reopen, equal what a List at the
+// same revision implies. Each round's first call builds the snapshot while
+// the writers run.
+TEST_F(AllocatedTest, EqualsWhatAListImpliesAfterRandomConcurrentWorkloads) {
+  constexpr int kClaims = 60, kThreads = 4, kRounds = 6, kOpsPerThread = 300;
+  static const char* kForms[] = {"Mi", "Ki", "", "Gi"};
+  size_t shares = 0, admin = 0, exclusive = 0;  // at the ends of the rounds
+  for (int round = 0; round < kRounds; ++round) {
+    std::atomic<int> started{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 rng(round * 100 + t);
+        ++started;
+        for (int op = 0; op < kOpsPerThread; ++op) {
+          const ClaimKey key = Key(absl::StrCat("c", rng() % kClaims));
+          const std::string device = absl::StrCat("gpu-", rng() % 8);
+          const std::string pool = absl::StrCat("pool-", rng() % 2);
+          switch (rng() % 7) {
+            case 0:
+              (void)store_->Put(ClaimJson(key.claim_namespace, key.name));
+              break;
+            case 1:
+              (void)store_->Allocate(key, Of({Exclusive(device, pool)}));
+              break;
+            case 2:
+            case 3: {
+              const int n = 1 + static_cast<int>(rng() % 4);
+              const char* form = kForms[rng() % 4];
+              std::string q = std::string(form) == "Mi"   ? absl::StrCat(n, "Mi")
+                              : std::string(form) == "Ki" ? absl::StrCat(n * 1024, "Ki")
+                              : std::string(form) == "Gi" ? absl::StrCat(n * 1024, "Mi")
+                                                          : absl::StrCat(n << 20);
+              std::vector<DeviceResult> results = {
+                  Share(device, static_cast<int>(rng() % 1000), {{"memory", q}}, pool)};
+              if (rng() % 3 == 0) results.push_back(Admin(absl::StrCat("gpu-", rng() % 8), pool));
+              (void)store_->Allocate(key, Of(std::move(results)));
+              break;
+            }
+            case 4:
+              (void)store_->Allocate(key, Of({Admin(device, pool)}));
+              break;
+            case 5:
+              (void)store_->Deallocate(key);
+              break;
+            case 6:
+              (void)store_->Delete(key);
+              break;
+          }
+        }
+      });
+    }
+    // The first call of the round builds the snapshot while writes go on.
+    while (started.load() < kThreads) std::this_thread::yield();
+    absl::StatusOr<AllocatedState> during = store_->AllocatedDevices();
+    ASSERT_THAT(during.status(), IsOk());
+    for (std::thread& t : threads) t.join();
+    if (round % 2 == 1) {
+      // A restore over the stored claims: some claims re-added with new
+      // allocations (no clash: a pool of their own).
+      absl::StatusOr<std::unique_ptr<BulkLoad>> load = store_->StartBulkLoad();
+      ASSERT_THAT(load.status(), IsOk());
+      for (int i = 0; i < 5; ++i) {
+        const std::string name = absl::StrCat("restored-", round, "-", i);
+        ASSERT_THAT(store_->Put(ClaimJson("ns", name)), IsOk());
+        ASSERT_THAT(store_->Allocate(Key(name), Of({Share("gpu-0", round * 10 + i, {{"memory", "1Mi"}},
+                                                         "restored")})),
+                    IsOk());
+        absl::StatusOr<ClaimRead> read = store_->Get(Key(name));
+        ASSERT_THAT(read.status(), IsOk());
+        ASSERT_THAT(store_->Delete(Key(name)), IsOk());
+        ASSERT_THAT((*load)->Add(read->record), IsOk());
+      }
+      ASSERT_THAT((*load)->Commit().status(), IsOk());
+    }
+    absl::StatusOr<AllocatedState> kept = store_->AllocatedDevices();
+    ASSERT_THAT(kept.status(), IsOk());
+    absl::StatusOr<ListPage> list = store_->List({});
+    ASSERT_THAT(list.status(), IsOk());
+    ASSERT_EQ(kept->revision(), list->revision);
+    const ExpectedState expected = FromList(list->records);
+    for (const auto& [id, e] : expected) {
+      shares += e.shares.size();
+      admin += e.admin.size();
+      exclusive += e.exclusive.has_value();
+    }
+    ExpectMatches(*kept, expected);
+    absl::StatusOr<VerifyReport> report = store_->Verify(false);
+    ASSERT_THAT(report.status(), IsOk());
+    EXPECT_TRUE(report->problems.empty()) << report->problems[0];
+    Reopen();
+    absl::StatusOr<AllocatedState> built = store_->AllocatedDevices();
+    ASSERT_THAT(built.status(), IsOk());
+    EXPECT_EQ(built->revision(), list->revision);
+    ExpectMatches(*built, expected);
+  }
+  // The workloads left every kind of holding.
+  EXPECT_GT(shares, 20u);
+  EXPECT_GT(admin, 0u);
+  EXPECT_GT(exclusive, 0u);
+}
+
+TEST_F(AllocatedTest, ReadOnlyStoreShowsTheWritersStateAfterEachCatchUp) {
+  Claim("a");
+  ASSERT_THAT(store_->Allocate(Key("a"), Of({Exclusive("gpu-0")})), IsOk());
+  Options options;
+  options.read_only = true;
+  absl::StatusOr<std::unique_ptr<Store>> reader = Store::Open(db_path(), options);
+  ASSERT_THAT(reader.status(), IsOk());
+  absl::StatusOr<AllocatedState> first = (*reader)->AllocatedDevices();
+  ASSERT_THAT(first.status(), IsOk());
+  ASSERT_NE(first->Find(kDriver, "pool-a", "gpu-0"), nullptr);
+  ASSERT_THAT(store_->Deallocate(Key("a")), IsOk());
+  EXPECT_NE((*reader)->AllocatedDevices()->Find(kDriver, "pool-a", "gpu-0"), nullptr);
+  ASSERT_THAT((*reader)->Refresh(), IsOk());
+  absl::StatusOr<AllocatedState> second = (*reader)->AllocatedDevices();
+  ASSERT_THAT(second.status(), IsOk());
+  EXPECT_EQ(second->Find(kDriver, "pool-a", "gpu-0"), nullptr);
+  EXPECT_EQ(second->revision(), store_->Stats()->revision);
+  EXPECT_NE(first->Find(kDriver, "pool-a", "gpu-0"), nullptr);  // kept as it was
+}
+
+}  // namespace
+}  // namespace claimstore
