@@ -286,7 +286,9 @@ TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
     if (step % 5000 == 0) kept.emplace_back(version, model);
   }
   kept.emplace_back(version, model);
-  for (const auto& [v, m] : kept) {
+  for (const auto& entry : kept) {
+    const AllocatedVersion& v = entry.first;
+    const auto& m = entry.second;  // (clang 14 cannot capture structured bindings)
     ASSERT_EQ(v.devices, m.size());
     const AllocatedState state = internal::AllocatedTracker::Wrap(
         std::make_shared<AllocatedVersion>(v));
@@ -327,6 +329,25 @@ TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
   }
   EXPECT_EQ(version.devices, 0u);
   EXPECT_EQ(version.root, nullptr);
+}
+
+TEST(AllocatedTreeTest, ComparingNamesEveryDeviceThatDiffers) {
+  const auto device = [](const std::string& name, const std::string& holder) {
+    auto d = std::make_shared<AllocatedDevice>();
+    d->driver = kDriver;
+    d->pool = "p";
+    d->device = name;
+    d->exclusive = ClaimKey{"ns", holder};
+    return std::shared_ptr<const AllocatedDevice>(d);
+  };
+  const auto kept = internal::BuildVersion(3, {device("a", "x"), device("b", "x"), device("d", "x")});
+  const auto records = internal::BuildVersion(3, {device("b", "y"), device("c", "x"), device("d", "x")});
+  EXPECT_EQ(internal::CompareAllocated(*kept, *records),
+            (std::vector<std::string>{
+                "allocated state: device gpu.example.com/p/a is held in memory but by no record",
+                "allocated state: device gpu.example.com/p/b differs from what the records hold",
+                "allocated state: device gpu.example.com/p/c is held by a record but missing in memory"}));
+  EXPECT_TRUE(internal::CompareAllocated(*records, *records).empty());
 }
 
 // What a List implies: per device, holders and the exact consumed sums,

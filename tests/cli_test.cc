@@ -24,6 +24,7 @@ namespace {
 using ::claimstore::testing::ReadFile;
 using ::claimstore::testing::ScopedTempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A claim live/NAME whose resourceVersion says which write made it.
 ClaimRecord ClaimRecordOf(const std::string& name, int write) {
@@ -687,6 +688,62 @@ TEST_F(CliTest, FollowRefusesWhatIsNotAWatchStreamAndKeepsWhatCameBefore) {
 // directory holding tools/examples, with the built claimstore first on PATH.
 // Lines that install, build or run this very suite (tools/..., cmake ...) are
 // what CI itself runs, so they are not run from within it.
+// Issue 16: what is allocated, per device, as the tool prints it.
+TEST_F(CliTest, AllocatedPrintsEveryDeviceWithItsHoldersAndCapacity) {
+  ASSERT_EQ(Cli(absl::StrCat("restore ", CLAIMSTORE_EXAMPLES, "/claims.json")).code, 0);
+  // A second share of gpu-2 (the same capacity in other units) and an admin.
+  const std::string more = File("more.json", R"({"apiVersion":"v1","kind":"List","items":[
+{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"small","namespace":"serving","uid":"u-small"},
+ "spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu.example.com"}}]}},
+ "status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.example.com","pool":"node-b","device":"gpu-2",
+   "shareID":"3c1f7e2d-8b2a-4e4f-8d66-4a2b3c4d5e6f","consumedCapacity":{"memory":"8192Mi","cores":"250m"}}]}}}},
+{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"monitor","namespace":"ops","uid":"u-monitor"},
+ "spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu.example.com","adminAccess":true}}]}},
+ "status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.example.com","pool":"node-a","device":"gpu-0","adminAccess":true}]}}}}
+]})");
+  const CliRun restored = Cli("restore " + more);
+  ASSERT_EQ(restored.code, 0) << restored.err;
+  const CliRun json = Cli("allocated -o json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(json.out,
+            "{\"revision\":6,\"devices\":[\n"
+            "{\"driver\":\"gpu.example.com\",\"pool\":\"node-a\",\"device\":\"gpu-0\","
+            "\"exclusive\":\"ml/trainer-0-gpus\",\"shares\":[],\"adminAccess\":[\"ops/monitor\"],"
+            "\"consumedCapacity\":{}},\n"
+            "{\"driver\":\"gpu.example.com\",\"pool\":\"node-a\",\"device\":\"gpu-1\","
+            "\"exclusive\":\"ml/trainer-0-gpus\",\"shares\":[],\"adminAccess\":[],"
+            "\"consumedCapacity\":{}},\n"
+            "{\"driver\":\"gpu.example.com\",\"pool\":\"node-b\",\"device\":\"gpu-2\",\"shares\":["
+            "{\"shareID\":\"2b0e6d1c-7a1f-4d3e-9c55-3f1a2b3c4d5e\",\"claim\":\"serving/inference-shared-gpu\"},"
+            "{\"shareID\":\"3c1f7e2d-8b2a-4e4f-8d66-4a2b3c4d5e6f\",\"claim\":\"serving/small\"}],"
+            "\"adminAccess\":[],\"consumedCapacity\":{\"cores\":\"750m\",\"memory\":\"48Gi\"}},\n"
+            "{\"driver\":\"nic.example.com\",\"pool\":\"node-c\",\"device\":\"eth1\","
+            "\"exclusive\":\"net/router-nic\",\"shares\":[],\"adminAccess\":[],"
+            "\"consumedCapacity\":{}}\n"
+            "]}\n");
+  const CliRun table = Cli("allocated");
+  EXPECT_EQ(table.code, 0);
+  EXPECT_THAT(table.out, HasSubstr("DEVICE                         EXCLUSIVE"));
+  EXPECT_THAT(table.out, HasSubstr("gpu.example.com/node-b/gpu-2   <none>"));
+  EXPECT_THAT(table.out, HasSubstr("cores=750m,memory=48Gi"));
+  const CliRun wide = Cli("allocated -o wide --device gpu.example.com/node-b");
+  EXPECT_EQ(wide.code, 0);
+  EXPECT_THAT(wide.out, HasSubstr("3c1f7e2d-8b2a-4e4f-8d66-4a2b3c4d5e6f=serving/small"));
+  EXPECT_THAT(wide.out, Not(HasSubstr("node-a")));
+  const CliRun one = Cli("allocated --device gpu.example.com/node-a/gpu-0 -o json");
+  EXPECT_THAT(one.out, HasSubstr("\"adminAccess\":[\"ops/monitor\"]"));
+  EXPECT_THAT(one.out, Not(HasSubstr("gpu-1")));
+  const CliRun none = Cli("allocated --device other.example.com");
+  EXPECT_EQ(none.code, 0);
+  EXPECT_EQ(none.err, "No resources found\n");
+  EXPECT_EQ(Cli("allocated --device other.example.com -o json").out,
+            "{\"revision\":6,\"devices\":[]}\n");
+  const CliRun bad = Cli("allocated --device gpu.example.com//gpu-0");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("POOL is empty"));
+  EXPECT_EQ(Cli("allocated -o yaml").code, 1);
+}
+
 TEST(ReadmeTest, ShellExamplesRunAsWritten) {
   const std::string readme = ReadFile(CLAIMSTORE_README);
   std::vector<std::string> lines;

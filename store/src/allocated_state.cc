@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/container/btree_map.h"
+#include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "fb_strings.h"
 #include "published_state.h"
@@ -385,6 +386,42 @@ std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& bas
     }
   }
   return next;
+}
+
+std::vector<std::string> CompareAllocated(const AllocatedVersion& kept,
+                                          const AllocatedVersion& expected) {
+  const auto all = [](const AllocatedVersion& v) {
+    std::vector<const AllocatedDevice*> out;
+    AllocatedTracker::Wrap(std::make_shared<AllocatedVersion>(v))
+        .ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
+          out.push_back(&d);  // nodes are shared: the device outlives the copy
+          return true;
+        });
+    return out;
+  };
+  const std::vector<const AllocatedDevice*> a = all(kept), b = all(expected);
+  std::vector<std::string> problems;
+  const auto name = [](const AllocatedDevice& d) {
+    return absl::StrCat(d.driver, "/", d.pool, "/", d.device);
+  };
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (j == b.size() || (i < a.size() && IdOf(*a[i]) < IdOf(*b[j]))) {
+      problems.push_back(absl::StrCat("allocated state: device ", name(*a[i++]),
+                                      " is held in memory but by no record"));
+    } else if (i == a.size() || IdOf(*b[j]) < IdOf(*a[i])) {
+      problems.push_back(absl::StrCat("allocated state: device ", name(*b[j++]),
+                                      " is held by a record but missing in memory"));
+    } else {
+      if (!(*a[i] == *b[j])) {
+        problems.push_back(absl::StrCat("allocated state: device ", name(*a[i]),
+                                        " differs from what the records hold"));
+      }
+      ++i;
+      ++j;
+    }
+  }
+  return problems;
 }
 
 // AllocatedBuilder ----------------------------------------------------------------

@@ -96,6 +96,11 @@ std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& bas
                                                      uint64_t revision,
                                                      absl::Span<const RecordChange> changes);
 
+// How `kept` (the state kept in memory) differs from `expected` (built
+// from the records at the same revision): one line per device, for Verify.
+std::vector<std::string> CompareAllocated(const AllocatedVersion& kept,
+                                          const AllocatedVersion& expected);
+
 // Collects the devices of many records (a full build).
 class AllocatedBuilder {
  public:

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb_status.h"
+#include "snapshot_reads.h"
 #include "status_macros.h"
 #include "store_impl.h"
 #include "verifier.h"
@@ -40,15 +41,30 @@ absl::StatusOr<Verification> VerifyPublished(const Database& db, const Published
   return VerifyAt(db, ReadPoint{pin.snapshot.get(), pin.revision}, &memory);
 }
 
+// The allocated state kept in memory, if built, against one built from the
+// records at the same snapshot.
+absl::Status VerifyAllocated(const Database& db, const PublishedState& published,
+                             VerifyReport* report) {
+  Pin pin;
+  const std::shared_ptr<const AllocatedVersion> kept = published.AllocatedIfBuilt(&pin);
+  if (kept == nullptr) return absl::OkStatus();
+  CS_ASSIGN_OR_RETURN(const std::shared_ptr<const AllocatedVersion> expected,
+                      AllocatedAt(db, ReadPoint{pin.snapshot.get(), pin.revision}));
+  for (std::string& p : CompareAllocated(*kept, *expected)) report->problems.push_back(std::move(p));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<VerifyReport> StoreImpl::Verify(bool repair) {
   if (!repair) {  // writers may go on meanwhile
     CS_ASSIGN_OR_RETURN(Verification v, VerifyPublished(*db_, published_));
+    CS_RETURN_IF_ERROR(VerifyAllocated(*db_, published_, &v.report));
     return std::move(v.report);
   }
   Exclusive exclusive(&writes_);  // no write may interleave with a repair
   CS_ASSIGN_OR_RETURN(Verification v, VerifyPublished(*db_, published_));
+  CS_RETURN_IF_ERROR(VerifyAllocated(*db_, published_, &v.report));
   if (!v.data_loss && !v.report.problems.empty()) {
     CS_RETURN_IF_ERROR(RewriteIndexes(*db_, write_options_, v.expected));
     CS_RETURN_IF_ERROR(ResetPublished());

@@ -273,6 +273,12 @@ absl::StatusOr<AllocatedState> PublishedState::Allocated() const {
   }
 }
 
+std::shared_ptr<const AllocatedVersion> PublishedState::AllocatedIfBuilt(Pin* pin) const {
+  ReaderLock lock(&mu_);
+  *pin = Pin{revision_, snapshot_};
+  return alloc_published_;
+}
+
 void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
                              absl::Span<const RecordChange> changes) {
   MutexLock alloc_lock(&alloc_mu_);

@@ -187,6 +187,9 @@ class PublishedState {
       std::function<absl::StatusOr<std::shared_ptr<const AllocatedVersion>>(const Pin& at)>;
   void SetAllocatedLoader(AllocatedLoader load);
   absl::StatusOr<AllocatedState> Allocated() const;
+  // For Verify: the allocated state if built (else null), and the pin it
+  // is at.
+  std::shared_ptr<const AllocatedVersion> AllocatedIfBuilt(Pin* pin) const;
 
   // For Verify: copies of the indexes, and the pin they are at.
   absl::StatusOr<Pin> CopyIndexes(std::vector<std::string>* consumers,

@@ -186,6 +186,12 @@ class StoreImpl final : public Store {
                           bool as_state, rocksdb::WriteBatch* batch, uint64_t* revision,
                           WriteResult* result, std::vector<RecordChange>* changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // The device-index keys of a device's holders, as published and then as
+  // this group's staged writes left them.
+  absl::StatusOr<std::vector<std::string>> HoldersOf(absl::string_view driver,
+                                                     absl::string_view pool,
+                                                     absl::string_view device) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // Aborted when `record`'s shares of a device in `limits` take it past a
   // limit, counting the other shares as published and staged.
   absl::Status CheckCapacity(const ClaimKey& claim, const ClaimRecord& record,

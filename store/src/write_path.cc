@@ -446,68 +446,73 @@ absl::Status StoreImpl::CheckDeviceConflict(const ClaimKey& claim,
   DeviceKeyParts wanted;
   if (!ParseDeviceKey(device_key, &wanted)) return absl::InternalError("malformed device key");
   if (wanted.kind == HoldingKind::kAdmin) return absl::OkStatus();  // never blocked
+  CS_ASSIGN_OR_RETURN(const std::vector<std::string> holders,
+                      HoldersOf(wanted.driver, wanted.pool, wanted.device));
+  return CheckNewHolding(claim, wanted, holders);
+}
+
+absl::StatusOr<std::vector<std::string>> StoreImpl::HoldersOf(absl::string_view driver,
+                                                              absl::string_view pool,
+                                                              absl::string_view device) const {
   std::string prefix;
-  AppendComponent(wanted.driver, &prefix);
-  AppendComponent(wanted.pool, &prefix);
-  AppendComponent(wanted.device, &prefix);
+  AppendComponent(driver, &prefix);
+  AppendComponent(pool, &prefix);
+  AppendComponent(device, &prefix);
   // The holders as published, then as this group's staged writes left them.
   std::vector<std::string> holders;
   CS_RETURN_IF_ERROR(
       published_.ScanDevices(prefix, [&holders](absl::string_view k) { holders.emplace_back(k); })
           .status());
   staged_.OverlayDevices(prefix, &holders);
-  return CheckNewHolding(claim, wanted, holders);
+  return holders;
 }
+
+namespace {
+
+// Adds what the shares of device `id` among `holdings` consume to `sums`;
+// whether there was a share. (Quantities were validated when written; one
+// that does not parse, only in a claim restored without validation, is
+// left out.)
+bool AddShares(const std::vector<ResultHolding>& holdings, const DeviceId& id,
+               absl::btree_map<std::string, Quantity>* sums) {
+  bool shares = false;
+  for (const ResultHolding& h : holdings) {
+    if (h.kind != HoldingKind::kShare || DeviceId{h.driver, h.pool, h.device} != id) continue;
+    shares = true;
+    for (const CapacityValue& c : h.consumed) {
+      absl::StatusOr<Quantity> q = Quantity::Parse(c.quantity);
+      if (q.ok()) (*sums)[c.name] = (*sums)[c.name].Plus(*q);
+    }
+  }
+  return shares;
+}
+
+}  // namespace
 
 absl::Status StoreImpl::CheckCapacity(const ClaimKey& claim, const ClaimRecord& record,
                                       const std::vector<CapacityLimit>& limits) const {
   const std::vector<ResultHolding> mine = ResultHoldingsOf(record);
   for (const CapacityLimit& limit : limits) {
     const DeviceId id{limit.driver, limit.pool, limit.device};
-    // What this allocation's shares of the device consume.
-    absl::btree_map<std::string, Quantity> asked;
-    bool shares = false;
-    for (const ResultHolding& h : mine) {
-      if (h.kind != HoldingKind::kShare || DeviceId{h.driver, h.pool, h.device} != id) continue;
-      shares = true;
-      for (const CapacityValue& c : h.consumed) {
-        CS_ASSIGN_OR_RETURN(const Quantity q, Quantity::Parse(c.quantity));
-        asked[c.name] = asked[c.name].Plus(q);
-      }
-    }
-    if (!shares) continue;
-    // The other claims sharing it, as published and then staged.
-    std::string prefix;
-    AppendComponent(limit.driver, &prefix);
-    AppendComponent(limit.pool, &prefix);
-    AppendComponent(limit.device, &prefix);
-    std::vector<std::string> holders;
-    CS_RETURN_IF_ERROR(
-        published_.ScanDevices(prefix, [&holders](absl::string_view k) { holders.emplace_back(k); })
-            .status());
-    staged_.OverlayDevices(prefix, &holders);
+    absl::btree_map<std::string, Quantity> asked, consumed;
+    if (!AddShares(mine, id, &asked)) continue;  // not shared by this allocation
+    // The other claims sharing it.
+    CS_ASSIGN_OR_RETURN(const std::vector<std::string> holders,
+                        HoldersOf(limit.driver, limit.pool, limit.device));
     std::vector<ClaimKey> others;
     for (const std::string& k : holders) {
       DeviceKeyParts parts;
       if (!ParseDeviceKey(k, &parts)) return absl::InternalError("malformed device key");
-      if (parts.kind != HoldingKind::kShare) continue;
+      if (parts.kind != HoldingKind::kShare) continue;  // (exclusive: the device rule refused)
       ClaimKey other{std::move(parts.claim_namespace), std::move(parts.name)};
       if (other != claim) others.push_back(std::move(other));
     }
     std::sort(others.begin(), others.end());
     others.erase(std::unique(others.begin(), others.end()), others.end());
-    absl::btree_map<std::string, Quantity> consumed;
     for (const ClaimKey& other : others) {
       CS_ASSIGN_OR_RETURN(const std::optional<ClaimRecord> stored,
                           CurrentRecord(RecordKey(other.claim_namespace, other.name), other));
-      if (!stored.has_value()) continue;
-      for (const ResultHolding& h : ResultHoldingsOf(*stored)) {
-        if (h.kind != HoldingKind::kShare || DeviceId{h.driver, h.pool, h.device} != id) continue;
-        for (const CapacityValue& c : h.consumed) {
-          absl::StatusOr<Quantity> q = Quantity::Parse(c.quantity);
-          if (q.ok()) consumed[c.name] = consumed[c.name].Plus(*q);
-        }
-      }
+      if (stored.has_value()) AddShares(ResultHoldingsOf(*stored), id, &consumed);
     }
     for (const auto& [name, max] : limit.limits) {
       auto it = asked.find(name);

@@ -16,6 +16,8 @@ void AddReadCommands(CLI::App& app, Context& context);
 void AddWriteCommands(CLI::App& app, Context& context);
 // follow (follow_command.cc).
 void AddFollowCommand(CLI::App& app, Context& context);
+// allocated (allocated_command.cc).
+void AddAllocatedCommand(CLI::App& app, Context& context);
 // watch (watch_command.cc).
 void AddWatchCommand(CLI::App& app, Context& context);
 // verify, backup (maintenance_commands.cc).

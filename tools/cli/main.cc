@@ -26,6 +26,7 @@ constexpr char kUsage[] =
     "  dump [-o json|jsonl|yaml]\n"
     "  get NAME [-n NS]        list [-n NS | -A] [-o wide|name|json]\n"
     "  find --consumer-uid UID find --device DRIVER[/POOL[/DEVICE[/SHAREID]]]\n"
+    "  allocated [--device DRIVER[/POOL[/DEVICE]]] [-o wide|json]   per device: holders, capacity\n"
     "  reserve, unreserve, allocate, deallocate, delete NAME [-n NS] ...\n"
     "  watch [--from-revision R] [--until-revision N] [-n NS | -A] [-o json]\n"
     "  follow [FILE|-]         apply a Kubernetes watch stream as it arrives\n"
@@ -67,6 +68,7 @@ int Main(int argc, char** argv) {
   AddRestoreCommand(app, context);
   AddReadCommands(app, context);
   AddWriteCommands(app, context);
+  AddAllocatedCommand(app, context);
   AddWatchCommand(app, context);
   AddFollowCommand(app, context);
   AddMaintenanceCommands(app, context);

@@ -50,6 +50,7 @@ struct DeviceShare {
   std::string share_id;
   ClaimKey claim;
   std::vector<CapacityValue> consumed_capacity;
+  friend bool operator==(const DeviceShare&, const DeviceShare&) = default;
 };
 
 // One allocated device: who holds it, and how.
@@ -75,6 +76,7 @@ struct AllocatedDevice {
   const DeviceShare* FindShare(absl::string_view share_id) const;
   // The consumed quantity of capacity `name` ("0" when no share names it).
   absl::string_view Consumed(absl::string_view name) const;
+  friend bool operator==(const AllocatedDevice&, const AllocatedDevice&) = default;
 };
 
 class AllocatedState {

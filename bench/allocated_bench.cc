@@ -1,0 +1,206 @@
+// What is allocated (issue 16), each against its baseline in the same
+// binary and run:
+//
+//   BM_Snapshot/claims:N           Store::AllocatedDevices() at 10k, 100k
+//                                  and 1M generated claims (constant time)
+//   BM_PerPod/claimstore           the upstream plugin's per-pod pattern:
+//   BM_PerPod/upstream_copy          gather the allocated state, then ask
+//                                  about 50 candidate devices (is it taken,
+//                                  what do its shares consume), at 100k
+//                                  claims; the baseline does what
+//                                  kube-scheduler does: copy a flat_hash_set
+//                                  of every allocated device and a map of
+//                                  consumed capacity, then look up
+//   BM_AllocateDeallocate/upkeep:{0,1}  a shared Allocate (with consumed
+//                                  capacity and a limit) and a Deallocate,
+//                                  without the snapshot kept and with it
+//
+// The 1M store also reports the snapshot's memory per allocated device.
+// Run: build/release/bench/allocated_bench --benchmark_repetitions=10
+//      --benchmark_enable_random_interleaving=true (bench/RESULTS.md).
+#include <malloc.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "claimstore/allocation.h"
+#include "claimstore/codec.h"
+#include "claimstore/generate.h"
+#include "claimstore/store.h"
+
+namespace claimstore {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/claimstore-allocated-bench-", name);
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+struct Cluster {
+  std::unique_ptr<Store> store;
+  std::vector<std::string> drivers, pools, devices;  // every device a claim may hold
+  size_t snapshot_bytes = 0, allocated_devices = 0;
+};
+
+size_t HeapInUse() { return mallinfo2().uordblks; }
+
+// A store of `claims` generated claims (claimstore/generate.h), bulk
+// loaded, with its allocated state built; kept for the whole run.
+Cluster& ClusterOf(int claims) {
+  static std::map<int, Cluster>* clusters = new std::map<int, Cluster>;
+  auto [it, inserted] = clusters->try_emplace(claims);
+  Cluster& c = it->second;
+  if (!inserted) return c;
+  c.store = *Store::Open(TempDir(absl::StrCat(claims)), {});
+  std::unique_ptr<BulkLoad> load = *c.store->StartBulkLoad();
+  for (int i = 0; i < claims; ++i) {
+    if (!load->Add(*DecodeClaim(GenerateClaimJson(i))).ok()) std::abort();
+  }
+  if (!load->Commit().ok()) std::abort();
+  load.reset();
+  const size_t before = HeapInUse();
+  absl::StatusOr<AllocatedState> state = c.store->AllocatedDevices();
+  if (!state.ok()) std::abort();
+  c.snapshot_bytes = HeapInUse() - before;
+  c.allocated_devices = state->size();
+  // Candidates: the devices of the generated cluster (8 GPUs and 8 NICs a
+  // node), held or free.
+  for (int node = 0; node < (claims + 7) / 8; ++node) {
+    for (int slot = 0; slot < 8; ++slot) {
+      for (const char* driver : {"gpu.example.com", "nic.example.com"}) {
+        c.drivers.push_back(driver);
+        c.pools.push_back(absl::StrCat("node-", node));
+        c.devices.push_back(absl::StrCat(driver[0] == 'g' ? "gpu-" : "nic-", slot));
+      }
+    }
+  }
+  return c;
+}
+
+void BM_Snapshot(benchmark::State& state) {
+  Cluster& c = ClusterOf(static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    absl::StatusOr<AllocatedState> s = c.store->AllocatedDevices();
+    benchmark::DoNotOptimize(s);
+  }
+  state.counters["devices"] = static_cast<double>(c.allocated_devices);
+  state.counters["bytes_per_device"] =
+      static_cast<double>(c.snapshot_bytes) / static_cast<double>(std::max<size_t>(1, c.allocated_devices));
+}
+BENCHMARK(BM_Snapshot)->ArgName("claims")->Arg(10000)->Arg(100000)->Arg(1000000);
+
+constexpr int kCandidates = 50;
+
+// The candidates of one pod attempt: 50 devices of nearby nodes.
+std::vector<size_t> Candidates(const Cluster& c, std::mt19937* rng) {
+  std::vector<size_t> out;
+  const size_t start = (*rng)() % (c.devices.size() - kCandidates);
+  for (size_t i = 0; i < kCandidates; ++i) out.push_back(start + i);
+  return out;
+}
+
+void BM_PerPodClaimstore(benchmark::State& state) {
+  Cluster& c = ClusterOf(100000);
+  std::mt19937 rng(1);
+  size_t taken = 0;
+  for (auto _ : state) {
+    const std::vector<size_t> candidates = Candidates(c, &rng);
+    absl::StatusOr<AllocatedState> s = c.store->AllocatedDevices();
+    for (size_t i : candidates) {
+      const AllocatedDevice* d = s->Find(c.drivers[i], c.pools[i], c.devices[i]);
+      if (d != nullptr && d->Taken()) ++taken;
+      if (d != nullptr) benchmark::DoNotOptimize(d->Consumed("memory"));
+    }
+  }
+  benchmark::DoNotOptimize(taken);
+}
+BENCHMARK(BM_PerPodClaimstore)->Name("BM_PerPod/claimstore/claims:100000");
+
+// kube-scheduler's shape: a set of device IDs and a map of consumed
+// capacity, kept up to date by events (not timed), cloned per pod attempt.
+struct UpstreamState {
+  absl::flat_hash_set<std::string> allocated;  // "driver/pool/device"
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, int64_t>> consumed;
+};
+
+void BM_PerPodUpstreamCopy(benchmark::State& state) {
+  Cluster& c = ClusterOf(100000);
+  static UpstreamState* kept = [&c] {
+    auto* u = new UpstreamState;
+    c.store->AllocatedDevices()->ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
+      const std::string id = absl::StrCat(d.driver, "/", d.pool, "/", d.device);
+      if (d.Taken()) u->allocated.insert(id);
+      for (const CapacityValue& v : d.consumed_capacity) u->consumed[id][v.name] = 1;
+      return true;
+    });
+    return u;
+  }();
+  std::mt19937 rng(1);
+  size_t taken = 0;
+  for (auto _ : state) {
+    const std::vector<size_t> candidates = Candidates(c, &rng);
+    UpstreamState copy = *kept;  // what PreFilter gathers per pod
+    for (size_t i : candidates) {
+      const std::string id = absl::StrCat(c.drivers[i], "/", c.pools[i], "/", c.devices[i]);
+      if (copy.allocated.contains(id)) ++taken;
+      if (auto it = copy.consumed.find(id); it != copy.consumed.end()) {
+        benchmark::DoNotOptimize(it->second.find("memory"));
+      }
+    }
+    benchmark::DoNotOptimize(copy);
+  }
+  benchmark::DoNotOptimize(taken);
+}
+BENCHMARK(BM_PerPodUpstreamCopy)->Name("BM_PerPod/upstream_copy/claims:100000");
+
+// Two stores of 10k generated claims; the second keeps the snapshot.
+Store& WriteStore(bool upkeep) {
+  static Store* stores[2] = {nullptr, nullptr};
+  Store*& s = stores[upkeep ? 1 : 0];
+  if (s != nullptr) return *s;
+  s = Store::Open(TempDir(absl::StrCat("writes-", upkeep)), {})->release();
+  std::unique_ptr<BulkLoad> load = *s->StartBulkLoad();
+  for (int i = 0; i < 10000; ++i) {
+    if (!load->Add(*DecodeClaim(GenerateClaimJson(i))).ok()) std::abort();
+  }
+  const std::string claim = absl::StrCat(
+      R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"namespace":"bench","name":"shared",)",
+      R"("uid":"00000000-0000-4000-8000-000000000001"},"spec":{"devices":{"requests":[{"name":"req",)",
+      R"("exactly":{"deviceClassName":"gpu"}}]}}})");
+  if (!load->Add(*DecodeClaim(claim)).ok() || !load->Commit().ok()) std::abort();
+  if (upkeep && !s->AllocatedDevices().ok()) std::abort();
+  return *s;
+}
+
+void BM_AllocateDeallocate(benchmark::State& state) {
+  Store& store = WriteStore(state.range(0) == 1);
+  const ClaimKey key{"bench", "shared"};
+  DeviceResult share{.request = "req", .driver = "bench.example.com", .pool = "pool", .device = "dev"};
+  share.share_id = "00000000-0000-4000-8000-00000000000a";
+  share.consumed_capacity = {{"memory", "1Gi"}};
+  const Allocation allocation = AllocationBuilder().AddResult(share).Build();
+  const std::vector<DeviceCapacity> limit = {{"bench.example.com", "pool", "dev", {{"memory", "2Gi"}}}};
+  for (auto _ : state) {
+    if (!store.Allocate(key, allocation, {}, limit).ok() || !store.Deallocate(key).ok()) {
+      state.SkipWithError("write failed");
+      break;
+    }
+  }
+}
+BENCHMARK(BM_AllocateDeallocate)->ArgName("upkeep")->Arg(0)->Arg(1)->UseRealTime();
+
+}  // namespace
+}  // namespace claimstore
+
+BENCHMARK_MAIN();
