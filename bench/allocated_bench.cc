@@ -11,6 +11,9 @@
 //                                  kube-scheduler does: copy a flat_hash_set
 //                                  of every allocated device and a map of
 //                                  consumed capacity, then look up
+//   BM_Lookup/flat_hash_set:{0,1}  one Find in the snapshot, against one
+//                                  lookup in a flat_hash_set of every device
+//                                  (100k claims, random devices)
 //   BM_AllocateDeallocate/upkeep:{0,1}  a shared Allocate (with consumed
 //                                  capacity and a limit) and a Deallocate,
 //                                  without the snapshot kept and with it
@@ -36,6 +39,7 @@
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
 #include "claimstore/store.h"
+#include "published_state.h"
 
 namespace claimstore {
 namespace {
@@ -164,6 +168,34 @@ void BM_PerPodUpstreamCopy(benchmark::State& state) {
 }
 BENCHMARK(BM_PerPodUpstreamCopy)->Name("BM_PerPod/upstream_copy/claims:100000");
 
+// One lookup, against a lookup in the flat_hash_set the baseline copies
+// (no copy): what a question costs once the state is gathered.
+void BM_Lookup(benchmark::State& state) {
+  Cluster& c = ClusterOf(100000);
+  const absl::StatusOr<AllocatedState> s = c.store->AllocatedDevices();
+  absl::flat_hash_set<std::string> set;
+  s->ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
+    set.insert(absl::StrCat(d.driver, "/", d.pool, "/", d.device));
+    return true;
+  });
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < c.devices.size(); ++i) {
+    ids.push_back(absl::StrCat(c.drivers[i], "/", c.pools[i], "/", c.devices[i]));
+  }
+  std::mt19937 rng(2);
+  size_t found = 0;
+  for (auto _ : state) {
+    const size_t i = rng() % c.devices.size();
+    if (state.range(0) == 0) {
+      found += s->Find(c.drivers[i], c.pools[i], c.devices[i]) != nullptr;
+    } else {
+      found += set.contains(ids[i]);
+    }
+  }
+  benchmark::DoNotOptimize(found);
+}
+BENCHMARK(BM_Lookup)->ArgName("flat_hash_set")->Arg(0)->Arg(1);
+
 // Two stores of 10k generated claims; the second keeps the snapshot.
 Store& WriteStore(bool upkeep) {
   static Store* stores[2] = {nullptr, nullptr};
@@ -182,6 +214,30 @@ Store& WriteStore(bool upkeep) {
   if (upkeep && !s->AllocatedDevices().ok()) std::abort();
   return *s;
 }
+
+// The leader's upkeep alone: one commit's change (a share added, then
+// removed) applied to the version of 10k generated claims.
+void BM_Upkeep(benchmark::State& state) {
+  Store& store = WriteStore(true);
+  absl::StatusOr<AllocatedState> s = store.AllocatedDevices();
+  std::shared_ptr<const internal::AllocatedVersion> version = internal::AllocatedTracker::Version(*s);
+  const ClaimRecord free = store.Get({"bench", "shared"})->record;
+  DeviceResult share{.request = "req", .driver = "gpu.example.com", .pool = "node-7", .device = "gpu-3x"};
+  share.share_id = "00000000-0000-4000-8000-00000000000a";
+  share.consumed_capacity = {{"memory", "1Gi"}};
+  if (!store.Allocate({"bench", "shared"}, AllocationBuilder().AddResult(share).Build()).ok()) {
+    std::abort();
+  }
+  const ClaimRecord held = store.Get({"bench", "shared"})->record;
+  (void)store.Deallocate({"bench", "shared"});
+  const std::vector<internal::RecordChange> add = {{"k", held, {}, {}, 1, free}};
+  const std::vector<internal::RecordChange> remove = {{"k", free, {}, {}, 2, held}};
+  for (auto _ : state) {
+    version = internal::ApplyChanges(*version, 1, add);
+    version = internal::ApplyChanges(*version, 2, remove);
+  }
+}
+BENCHMARK(BM_Upkeep);
 
 void BM_AllocateDeallocate(benchmark::State& state) {
   Store& store = WriteStore(state.range(0) == 1);

@@ -54,11 +54,11 @@ using internal::DeviceId;
 // The index of the last entry of `node` whose first device is <= `id`
 // (-1: none).
 ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id) {
-  auto it = std::upper_bound(node.firsts.begin(), node.firsts.end(), id,
-                             [](const DeviceId& v, const internal::DevicePtr& d) {
-                               return v < internal::IdOf(*d);
-                             });
-  return (it - node.firsts.begin()) - 1;
+  const auto begin = node.firsts.begin(), end = begin + node.size;
+  auto it = std::upper_bound(begin, end, id, [](const DeviceId& v, const AllocatedDevice* d) {
+    return v < internal::IdOf(*d);
+  });
+  return (it - begin) - 1;
 }
 
 // Visits devices >= `from` while `in` holds; false when `visit` stopped.
@@ -66,8 +66,8 @@ bool Visit(const AllocatedNode& node, const DeviceId& from,
            absl::FunctionRef<bool(const AllocatedDevice&)> in,
            absl::FunctionRef<bool(const AllocatedDevice&)> visit) {
   const size_t start = static_cast<size_t>(std::max<ptrdiff_t>(0, Floor(node, from)));
-  for (size_t i = start; i < node.firsts.size(); ++i) {
-    if (node.leaf()) {
+  for (size_t i = start; i < node.size; ++i) {
+    if (node.leaf) {
       const AllocatedDevice& d = *node.firsts[i];
       if (internal::IdOf(d) < from) continue;
       if (!in(d) || !visit(d)) return false;
@@ -75,7 +75,7 @@ bool Visit(const AllocatedNode& node, const DeviceId& from,
       // A later child starts at or after `from`: out of the range, so is
       // everything after it.
       if (i > start && !in(*node.firsts[i])) return false;
-      if (!Visit(*node.children[i], from, in, visit)) return false;
+      if (!Visit(*node.child(i), from, in, visit)) return false;
     }
   }
   return true;
@@ -108,18 +108,18 @@ std::vector<ResultHolding> ResultHoldingsOf(const ClaimRecord& record) {
   out.reserve(status->allocation()->results()->size());
   for (const fb::DeviceRequestAllocationResult* r : *status->allocation()->results()) {
     ResultHolding h;
-    h.driver = std::string(View(r->driver()));
-    h.pool = std::string(View(r->pool()));
-    h.device = std::string(View(r->device()));
+    h.driver = View(r->driver());
+    h.pool = View(r->pool());
+    h.device = View(r->device());
     if (r->admin_access().has_value() && *r->admin_access()) {
       h.kind = HoldingKind::kAdmin;
     } else if (r->share_id() != nullptr) {
       h.kind = HoldingKind::kShare;
     }
-    h.share_id = std::string(View(r->share_id()));
+    h.share_id = View(r->share_id());
     if (r->consumed_capacity() != nullptr) {
       for (const fb::QuantityEntry* q : *r->consumed_capacity()) {
-        h.consumed.push_back({std::string(View(q->key())), std::string(View(q->value()))});
+        h.consumed.push_back({View(q->key()), View(q->value())});
       }
     }
     out.push_back(std::move(h));
@@ -157,9 +157,15 @@ void AddHolding(AllocatedDevice* device, const ClaimKey& claim, const ResultHold
     case HoldingKind::kAdmin:
       device->admin_access.push_back(claim);
       break;
-    case HoldingKind::kShare:
-      device->shares.push_back(DeviceShare{h.share_id, claim, h.consumed});
+    case HoldingKind::kShare: {
+      DeviceShare share{std::string(h.share_id), claim, {}};
+      share.consumed_capacity.reserve(h.consumed.size());
+      for (const CapacityView& c : h.consumed) {
+        share.consumed_capacity.push_back({std::string(c.name), std::string(c.quantity)});
+      }
+      device->shares.push_back(std::move(share));
       break;
+    }
   }
 }
 
@@ -196,9 +202,9 @@ DevicePtr WithHoldings(const AllocatedDevice* old, const ClaimKey& claim,
       if (k != claim) device->admin_access.push_back(k);
     }
   } else if (!holdings.empty()) {
-    device->driver = holdings[0]->driver;
-    device->pool = holdings[0]->pool;
-    device->device = holdings[0]->device;
+    device->driver = std::string(holdings[0]->driver);
+    device->pool = std::string(holdings[0]->pool);
+    device->device = std::string(holdings[0]->device);
   }
   for (const ResultHolding* h : holdings) AddHolding(device.get(), claim, *h);
   if (Empty(*device)) return nullptr;
@@ -213,11 +219,11 @@ const AllocatedDevice* FindDevice(const AllocatedVersion& version, const DeviceI
   while (node != nullptr) {
     const ptrdiff_t i = Floor(*node, id);
     if (i < 0) return nullptr;
-    if (node->leaf()) {
-      const AllocatedDevice* d = node->firsts[static_cast<size_t>(i)].get();
+    if (node->leaf) {
+      const AllocatedDevice* d = node->firsts[static_cast<size_t>(i)];
       return IdOf(*d) == id ? d : nullptr;
     }
-    node = node->children[static_cast<size_t>(i)].get();
+    node = node->child(static_cast<size_t>(i));
   }
   return nullptr;
 }
@@ -226,68 +232,81 @@ namespace {
 
 using NodePtr = std::shared_ptr<const AllocatedNode>;
 
-// Splits an overfull node in two, or returns it whole.
-void Emit(AllocatedNode node, std::vector<NodePtr>* out) {
-  if (node.firsts.empty()) return;
-  if (node.firsts.size() <= AllocatedNode::kMaxEntries) {
-    out->push_back(std::make_shared<const AllocatedNode>(std::move(node)));
-    return;
+// A node under construction: entries appended in order.
+class NodeBuilder {
+ public:
+  explicit NodeBuilder(bool leaf) : node_(std::make_shared<AllocatedNode>()) { node_->leaf = leaf; }
+  void Add(const AllocatedDevice* first, std::shared_ptr<const void> owned) {
+    node_->firsts[node_->size] = first;
+    node_->owned[node_->size] = std::move(owned);
+    ++node_->size;
   }
-  const size_t half = node.firsts.size() / 2;
-  AllocatedNode right;
-  right.firsts.assign(node.firsts.begin() + static_cast<ptrdiff_t>(half), node.firsts.end());
-  node.firsts.resize(half);
-  if (!node.leaf()) {
-    right.children.assign(node.children.begin() + static_cast<ptrdiff_t>(half),
-                          node.children.end());
-    node.children.resize(half);
+  // Entries [from, to) of `n`.
+  void AddRange(const AllocatedNode& n, size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) Add(n.firsts[i], n.owned[i]);
   }
-  out->push_back(std::make_shared<const AllocatedNode>(std::move(node)));
-  out->push_back(std::make_shared<const AllocatedNode>(std::move(right)));
-}
+  size_t size() const { return node_->size; }
+  // The node, split in two when it overflowed; none when empty.
+  void Emit(std::vector<NodePtr>* out) {
+    AllocatedNode& n = *node_;
+    if (n.size == 0) return;
+    if (n.size > AllocatedNode::kMaxEntries) {
+      const size_t half = n.size / 2;
+      auto right = std::make_shared<AllocatedNode>();
+      right->leaf = n.leaf;
+      for (size_t i = half; i < n.size; ++i) {
+        right->firsts[right->size] = n.firsts[i];
+        right->owned[right->size] = std::move(n.owned[i]);
+        ++right->size;
+      }
+      n.size = static_cast<uint32_t>(half);
+      out->push_back(std::move(node_));
+      out->push_back(std::move(right));
+      return;
+    }
+    out->push_back(std::move(node_));
+  }
+
+ private:
+  std::shared_ptr<AllocatedNode> node_;
+};
 
 // The nodes replacing `node` once the device of `id` is `device` (null:
 // removed): none (emptied), one, or two (split). `delta` gets the change in
 // the number of devices.
-void Update(const AllocatedNode& node, const DeviceId& id, const DevicePtr& device,
+void Update(const NodePtr& node, const DeviceId& id, const DevicePtr& device,
             std::vector<NodePtr>* out, ptrdiff_t* delta) {
-  AllocatedNode copy;
-  if (node.leaf()) {
-    copy.firsts = node.firsts;
-    auto it = std::lower_bound(copy.firsts.begin(), copy.firsts.end(), id,
-                               [](const DevicePtr& d, const DeviceId& v) { return IdOf(*d) < v; });
-    const bool found = it != copy.firsts.end() && IdOf(**it) == id;
-    if (found && device != nullptr) {
-      *it = device;
-    } else if (found) {
-      copy.firsts.erase(it);
-      *delta = -1;
-    } else if (device != nullptr) {
-      copy.firsts.insert(it, device);
-      *delta = 1;
-    } else {
-      out->push_back(std::make_shared<const AllocatedNode>(node));  // nothing to remove
+  const AllocatedNode& n = *node;
+  if (n.leaf) {
+    const auto begin = n.firsts.begin(), end = begin + n.size;
+    auto it = std::lower_bound(begin, end, id, [](const AllocatedDevice* d, const DeviceId& v) {
+      return IdOf(*d) < v;
+    });
+    const size_t at = static_cast<size_t>(it - begin);
+    const bool found = it != end && IdOf(**it) == id;
+    if (!found && device == nullptr) {
+      out->push_back(node);  // nothing to remove
       return;
     }
-    Emit(std::move(copy), out);
+    NodeBuilder copy(/*leaf=*/true);
+    copy.AddRange(n, 0, at);
+    if (device != nullptr) copy.Add(device.get(), device);
+    copy.AddRange(n, found ? at + 1 : at, n.size);
+    *delta = found ? (device != nullptr ? 0 : -1) : 1;
+    copy.Emit(out);
     return;
   }
-  const size_t i = static_cast<size_t>(std::max<ptrdiff_t>(0, Floor(node, id)));
+  const size_t i = static_cast<size_t>(std::max<ptrdiff_t>(0, Floor(n, id)));
   std::vector<NodePtr> replaced;
-  Update(*node.children[i], id, device, &replaced, delta);
-  copy.firsts.reserve(node.firsts.size() + 1);
-  copy.children.reserve(node.children.size() + 1);
-  copy.firsts.assign(node.firsts.begin(), node.firsts.begin() + static_cast<ptrdiff_t>(i));
-  copy.children.assign(node.children.begin(), node.children.begin() + static_cast<ptrdiff_t>(i));
+  Update(std::static_pointer_cast<const AllocatedNode>(n.owned[i]), id, device, &replaced, delta);
+  NodeBuilder copy(/*leaf=*/false);
+  copy.AddRange(n, 0, i);
   for (NodePtr& r : replaced) {
-    copy.firsts.push_back(r->firsts.front());
-    copy.children.push_back(std::move(r));
+    const AllocatedDevice* first = r->firsts[0];
+    copy.Add(first, std::move(r));
   }
-  copy.firsts.insert(copy.firsts.end(), node.firsts.begin() + static_cast<ptrdiff_t>(i) + 1,
-                     node.firsts.end());
-  copy.children.insert(copy.children.end(), node.children.begin() + static_cast<ptrdiff_t>(i) + 1,
-                       node.children.end());
-  Emit(std::move(copy), out);
+  copy.AddRange(n, i + 1, n.size);
+  copy.Emit(out);
 }
 
 }  // namespace
@@ -295,31 +314,35 @@ void Update(const AllocatedNode& node, const DeviceId& id, const DevicePtr& devi
 void SetDevice(AllocatedVersion* version, const DeviceId& id, DevicePtr device) {
   if (version->root == nullptr) {
     if (device == nullptr) return;
-    auto leaf = std::make_shared<AllocatedNode>();
-    leaf->firsts.push_back(std::move(device));
-    version->root = std::move(leaf);
+    NodeBuilder leaf(/*leaf=*/true);
+    leaf.Add(device.get(), device);
+    std::vector<NodePtr> out;
+    leaf.Emit(&out);
+    version->root = std::move(out[0]);
     version->devices = 1;
     return;
   }
   std::vector<NodePtr> replaced;
   ptrdiff_t delta = 0;
-  Update(*version->root, id, device, &replaced, &delta);
+  Update(version->root, id, device, &replaced, &delta);
   version->devices = static_cast<size_t>(static_cast<ptrdiff_t>(version->devices) + delta);
   if (replaced.empty()) {
     version->root = nullptr;
   } else if (replaced.size() == 1) {
     version->root = std::move(replaced[0]);
   } else {
-    auto root = std::make_shared<AllocatedNode>();
+    NodeBuilder root(/*leaf=*/false);
     for (NodePtr& r : replaced) {
-      root->firsts.push_back(r->firsts.front());
-      root->children.push_back(std::move(r));
+      const AllocatedDevice* first = r->firsts[0];
+      root.Add(first, std::move(r));
     }
-    version->root = std::move(root);
+    std::vector<NodePtr> out;
+    root.Emit(&out);
+    version->root = std::move(out[0]);
   }
   // A root with one child gives way to it.
-  while (version->root != nullptr && !version->root->leaf() && version->root->children.size() == 1) {
-    version->root = version->root->children[0];
+  while (version->root != nullptr && !version->root->leaf && version->root->size == 1) {
+    version->root = std::static_pointer_cast<const AllocatedNode>(version->root->owned[0]);
   }
 }
 
@@ -333,22 +356,22 @@ std::shared_ptr<const AllocatedVersion> BuildVersion(uint64_t revision,
   constexpr size_t kFill = AllocatedNode::kMaxEntries * 3 / 4;
   std::vector<NodePtr> level;
   for (size_t i = 0; i < devices.size(); i += kFill) {
-    auto leaf = std::make_shared<AllocatedNode>();
-    const size_t end = std::min(devices.size(), i + kFill);
-    leaf->firsts.assign(std::make_move_iterator(devices.begin() + static_cast<ptrdiff_t>(i)),
-                        std::make_move_iterator(devices.begin() + static_cast<ptrdiff_t>(end)));
-    level.push_back(std::move(leaf));
+    NodeBuilder leaf(/*leaf=*/true);
+    for (size_t j = i; j < std::min(devices.size(), i + kFill); ++j) {
+      const AllocatedDevice* d = devices[j].get();
+      leaf.Add(d, std::move(devices[j]));
+    }
+    leaf.Emit(&level);
   }
   while (level.size() > 1) {
     std::vector<NodePtr> up;
     for (size_t i = 0; i < level.size(); i += kFill) {
-      auto node = std::make_shared<AllocatedNode>();
-      const size_t end = std::min(level.size(), i + kFill);
-      for (size_t j = i; j < end; ++j) {
-        node->firsts.push_back(level[j]->firsts.front());
-        node->children.push_back(std::move(level[j]));
+      NodeBuilder node(/*leaf=*/false);
+      for (size_t j = i; j < std::min(level.size(), i + kFill); ++j) {
+        const AllocatedDevice* first = level[j]->firsts[0];
+        node.Add(first, std::move(level[j]));
       }
-      up.push_back(std::move(node));
+      node.Emit(&up);
     }
     level = std::move(up);
   }
@@ -429,6 +452,7 @@ std::vector<std::string> CompareAllocated(const AllocatedVersion& kept,
 void AllocatedBuilder::Add(const ClaimRecord& record) {
   std::vector<ResultHolding> holdings = ResultHoldingsOf(record);
   if (holdings.empty()) return;
+  records_.push_back(record);  // keeps the bytes the views point into
   const ClaimKey claim{std::string(record.claim_namespace()), std::string(record.name())};
   for (ResultHolding& h : holdings) held_.push_back({claim, std::move(h)});
 }
@@ -442,9 +466,9 @@ std::shared_ptr<const AllocatedVersion> AllocatedBuilder::Finish(uint64_t revisi
   for (size_t i = 0; i < held_.size();) {
     size_t end = i;
     auto device = std::make_shared<AllocatedDevice>();
-    device->driver = held_[i].holding.driver;
-    device->pool = held_[i].holding.pool;
-    device->device = held_[i].holding.device;
+    device->driver = std::string(held_[i].holding.driver);
+    device->pool = std::string(held_[i].holding.pool);
+    device->device = std::string(held_[i].holding.device);
     const DeviceId id = IdOf(*device);
     for (; end < held_.size() && DeviceId{held_[end].holding.driver, held_[end].holding.pool,
                                           held_[end].holding.device} == id;
@@ -456,6 +480,7 @@ std::shared_ptr<const AllocatedVersion> AllocatedBuilder::Finish(uint64_t revisi
     i = end;
   }
   held_.clear();
+  records_.clear();
   return BuildVersion(revision, std::move(devices));
 }
 

@@ -18,6 +18,7 @@
 #ifndef CLAIMSTORE_SRC_ALLOCATED_STATE_H_
 #define CLAIMSTORE_SRC_ALLOCATED_STATE_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,11 +43,19 @@ using DevicePtr = std::shared_ptr<const AllocatedDevice>;
 
 struct AllocatedNode {
   static constexpr size_t kMaxEntries = 32;
-  // A leaf's devices, or an internal node's separators (children[i]'s
-  // first device); in key order.
-  std::vector<DevicePtr> firsts;
-  std::vector<std::shared_ptr<const AllocatedNode>> children;  // empty: a leaf
-  bool leaf() const { return children.empty(); }
+  // One allocation per node: copying one on a change costs a memcpy of the
+  // separators and a reference count per entry.
+  uint32_t size = 0;
+  bool leaf = true;
+  // Entry i's first device (a leaf's: the device), in key order: what a
+  // search compares. Kept alive by `owned` (a device by its leaf, a child's
+  // first device by the child).
+  std::array<const AllocatedDevice*, kMaxEntries + 1> firsts{};
+  // What entry i owns: the device (a leaf) or the child node.
+  std::array<std::shared_ptr<const void>, kMaxEntries + 1> owned{};
+  const AllocatedNode* child(size_t i) const {
+    return static_cast<const AllocatedNode*>(owned[i].get());
+  }
 };
 
 struct AllocatedVersion {
@@ -67,12 +76,17 @@ struct DeviceId {
 };
 inline DeviceId IdOf(const AllocatedDevice& d) { return {d.driver, d.pool, d.device}; }
 
-// One allocation result of a claim, with the capacity it consumes.
+// One allocation result of a claim, with the capacity it consumes: views
+// into the record's bytes (valid while a copy of the record lives).
+struct CapacityView {
+  absl::string_view name, quantity;
+  friend bool operator==(const CapacityView&, const CapacityView&) = default;
+};
 struct ResultHolding {
-  std::string driver, pool, device;
+  absl::string_view driver, pool, device;
   HoldingKind kind = HoldingKind::kExclusive;
-  std::string share_id;
-  std::vector<CapacityValue> consumed;  // by name, as the record has them
+  absl::string_view share_id;
+  std::vector<CapacityView> consumed;  // by name, as the record has them
   friend bool operator==(const ResultHolding&, const ResultHolding&) = default;
 };
 // The holdings of `record`'s allocation, sorted by device (then kind and
@@ -110,8 +124,9 @@ class AllocatedBuilder {
  private:
   struct Held {
     ClaimKey claim;
-    ResultHolding holding;
+    ResultHolding holding;  // views into records_
   };
+  std::vector<ClaimRecord> records_;
   std::vector<Held> held_;
 };
 
@@ -127,6 +142,9 @@ class AllocatedTracker {
 
   static AllocatedState Wrap(std::shared_ptr<const AllocatedVersion> version) {
     return AllocatedState(std::move(version));
+  }
+  static const std::shared_ptr<const AllocatedVersion>& Version(const AllocatedState& state) {
+    return state.version_;
   }
 };
 

@@ -306,7 +306,9 @@ void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
   }
   revision_ = revision;
   snapshot_ = std::move(snapshot);
-  if (allocated != nullptr) alloc_published_ = std::move(allocated);
+  // The version replaced goes when `allocated` does, after mu_ is released
+  // (freeing the nodes only it held takes microseconds).
+  if (allocated != nullptr) std::swap(alloc_published_, allocated);
   EvictLocked();
 }
 

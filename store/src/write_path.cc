@@ -479,9 +479,11 @@ bool AddShares(const std::vector<ResultHolding>& holdings, const DeviceId& id,
   for (const ResultHolding& h : holdings) {
     if (h.kind != HoldingKind::kShare || DeviceId{h.driver, h.pool, h.device} != id) continue;
     shares = true;
-    for (const CapacityValue& c : h.consumed) {
+    for (const CapacityView& c : h.consumed) {
       absl::StatusOr<Quantity> q = Quantity::Parse(c.quantity);
-      if (q.ok()) (*sums)[c.name] = (*sums)[c.name].Plus(*q);
+      if (!q.ok()) continue;
+      Quantity& sum = (*sums)[std::string(c.name)];
+      sum = sum.Plus(*q);
     }
   }
   return shares;
