@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   # toolchain
   g++ cmake ninja-build git ca-certificates
-  # the fuzz preset (libFuzzer ships in compiler-rt)
+  # the asan-ubsan preset: clang, its sanitizers and libFuzzer (compiler-rt)
   clang libclang-rt-14-dev
   # the library's dependencies
   librocksdb-dev libflatbuffers-dev flatbuffers-compiler libabsl-dev libsimdjson-dev
