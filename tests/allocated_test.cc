@@ -214,6 +214,17 @@ TEST_F(AllocatedTest, CapacityLimitsRefuseOverCommitNamingEverything) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "status.allocation.devices.results[0].consumedCapacity[\"memory\"]: "
                        "Invalid value: \"1Q\""));
+  EXPECT_THAT(store_->Allocate(Key("x"), Of({Share("gpu-0", 5, {{"memory", "-1Gi"}})})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "consumedCapacity[\"memory\"]: Invalid value: \"-1Gi\": must be greater "
+                       "than or equal to 0"));
+  EXPECT_FALSE(IsAllocated(*store_, Key("x")));
+  // A quantity too far from the others to sum exactly fails the allocation
+  // (as the scheduler's unrepresentable quantities do), without taking
+  // gigabytes to find out.
+  EXPECT_THAT(store_->Allocate(Key("x"), Of({Share("gpu-0", 5, {{"memory", "1e2000000000"}})}), {},
+                               limit),
+              StatusIs(absl::StatusCode::kAborted, "more than 1000 digits"));
   EXPECT_FALSE(IsAllocated(*store_, Key("x")));
 }
 
@@ -266,17 +277,19 @@ TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
   AllocatedVersion version;
   std::map<std::tuple<std::string, std::string, std::string>, int> model;
   std::vector<std::pair<AllocatedVersion, decltype(model)>> kept;
+  static const char* kDrivers[] = {"a.example.com", kDriver, "z.example.com"};
   for (int step = 0; step < 30000; ++step) {
+    const std::string driver = kDrivers[rng() % 3];
     const std::string pool = absl::StrCat("pool-", rng() % 7);
-    const std::string device = absl::StrCat("dev-", rng() % 1500);
-    const auto key = std::make_tuple(std::string(kDriver), pool, device);
-    const DeviceId id{kDriver, pool, device};
+    const std::string device = absl::StrCat("dev-", rng() % 500);
+    const auto key = std::make_tuple(driver, pool, device);
+    const DeviceId id{driver, pool, device};
     if (rng() % 3 == 0) {
       internal::SetDevice(&version, id, nullptr);
       model.erase(key);
     } else {
       auto d = std::make_shared<AllocatedDevice>();
-      d->driver = kDriver;
+      d->driver = driver;
       d->pool = pool;
       d->device = device;
       d->exclusive = ClaimKey{"ns", absl::StrCat(step)};
@@ -313,6 +326,7 @@ TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
       EXPECT_EQ(d->exclusive->name, absl::StrCat(value));
     }
     EXPECT_EQ(state.Find(kDriver, "pool-1", "dev-9999"), nullptr);
+    EXPECT_EQ(state.Find("m.example.com", "pool-1", "dev-1"), nullptr);
     size_t in_pool = 0;
     state.ForEach(kDriver, "pool-3", [&](const AllocatedDevice& d) {
       EXPECT_EQ(d.pool, "pool-3");
@@ -320,8 +334,23 @@ TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
       return true;
     });
     EXPECT_EQ(in_pool, static_cast<size_t>(std::count_if(m.begin(), m.end(), [](const auto& e) {
-                return std::get<1>(e.first) == "pool-3";
+                return std::get<0>(e.first) == kDriver && std::get<1>(e.first) == "pool-3";
               })));
+    // Each driver's devices, in order, stopping at the driver's end (inside
+    // internal nodes: 1,500 devices a driver).
+    for (const char* driver : kDrivers) {
+      std::vector<std::string> got, want;
+      state.ForEach(driver, std::nullopt, [&](const AllocatedDevice& d) {
+        got.push_back(absl::StrCat(d.driver, "/", d.pool, "/", d.device));
+        return true;
+      });
+      for (const auto& [key, value] : m) {
+        if (std::get<0>(key) == driver) {
+          want.push_back(absl::StrCat(std::get<0>(key), "/", std::get<1>(key), "/", std::get<2>(key)));
+        }
+      }
+      EXPECT_EQ(got, want) << driver;
+    }
   }
   // Everything removed: an empty tree.
   for (const auto& [key, value] : model) {

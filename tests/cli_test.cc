@@ -684,10 +684,6 @@ TEST_F(CliTest, FollowRefusesWhatIsNotAWatchStreamAndKeepsWhatCameBefore) {
   EXPECT_THAT(no_rv.err, HasSubstr("metadata.resourceVersion: Invalid value: \"abc\""));
 }
 
-// Every shell example of the README runs as written, in order: in an empty
-// directory holding tools/examples, with the built claimstore first on PATH.
-// Lines that install, build or run this very suite (tools/..., cmake ...) are
-// what CI itself runs, so they are not run from within it.
 // Issue 16: what is allocated, per device, as the tool prints it.
 TEST_F(CliTest, AllocatedPrintsEveryDeviceWithItsHoldersAndCapacity) {
   ASSERT_EQ(Cli(absl::StrCat("restore ", CLAIMSTORE_EXAMPLES, "/claims.json")).code, 0);
@@ -744,6 +740,10 @@ TEST_F(CliTest, AllocatedPrintsEveryDeviceWithItsHoldersAndCapacity) {
   EXPECT_EQ(Cli("allocated -o yaml").code, 1);
 }
 
+// Every shell example of the README runs as written, in order: in an empty
+// directory holding tools/examples, with the built claimstore first on PATH.
+// Lines that install, build or run this very suite (tools/..., cmake ...) are
+// what CI itself runs, so they are not run from within it.
 TEST(ReadmeTest, ShellExamplesRunAsWritten) {
   const std::string readme = ReadFile(CLAIMSTORE_README);
   std::vector<std::string> lines;

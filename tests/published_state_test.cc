@@ -236,6 +236,44 @@ TEST(PublishedStateTest, AnAllocatedBuildTakesInTheCommitsPublishedWhileItRan) {
   EXPECT_EQ(pins, (std::vector<uint64_t>{5, 9}));
 }
 
+TEST(PublishedStateTest, AnAllocatedBuildThatABulkLoadOvertookStartsAgain) {
+  PublishedState state(1 << 20);
+  state.Reset(5, nullptr, PublishedState::NewConsumerIndex(), PublishedState::NewDeviceIndex());
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> go = release.get_future().share();
+  std::vector<uint64_t> pins;
+  state.SetAllocatedLoader([&](const Pin& at) -> absl::StatusOr<std::shared_ptr<const AllocatedVersion>> {
+    pins.push_back(at.revision);
+    AllocatedBuilder builder;
+    if (pins.size() == 1) {
+      entered.set_value();
+      go.wait();
+      builder.Add(Holding("a", "stale"));  // the state before the load
+    } else {
+      builder.Add(Holding("a", "loaded"));
+    }
+    return std::move(builder).Finish(at.revision);
+  });
+  std::thread first([&] {
+    absl::StatusOr<AllocatedState> s = state.Allocated();
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->revision(), 7u);
+    EXPECT_EQ(s->Find("d", "p", "stale"), nullptr);
+    EXPECT_NE(s->Find("d", "p", "loaded"), nullptr);
+    // The commit queued before the load went with the dropped build (the
+    // records the second build reads hold it).
+    EXPECT_EQ(s->Find("d", "p", "x0"), nullptr);
+  });
+  entered.get_future().wait();
+  state.Publish(6, nullptr, std::vector<RecordChange>{
+                                {RecordKey("ns", "b"), Holding("b", "x0"), {}, {}, 6, std::nullopt}});
+  state.PublishBulk(7, nullptr, {});  // drops what was built and queued
+  release.set_value();
+  first.join();
+  EXPECT_EQ(pins, (std::vector<uint64_t>{5, 7}));
+}
+
 TEST(BucketedKeysTest, ScansEveryPrefixInKeyOrder) {
   BucketedKeys devices = PublishedState::NewDeviceIndex();
   std::vector<std::string> all;

@@ -120,7 +120,10 @@ std::string Sum(std::initializer_list<const char*> texts) {
   for (const char* t : texts) {
     absl::StatusOr<Quantity> q = Quantity::Parse(t);
     EXPECT_TRUE(q.ok()) << t << ": " << q.status();
-    if (q.ok()) sum = sum.Plus(*q);
+    if (!q.ok()) continue;
+    absl::StatusOr<Quantity> next = sum.Plus(*q);
+    EXPECT_TRUE(next.ok()) << next.status();
+    if (next.ok()) sum = *std::move(next);
   }
   return sum.ToString();
 }
@@ -167,9 +170,34 @@ TEST(QuantityTest, SumsCompareByValue) {
   const Quantity a = *Quantity::Parse("1Gi");
   const Quantity b = *Quantity::Parse("1073741823");
   EXPECT_GT(a.Compare(b), 0);
-  EXPECT_EQ(a.Compare(b.Plus(*Quantity::Parse("1"))), 0);
-  EXPECT_LT(a.Compare(b.Plus(*Quantity::Parse("2"))), 0);
-  EXPECT_EQ(Quantity().Plus(*Quantity::Parse("0.5")).Compare(*Quantity::Parse("500m")), 0);
+  EXPECT_EQ(a.Compare(*b.Plus(*Quantity::Parse("1"))), 0);
+  EXPECT_LT(a.Compare(*b.Plus(*Quantity::Parse("2"))), 0);
+  EXPECT_EQ(Quantity().Plus(*Quantity::Parse("0.5"))->Compare(*Quantity::Parse("500m")), 0);
+}
+
+TEST(QuantityTest, SumsTooFarApartAreRefusedNotExpanded) {
+  // Parse takes exponents up to 2^31; an exact sum would take gigabytes.
+  const Quantity huge = *Quantity::Parse("1e2000000000");
+  EXPECT_THAT(huge.Plus(*Quantity::Parse("1")).status(),
+              StatusIs(absl::StatusCode::kOutOfRange, "more than 1000 digits"));
+  EXPECT_THAT(Quantity::Parse("1")->Plus(huge).status(),
+              StatusIs(absl::StatusCode::kOutOfRange, "cannot sum 1 and 100e1999999998 exactly"));
+  // Alone, with zero or with itself, it sums (canonical: an exponent that
+  // is a multiple of 3).
+  EXPECT_EQ(Quantity().Plus(huge)->ToString(), "100e1999999998");
+  EXPECT_EQ(huge.Plus(huge)->ToString(), "200e1999999998");
+}
+
+TEST(QuantityTest, BinarySumsPastInt64KeepTheirSuffixAsApimachineryPrintsThem) {
+  EXPECT_EQ(Sum({"4Ei", "4Ei"}), "8Ei");  // 2^63: past int64, exact in BinarySI
+  Quantity sum;
+  for (int i = 0; i < 16; ++i) sum = *sum.Plus(*Quantity::Parse("4Ei"));
+  EXPECT_EQ(sum.ToString(), "64Ei");
+  // 2^70 has no suffix: apimachinery prints what is left after the factors
+  // of 1024 (its quirk, as 1000E prints as 1).
+  for (int i = 0; i < 1024 - 16; ++i) sum = *sum.Plus(*Quantity::Parse("4Ei"));
+  EXPECT_EQ(sum.ToString(), "4");
+  EXPECT_EQ(Sum({"4Ei", "4Ei", "1"}), "9223372036854775809");  // not a multiple of 1024
 }
 
 }  // namespace

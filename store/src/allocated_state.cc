@@ -141,7 +141,8 @@ void SumConsumed(AllocatedDevice* device) {
       absl::StatusOr<Quantity> q = Quantity::Parse(c.quantity);
       if (!q.ok()) continue;  // only in claims restored without validation
       Quantity& sum = sums[c.name];
-      sum = sum.Plus(*q);
+      absl::StatusOr<Quantity> next = sum.Plus(*q);
+      if (next.ok()) sum = *std::move(next);  // else left out (Quantity::kMaxSumDigits)
     }
   }
   device->consumed_capacity.clear();

@@ -173,11 +173,14 @@ void PublishedState::StartOver(uint64_t revision, SnapshotRef snapshot, Bucketed
   // One critical section under both locks: a reader sees the old state or
   // the new one, never the new revision with indexes marked loaded but
   // empty. load_mu_ first: it waits for a load in flight (of the old state).
+  // The dropped allocated state is freed after the locks are released
+  // (declared first: destroyed last).
+  std::shared_ptr<const AllocatedVersion> dropped_latest, dropped_published;
   MutexLock alloc_lock(&alloc_mu_);
-  DropAllocated();
+  dropped_latest = DropAllocated();
   MutexLock load_lock(&load_mu_);
   WriterLock lock(&mu_);
-  alloc_published_ = nullptr;
+  dropped_published = std::move(alloc_published_);
   loaded_.store(load == nullptr, std::memory_order_release);
   loader_ = std::move(load);
   revision_ = revision;
@@ -209,17 +212,18 @@ absl::Status PublishedState::EnsureIndexes() const {
 }
 
 void PublishedState::SetAllocatedLoader(AllocatedLoader load) {
+  std::shared_ptr<const AllocatedVersion> dropped_latest, dropped_published;  // as in StartOver
   MutexLock alloc_lock(&alloc_mu_);
   alloc_loader_ = std::move(load);
-  DropAllocated();
+  dropped_latest = DropAllocated();
   WriterLock lock(&mu_);
-  alloc_published_ = nullptr;
+  dropped_published = std::move(alloc_published_);
 }
 
-void PublishedState::DropAllocated() {
-  alloc_latest_ = nullptr;
+std::shared_ptr<const AllocatedVersion> PublishedState::DropAllocated() {
   alloc_pending_.clear();
   ++alloc_generation_;
+  return std::move(alloc_latest_);
 }
 
 std::shared_ptr<const AllocatedVersion> PublishedState::NextAllocated(
@@ -316,8 +320,9 @@ void PublishedState::PublishBulk(uint64_t revision, SnapshotRef snapshot,
                                  const BulkChanges& changes) {
   // The next call builds the allocated state again: a load changes up to
   // every claim, and brings no records to apply.
+  std::shared_ptr<const AllocatedVersion> dropped_latest, dropped_published;  // as in StartOver
   MutexLock alloc_lock(&alloc_mu_);
-  DropAllocated();
+  dropped_latest = DropAllocated();
   std::optional<MutexLock> no_load;  // as in Publish
   if (!loaded_.load(std::memory_order_acquire)) no_load.emplace(&load_mu_);
   WriterLock lock(&mu_);
@@ -328,7 +333,7 @@ void PublishedState::PublishBulk(uint64_t revision, SnapshotRef snapshot,
     for (const std::string& k : changes.added_devices) devices_.Insert(k);
   }
   for (absl::string_view k : changes.records) EraseLocked(std::string(k));
-  alloc_published_ = nullptr;
+  dropped_published = std::move(alloc_published_);
   revision_ = revision;
   snapshot_ = std::move(snapshot);
 }

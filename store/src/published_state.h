@@ -220,7 +220,8 @@ class PublishedState {
                                                         absl::Span<const RecordChange> changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
   // Drops the allocated state (Reset, bulk loads): the next call builds it.
-  void DropAllocated() ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
+  // Returns the leader's copy, for the caller to free once unlocked.
+  std::shared_ptr<const AllocatedVersion> DropAllocated() ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
 
   // Serializes builds of the allocated state; taken before alloc_mu_.
   mutable Mutex alloc_build_mu_;

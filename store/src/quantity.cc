@@ -452,24 +452,32 @@ std::string Quantity::ToString() const {
     std::string integer = digits_;
     int64_t exponent = scale10_;
     StripTrailingZeros(&integer, &exponent);
-    if (below_1024 || exponent < 0 ||
-        CompareMagnitude(integer, exponent, absl::StrCat(kMaxInt64), 0) > 0) {
-      // Small or fractional: no binary suffix. Parsing caps BinarySI at
-      // 2^63-1; a sum (Plus) past that shows as DecimalSI.
-      format = Format::kDecimalSI;
+    if (below_1024 || exponent < 0) {
+      format = Format::kDecimalSI;  // small or fractional: no binary suffix
     } else {
-      // At most 2^63-1 here, so this fits.
-      uint64_t value = 0;
-      (void)absl::SimpleAtoi(integer, &value);
-      for (; exponent > 0; --exponent) value *= 10;
+      // Exact and at least 1024: the factors of 1024 become the suffix, as
+      // apimachinery's removeBigIntFactors takes them (any number of them:
+      // a sum may pass 2^63). Past Ei there is no suffix, and apimachinery
+      // prints the bare number left (a quirk, as 1000E prints as 1).
+      integer.append(static_cast<size_t>(exponent), '0');
       int power = 0;
-      while (value % 1024 == 0) {
-        value /= 1024;
+      for (;;) {
+        std::string quotient;
+        uint32_t remainder = 0;
+        for (const char c : integer) {
+          remainder = remainder * 10 + static_cast<uint32_t>(c - '0');
+          if (!quotient.empty() || remainder >= 1024) {
+            quotient.push_back(static_cast<char>('0' + remainder / 1024));
+          }
+          remainder %= 1024;
+        }
+        if (remainder != 0) break;
+        integer = quotient;
         ++power;
       }
       static constexpr const char* kBinary[] = {"",   "Ki", "Mi", "Gi",
                                                 "Ti", "Pi", "Ei"};
-      return absl::StrCat(sign, value, kBinary[power]);
+      return absl::StrCat(sign, integer, power <= 6 ? kBinary[power] : "");
     }
   }
   std::string mantissa = digits_;
@@ -486,7 +494,7 @@ std::string Quantity::ToString() const {
   return absl::StrCat(sign, mantissa, "e", exponent);
 }
 
-Quantity Quantity::Plus(const Quantity& other) const {
+absl::StatusOr<Quantity> Quantity::Plus(const Quantity& other) const {
   Quantity sum;
   sum.format_ = IsZero() ? other.format_ : format_;
   if (other.IsZero() || IsZero()) {
@@ -497,6 +505,15 @@ Quantity Quantity::Plus(const Quantity& other) const {
     return sum;
   }
   const int64_t scale = std::min(scale10_, other.scale10_);
+  // The digits of the operands once aligned to the smaller scale.
+  const auto aligned = [scale](const std::string& digits, int64_t scale10) {
+    return static_cast<uint64_t>(digits.size()) + static_cast<uint64_t>(scale10 - scale);
+  };
+  if (std::max(aligned(digits_, scale10_), aligned(other.digits_, other.scale10_)) >
+      kMaxSumDigits) {
+    return absl::OutOfRangeError(absl::StrCat("cannot sum ", ToString(), " and ", other.ToString(),
+                                              " exactly: more than ", kMaxSumDigits, " digits"));
+  }
   const std::string a = Rescaled(digits_, scale10_, scale);
   const std::string b = Rescaled(other.digits_, other.scale10_, scale);
   sum.scale10_ = scale;

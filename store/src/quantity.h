@@ -43,7 +43,12 @@ class Quantity {
   // The exact sum (inf.Dec arithmetic, no rounding), as apimachinery's
   // Quantity.Add leaves it: the format is this one's, or `other`'s when
   // this is zero; the text is computed (canonical), never kept verbatim.
-  Quantity Plus(const Quantity& other) const;
+  // OutOfRange when the exact sum would need more than kMaxSumDigits
+  // digits (`1e2000000000` + `1`: Parse takes such exponents, and an
+  // exact sum would take gigabytes).
+  static constexpr size_t kMaxSumDigits = 1000;
+  absl::StatusOr<Quantity> Plus(const Quantity& other) const;
+  bool negative() const { return negative_; }
 
   // Numeric comparison: negative, zero or positive as *this <, ==, > other.
   int Compare(const Quantity& other) const;

@@ -143,18 +143,20 @@ absl::StatusOr<WriteResult> StoreImpl::Unreserve(const ClaimKey& key,
 absl::StatusOr<WriteResult> StoreImpl::Allocate(const ClaimKey& key, const Allocation& allocation,
                                                 const Preconditions& pre,
                                                 absl::Span<const DeviceCapacity> capacity) {
-  // consumedCapacity from AllocationBuilder must be quantities (the JSON
-  // decoder has checked the rest).
+  // consumedCapacity must be quantities (the JSON decoder has checked
+  // those it decoded; AllocationBuilder's are checked here), and not
+  // negative: a negative share would make room for others.
   if (const auto* results = allocation.table().results(); results != nullptr) {
     for (size_t i = 0; i < results->size(); ++i) {
       const auto* consumed = results->Get(static_cast<flatbuffers::uoffset_t>(i))->consumed_capacity();
       if (consumed == nullptr) continue;
       for (const fb::QuantityEntry* q : *consumed) {
         absl::StatusOr<Quantity> parsed = Quantity::Parse(View(q->value()));
-        if (!parsed.ok()) {
+        if (!parsed.ok() || parsed->negative()) {
           return absl::InvalidArgumentError(absl::StrCat(
               "status.allocation.devices.results[", i, "].consumedCapacity[\"", View(q->key()),
-              "\"]: Invalid value: \"", View(q->value()), "\": ", parsed.status().message()));
+              "\"]: Invalid value: \"", View(q->value()), "\": ",
+              parsed.ok() ? "must be greater than or equal to 0" : parsed.status().message()));
         }
       }
     }
@@ -470,20 +472,29 @@ absl::StatusOr<std::vector<std::string>> StoreImpl::HoldersOf(absl::string_view 
 namespace {
 
 // Adds what the shares of device `id` among `holdings` consume to `sums`;
-// whether there was a share. (Quantities were validated when written; one
-// that does not parse, only in a claim restored without validation, is
-// left out.)
-bool AddShares(const std::vector<ResultHolding>& holdings, const DeviceId& id,
-               absl::btree_map<std::string, Quantity>* sums) {
+// whether there was a share. Quantities were validated when written; one
+// that does not parse (only in a claim restored without validation) is
+// left out, and so is a negative one (Allocate refuses those; a stored one
+// must not make room for others). Aborted when the sum cannot be exact
+// (Quantity::kMaxSumDigits): as the scheduler does, an unrepresentable
+// quantity fails the allocation.
+absl::StatusOr<bool> AddShares(const std::vector<ResultHolding>& holdings, const DeviceId& id,
+                               absl::btree_map<std::string, Quantity>* sums) {
   bool shares = false;
   for (const ResultHolding& h : holdings) {
     if (h.kind != HoldingKind::kShare || DeviceId{h.driver, h.pool, h.device} != id) continue;
     shares = true;
     for (const CapacityView& c : h.consumed) {
       absl::StatusOr<Quantity> q = Quantity::Parse(c.quantity);
-      if (!q.ok()) continue;
+      if (!q.ok() || q->negative()) continue;
       Quantity& sum = (*sums)[std::string(c.name)];
-      sum = sum.Plus(*q);
+      absl::StatusOr<Quantity> next = sum.Plus(*q);
+      if (!next.ok()) {
+        return absl::AbortedError(absl::StrCat("device ", id.driver, "/", id.pool, "/", id.device,
+                                               ": capacity \"", c.name, "\": ",
+                                               next.status().message()));
+      }
+      sum = *std::move(next);
     }
   }
   return shares;
@@ -497,7 +508,8 @@ absl::Status StoreImpl::CheckCapacity(const ClaimKey& claim, const ClaimRecord& 
   for (const CapacityLimit& limit : limits) {
     const DeviceId id{limit.driver, limit.pool, limit.device};
     absl::btree_map<std::string, Quantity> asked, consumed;
-    if (!AddShares(mine, id, &asked)) continue;  // not shared by this allocation
+    CS_ASSIGN_OR_RETURN(const bool shares, AddShares(mine, id, &asked));
+    if (!shares) continue;  // not shared by this allocation
     // The other claims sharing it.
     CS_ASSIGN_OR_RETURN(const std::vector<std::string> holders,
                         HoldersOf(limit.driver, limit.pool, limit.device));
@@ -514,13 +526,21 @@ absl::Status StoreImpl::CheckCapacity(const ClaimKey& claim, const ClaimRecord& 
     for (const ClaimKey& other : others) {
       CS_ASSIGN_OR_RETURN(const std::optional<ClaimRecord> stored,
                           CurrentRecord(RecordKey(other.claim_namespace, other.name), other));
-      if (stored.has_value()) AddShares(ResultHoldingsOf(*stored), id, &consumed);
+      if (stored.has_value()) {
+        CS_RETURN_IF_ERROR(AddShares(ResultHoldingsOf(*stored), id, &consumed).status());
+      }
     }
     for (const auto& [name, max] : limit.limits) {
       auto it = asked.find(name);
       if (it == asked.end()) continue;
       const Quantity& used = consumed[name];
-      if (used.Plus(it->second).Compare(max) > 0) {
+      absl::StatusOr<Quantity> total = used.Plus(it->second);
+      if (!total.ok()) {
+        return absl::AbortedError(absl::StrCat("device ", limit.driver, "/", limit.pool, "/",
+                                               limit.device, ": capacity \"", name, "\": ",
+                                               total.status().message()));
+      }
+      if (total->Compare(max) > 0) {
         return absl::AbortedError(absl::StrCat(
             "device ", limit.driver, "/", limit.pool, "/", limit.device, ": capacity \"", name,
             "\" would be over-committed: limit ", max.ToString(), ", consumed by other shares ",

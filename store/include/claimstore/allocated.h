@@ -6,9 +6,10 @@
 // lock and a reference count, whatever the number of claims: the write
 // leader keeps a persistent (copy-on-write) B+-tree of the allocated
 // devices next to the published state and, with each commit, copies only
-// the path to each device the commit changed (about 4 nodes of 32 entries
+// the path to each device the commit changed (5 nodes of up to 32 entries
 // at a million devices); the nodes it did not change are shared by every
-// snapshot. A lookup is a descent of that tree (no copy, no allocation);
+// snapshot. (A read-only store builds a whole snapshot at the first call
+// after each catch-up instead: Store::AllocatedDevices.) A lookup is a descent of that tree (no copy, no allocation);
 // iteration is in driver/pool/device order.
 //
 // Thread-safety: an AllocatedState and everything it hands out are

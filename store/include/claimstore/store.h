@@ -442,8 +442,9 @@ class Store {
   // immutable snapshot, consistent with every index at that revision, to
   // keep and read from any thread. A writable store hands it out for a
   // shared lock and a reference count, whatever the number of claims: its
-  // write leader updates it with each commit. The first call after Open,
-  // Verify(true) or a bulk load builds it by reading every claim (while
+  // write leader updates it with each commit. The first call after Open, a
+  // repair (Verify(true) that rewrote the indexes) or a bulk load builds it
+  // by reading every claim (while
   // writes go on; about 1 s per million claims); a scheduler calls it once
   // at start-up. A read-only store builds it at the first call after each
   // catch-up (Refresh, a waiting watcher's) and hands that out until the
