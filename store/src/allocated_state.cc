@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "fb_strings.h"
+#include "index_entries.h"
 #include "published_state.h"
 #include "quantity.h"
 
@@ -111,11 +112,7 @@ std::vector<ResultHolding> ResultHoldingsOf(const ClaimRecord& record) {
     h.driver = View(r->driver());
     h.pool = View(r->pool());
     h.device = View(r->device());
-    if (r->admin_access().has_value() && *r->admin_access()) {
-      h.kind = HoldingKind::kAdmin;
-    } else if (r->share_id() != nullptr) {
-      h.kind = HoldingKind::kShare;
-    }
+    h.kind = HoldingKindOf(*r);
     h.share_id = View(r->share_id());
     if (r->consumed_capacity() != nullptr) {
       for (const fb::QuantityEntry* q : *r->consumed_capacity()) {

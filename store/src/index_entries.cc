@@ -16,6 +16,12 @@ void SortUnique(std::vector<std::string>* v) {
 
 }  // namespace
 
+HoldingKind HoldingKindOf(const fb::DeviceRequestAllocationResult& result) {
+  if (result.admin_access().has_value() && *result.admin_access()) return HoldingKind::kAdmin;
+  if (result.share_id() != nullptr) return HoldingKind::kShare;
+  return HoldingKind::kExclusive;
+}
+
 IndexEntries ComputeIndexEntries(const fb::ClaimRecord& record) {
   IndexEntries entries;
   const absl::string_view ns = View(record.namespace_());
@@ -33,14 +39,8 @@ IndexEntries ComputeIndexEntries(const fb::ClaimRecord& record) {
   if (allocation != nullptr && allocation->results() != nullptr) {
     entries.devices.reserve(allocation->results()->size());
     for (const fb::DeviceRequestAllocationResult* r : *allocation->results()) {
-      HoldingKind kind = HoldingKind::kExclusive;
-      if (r->admin_access().has_value() && *r->admin_access()) {
-        kind = HoldingKind::kAdmin;
-      } else if (r->share_id() != nullptr) {
-        kind = HoldingKind::kShare;
-      }
       entries.devices.push_back(DeviceKey(View(r->driver()), View(r->pool()),
-                                          View(r->device()), kind, View(r->share_id()),
+                                          View(r->device()), HoldingKindOf(*r), View(r->share_id()),
                                           ns, name));
     }
     SortUnique(&entries.devices);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "claimstore/claim_generated.h"
+#include "keys.h"
 
 namespace claimstore::internal {
 
@@ -15,6 +16,11 @@ struct IndexEntries {
   std::vector<std::string> consumers;  // keys of the consumers family, sorted, unique
   std::vector<std::string> devices;    // keys of the devices family, sorted, unique
 };
+
+// How an allocation result holds its device: admin access (adminAccess
+// true), a share (a shareID), else exclusively. The one definition, for the
+// device index and the allocated state.
+HoldingKind HoldingKindOf(const fb::DeviceRequestAllocationResult& result);
 
 // One key per reservedFor uid, and one per allocated device result (with
 // the kind of holding: admin access, share with its shareID, or exclusive).
