@@ -444,9 +444,9 @@ class Store {
   // shared lock and a reference count, whatever the number of claims: its
   // write leader updates it with each commit. The first call after Open, a
   // repair (Verify(true) that rewrote the indexes) or a bulk load builds it
-  // by reading every claim (while
-  // writes go on; about 1 s per million claims); a scheduler calls it once
-  // at start-up. A read-only store builds it at the first call after each
+  // by reading every claim, while writes go on (a scan of every record:
+  // seconds per million claims); a scheduler calls it once at start-up.
+  // A read-only store builds it at the first call after each
   // catch-up (Refresh, a waiting watcher's) and hands that out until the
   // next.
   virtual absl::StatusOr<AllocatedState> AllocatedDevices() const = 0;
