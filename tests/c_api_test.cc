@@ -123,6 +123,10 @@ TEST_F(CApiTest, BadInputNamesTheFieldAndWritesNothing) {
   claimstore_error_t* err = nullptr;
   const std::string bad = ClaimJson("ns", "a", R"({"reservedFor":[{"resource":"pods"}]})");
   EXPECT_EQ(claimstore_put_json(db_, S(bad), {}, nullptr, &err), CLAIMSTORE_INVALID_ARGUMENT);
+  const claimstore_field_error_t* fields = nullptr;
+  ASSERT_GE(claimstore_error_fields(err, &fields), 1u);
+  EXPECT_EQ(Str(fields[0].type), "Required value");
+  EXPECT_THAT(Str(fields[0].field), HasSubstr("status.reservedFor[0]."));
   EXPECT_THAT(Take(err).message, HasSubstr("status.reservedFor[0]"));
   claimstore_stats_t stats{};
   ASSERT_EQ(claimstore_stats(db_, &stats, sizeof(stats), nullptr), CLAIMSTORE_OK);
@@ -132,6 +136,7 @@ TEST_F(CApiTest, BadInputNamesTheFieldAndWritesNothing) {
   err = nullptr;
   const std::string not_json = "{\"kind\":";
   EXPECT_EQ(claimstore_put_json(db_, S(not_json), {}, nullptr, &err), CLAIMSTORE_INVALID_ARGUMENT);
+  EXPECT_EQ(claimstore_error_fields(err, nullptr), 0u);
   Take(err);
   err = nullptr;
   const std::string not_a_record = "not a record";

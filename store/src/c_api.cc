@@ -21,6 +21,7 @@
 #include "claimstore/allocation.h"
 #include "claimstore/codec.h"
 #include "claimstore/store.h"
+#include "claimstore/validation.h"
 
 using claimstore::AllocatedDevice;
 using claimstore::AllocatedState;
@@ -35,6 +36,8 @@ struct claimstore_error_t {
   std::optional<uint64_t> compact_revision;
   std::vector<ClaimKey> claims;
   std::vector<claimstore_key_t> claim_views;
+  std::vector<claimstore::FieldError> fields;
+  std::vector<claimstore_field_error_t> field_views;
 };
 
 struct claimstore_options_t {
@@ -102,6 +105,20 @@ claimstore::Preconditions Pre(const claimstore_preconditions_t& p) {
   return pre;
 }
 
+absl::string_view FieldErrorType(claimstore::FieldError::Type type) {
+  using Type = claimstore::FieldError::Type;
+  switch (type) {
+    case Type::kRequired: return "Required value";
+    case Type::kInvalid: return "Invalid value";
+    case Type::kDuplicate: return "Duplicate value";
+    case Type::kTooMany: return "Too many";
+    case Type::kTooLong: return "Too long";
+    case Type::kNotSupported: return "Unsupported value";
+    case Type::kForbidden: return "Forbidden";
+  }
+  return "Invalid value";
+}
+
 int Fail(const absl::Status& status, claimstore_error_t** err) {
   const int code = static_cast<int>(status.code());
   if (err == nullptr) return code;
@@ -114,9 +131,16 @@ int Fail(const absl::Status& status, claimstore_error_t** err) {
     e->compact_revision = claimstore::CompactRevision(status);
     e->claims = claimstore::ClaimsOf(status);
     for (const ClaimKey& k : e->claims) e->claim_views.push_back(KeyView(k));
+    e->fields = claimstore::FieldErrorsOf(status);
+    for (const claimstore::FieldError& f : e->fields) {
+      e->field_views.push_back({Slice(FieldErrorType(f.type)), Slice(f.field), Slice(f.value),
+                                Slice(f.detail), Slice(f.rule)});
+    }
   } catch (...) {
     e->claims.clear();
     e->claim_views.clear();
+    e->fields.clear();
+    e->field_views.clear();
   }
   *err = e;
   return code;
@@ -254,6 +278,11 @@ int claimstore_error_compact_revision(const claimstore_error_t* err, uint64_t* r
 size_t claimstore_error_claims(const claimstore_error_t* err, const claimstore_key_t** claims) {
   if (claims != nullptr) *claims = err->claim_views.data();
   return err->claim_views.size();
+}
+size_t claimstore_error_fields(const claimstore_error_t* err,
+                               const claimstore_field_error_t** fields) {
+  if (fields != nullptr) *fields = err->field_views.data();
+  return err->field_views.size();
 }
 void claimstore_error_destroy(claimstore_error_t* err) { delete err; }
 

@@ -112,6 +112,20 @@ int claimstore_error_compact_revision(const claimstore_error_t* err, uint64_t* r
 /* Of an ABORTED device conflict: the claims it names (the holder; for a bulk
  * clash both). Returns their number; *claims points at them. */
 size_t claimstore_error_claims(const claimstore_error_t* err, const claimstore_key_t** claims);
+/* One Kubernetes field error of a refused write (FieldError in
+ * validation.h): "<field>: <type>[: <value>][: <detail>]". */
+typedef struct claimstore_field_error_t {
+  claimstore_slice_t type;   /* "Required value", "Invalid value", "Duplicate value", ... */
+  claimstore_slice_t field;  /* e.g. status.reservedFor[3].uid */
+  claimstore_slice_t value;  /* as Kubernetes prints it, or empty */
+  claimstore_slice_t detail;
+  claimstore_slice_t rule;   /* claimstore's name for the rule */
+} claimstore_field_error_t;
+/* Of an INVALID_ARGUMENT (or FAILED_PRECONDITION) from validation: every
+ * field error, in Kubernetes' order. Returns their number (0 for errors of
+ * other kinds, e.g. malformed JSON, whose message names the path). */
+size_t claimstore_error_fields(const claimstore_error_t* err,
+                               const claimstore_field_error_t** fields);
 void claimstore_error_destroy(claimstore_error_t* err);
 
 /* --- Options (Options in store.h; each setter's default is the C++ one) --- */
