@@ -13,6 +13,8 @@ packages=(
   librocksdb-dev libflatbuffers-dev flatbuffers-compiler libabsl-dev libsimdjson-dev
   # the claimstore tool's command line (header-only), and its -o yaml
   libcli11-dev libyaml-dev pkg-config
+  # the Go package (store/go): its tests and benchmarks, built with cgo
+  golang-go
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev
   # the SQLite baselines of bench/compare_bench and bench/tool_bench (the shell)

@@ -1,0 +1,3 @@
+module claimstore.dev/claimstore
+
+go 1.19

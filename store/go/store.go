@@ -1,0 +1,686 @@
+package claimstore
+
+/*
+#include <stdlib.h>
+#include "claimstore/c.h"
+*/
+import "C"
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Key is a claim's identity: namespace and name.
+type Key struct {
+	Namespace, Name string
+}
+
+func (k Key) String() string { return k.Namespace + "/" + k.Name }
+
+// Compression of the database's data blocks.
+type Compression int
+
+const (
+	CompressionDefault Compression = iota // LZ4
+	CompressionNone
+	CompressionLZ4
+	CompressionZstd
+)
+
+// Options for Open. The zero value is the default of every option.
+type Options struct {
+	// ErrorIfMissing: do not create the database when it does not exist.
+	ErrorIfMissing bool
+	// ReadOnly opens the database as a secondary instance, safe while
+	// another process writes it: reads see the state of the last catch-up
+	// (Refresh, or a waiting Watcher's); writes return ErrRefused.
+	ReadOnly bool
+	// SyncWrites: an acknowledged write survives power loss (writers share
+	// fsyncs). Otherwise it survives a crash of the process.
+	SyncWrites bool
+	// Sizes; 0 is the default (block cache 64 MiB, memtables 16 MiB,
+	// record cache 64 MiB).
+	BlockCacheBytes, WriteBufferBytes, RecordCacheBytes uint64
+	// DisableRecordCache turns the record cache off.
+	DisableRecordCache bool
+	Compression        Compression
+	// DeferIndexLoad reads the in-memory indexes at their first use instead
+	// of at Open (for a process that does one thing and exits).
+	DeferIndexLoad bool
+	// The change feed's history: at least the latest FeedHistoryRevisions
+	// revisions (0: 100,000) unless they take more than FeedHistoryBytes
+	// (0: 256 MiB). DisableFeed keeps no feed (Watch is refused).
+	FeedHistoryRevisions, FeedHistoryBytes uint64
+	DisableFeed                            bool
+	// FeedRecordsBefore: Modified events carry the claim before the change.
+	FeedRecordsBefore bool
+}
+
+// Preconditions a write must meet; nil members are not checked.
+type Preconditions struct {
+	// The claim's current mod revision (Claim.ModRevision, WriteResult.Revision).
+	ModRevision *uint64
+	// The claim's metadata.uid: pins the incarnation.
+	UID *string
+}
+
+// WriteResult is what a write did.
+type WriteResult struct {
+	// The claim's mod revision after the call: the new store revision when
+	// it changed something, the unchanged one for an idempotent no-op.
+	Revision uint64
+	Changed  bool
+}
+
+// Store is an open claimstore database.
+//
+// A Store is safe for concurrent use by any number of goroutines. Reads
+// never wait for writers; writes are applied one at a time in arrival order
+// (linearizable) and committed in groups. Each method is one call into the
+// C library (cgo): about 0.1 µs of its cost, stated in bench/RESULTS.md.
+type Store struct {
+	mu      sync.RWMutex // shared by every call, exclusive by Close
+	db      *C.claimstore_t
+	closing atomic.Bool
+
+	wmu      sync.Mutex
+	watchers map[*Watcher]struct{}
+}
+
+// Open opens (or creates) the database at dir. One process may open a
+// database for writing (another gets ErrUnavailable); any number may open
+// it with Options.ReadOnly.
+func Open(dir string, opts Options) (*Store, error) {
+	o := C.claimstore_options_create()
+	if o == nil {
+		return nil, &Error{Code: CodeResourceExhausted, Message: "out of memory"}
+	}
+	defer C.claimstore_options_destroy(o)
+	C.claimstore_options_set_create_if_missing(o, cBool(!opts.ErrorIfMissing))
+	C.claimstore_options_set_read_only(o, cBool(opts.ReadOnly))
+	C.claimstore_options_set_sync_writes(o, cBool(opts.SyncWrites))
+	if opts.BlockCacheBytes != 0 {
+		C.claimstore_options_set_block_cache_bytes(o, C.uint64_t(opts.BlockCacheBytes))
+	}
+	if opts.WriteBufferBytes != 0 {
+		C.claimstore_options_set_write_buffer_bytes(o, C.uint64_t(opts.WriteBufferBytes))
+	}
+	if opts.RecordCacheBytes != 0 {
+		C.claimstore_options_set_record_cache_bytes(o, C.uint64_t(opts.RecordCacheBytes))
+	}
+	if opts.DisableRecordCache {
+		C.claimstore_options_set_record_cache_bytes(o, 0)
+	}
+	switch opts.Compression {
+	case CompressionDefault, CompressionLZ4:
+		C.claimstore_options_set_compression(o, C.CLAIMSTORE_COMPRESSION_LZ4)
+	case CompressionNone:
+		C.claimstore_options_set_compression(o, C.CLAIMSTORE_COMPRESSION_NONE)
+	case CompressionZstd:
+		C.claimstore_options_set_compression(o, C.CLAIMSTORE_COMPRESSION_ZSTD)
+	default:
+		return nil, &Error{Code: CodeInvalidArgument, Message: "Options.Compression: not a Compression value"}
+	}
+	C.claimstore_options_set_defer_index_load(o, cBool(opts.DeferIndexLoad))
+	if opts.FeedHistoryRevisions != 0 {
+		C.claimstore_options_set_feed_history_revisions(o, C.uint64_t(opts.FeedHistoryRevisions))
+	}
+	if opts.FeedHistoryBytes != 0 {
+		C.claimstore_options_set_feed_history_bytes(o, C.uint64_t(opts.FeedHistoryBytes))
+	}
+	if opts.DisableFeed {
+		C.claimstore_options_set_feed_history_revisions(o, 0)
+	}
+	C.claimstore_options_set_feed_records_before(o, cBool(opts.FeedRecordsBefore))
+
+	var db *C.claimstore_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_open(o, str(dir), &db, &e); code != 0 {
+		return nil, fromC(code, e)
+	}
+	return &Store{db: db, watchers: map[*Watcher]struct{}{}}, nil
+}
+
+func cBool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Close cancels the store's watchers, waits for the calls in flight, and
+// closes the database. Calls after it return ErrClosed; a second Close
+// returns ErrClosed. AllocatedState snapshots stay readable.
+func (s *Store) Close() error {
+	s.closing.Store(true)
+	s.wmu.Lock()
+	for w := range s.watchers {
+		w.cancel()
+	}
+	s.wmu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db == nil {
+		return ErrClosed
+	}
+	s.wmu.Lock()
+	for w := range s.watchers {
+		w.destroyLocked()
+	}
+	s.watchers = nil
+	s.wmu.Unlock()
+	C.claimstore_close(s.db)
+	s.db = nil
+	return nil
+}
+
+// lock takes the store for one call; false when it is closed.
+func (s *Store) lock() bool {
+	s.mu.RLock()
+	if s.db == nil {
+		s.mu.RUnlock()
+		return false
+	}
+	return true
+}
+
+// --- Reads ---
+
+// Get returns the claim, or ErrNotFound.
+func (s *Store) Get(key Key) (*Claim, error) {
+	if !s.lock() {
+		return nil, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	var data *C.char
+	var size C.size_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_get(s.db, cKey(key), &data, &size, nil, &e); code != 0 {
+		return nil, fromC(code, e)
+	}
+	b := C.GoBytes(unsafe.Pointer(data), C.int(size))
+	C.free(unsafe.Pointer(data))
+	return newClaim(b), nil
+}
+
+func recordsOf(r *C.claimstore_records_t) []*Claim {
+	n := int(C.claimstore_records_count(r))
+	if n == 0 {
+		return nil
+	}
+	out := make([]*Claim, n)
+	for i, v := range unsafe.Slice(C.claimstore_records_items(r), n) {
+		if v.data != nil {
+			out[i] = newClaim(goBytes(v))
+		}
+	}
+	return out
+}
+
+// GetMany reads many claims at one snapshot, in the order asked (nil for
+// claims that do not exist), and the store revision it saw.
+func (s *Store) GetMany(keys []Key) ([]*Claim, uint64, error) {
+	if !s.lock() {
+		return nil, 0, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	var a cArena
+	defer a.free()
+	var arr *C.claimstore_key_t
+	if len(keys) > 0 {
+		ks := unsafe.Slice((*C.claimstore_key_t)(a.alloc(uintptr(len(keys))*unsafe.Sizeof(C.claimstore_key_t{}), 8)), len(keys))
+		for i, k := range keys {
+			ks[i] = a.key(k)
+		}
+		arr = &ks[0]
+	}
+	var r *C.claimstore_records_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_get_many(s.db, arr, C.size_t(len(keys)), &r, &e); code != 0 {
+		return nil, 0, fromC(code, e)
+	}
+	defer C.claimstore_records_destroy(r)
+	out := recordsOf(r)
+	if out == nil {
+		out = []*Claim{}
+	}
+	return out, uint64(C.claimstore_records_revision(r)), nil
+}
+
+// ListOptions selects a page of claims.
+type ListOptions struct {
+	Namespace string // empty: every namespace
+	Limit     int    // 0: no limit
+	Continue  string // from the previous page
+}
+
+// ListPage is one page of claims in namespace/name order, at one snapshot.
+type ListPage struct {
+	Claims   []*Claim
+	Continue string // empty on the last page
+	Revision uint64
+}
+
+// List returns a page of claims.
+func (s *Store) List(opts ListOptions) (*ListPage, error) {
+	if opts.Limit < 0 {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "ListOptions.Limit: must not be negative"}
+	}
+	if !s.lock() {
+		return nil, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	var r *C.claimstore_records_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_list(s.db, str(opts.Namespace), C.size_t(opts.Limit), str(opts.Continue), &r, &e); code != 0 {
+		return nil, fromC(code, e)
+	}
+	defer C.claimstore_records_destroy(r)
+	return &ListPage{Claims: recordsOf(r), Continue: goString(C.claimstore_records_continue(r)),
+		Revision: uint64(C.claimstore_records_revision(r))}, nil
+}
+
+// ClaimsReservedFor returns the claims whose status.reservedFor holds the
+// consumer uid, and the store revision of the read.
+func (s *Store) ClaimsReservedFor(uid string) ([]Key, uint64, error) {
+	if !s.lock() {
+		return nil, 0, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	var k *C.claimstore_keys_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_claims_reserved_for(s.db, str(uid), &k, &e); code != 0 {
+		return nil, 0, fromC(code, e)
+	}
+	defer C.claimstore_keys_destroy(k)
+	var n C.size_t
+	items := C.claimstore_keys_items(k, &n)
+	out := make([]Key, int(n))
+	if n > 0 {
+		for i, key := range unsafe.Slice(items, int(n)) {
+			out[i] = goKey(key)
+		}
+	}
+	return out, uint64(C.claimstore_keys_revision(k)), nil
+}
+
+// HoldingKind is how a claim holds a device.
+type HoldingKind int
+
+const (
+	HoldingExclusive HoldingKind = iota
+	HoldingShare
+	HoldingAdminAccess
+)
+
+// DeviceHolding is one allocated device of one claim.
+type DeviceHolding struct {
+	Driver, Pool, Device string
+	Kind                 HoldingKind
+	ShareID              string // for a share (and admin results that had one)
+	Claim                Key
+}
+
+// DeviceQuery selects devices: a driver, a pool of it, one device, or one
+// share. Empty members after Driver are not given.
+type DeviceQuery struct {
+	Driver, Pool, Device, ShareID string
+}
+
+// ClaimsUsingDevice returns who holds a device, or every holding of a
+// driver or pool, in driver/pool/device order, and the store revision.
+func (s *Store) ClaimsUsingDevice(q DeviceQuery) ([]DeviceHolding, uint64, error) {
+	if !s.lock() {
+		return nil, 0, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	cq := C.claimstore_device_query_t{driver: str(q.Driver)}
+	if q.Pool != "" {
+		cq.pool = str(q.Pool)
+	}
+	if q.Device != "" {
+		cq.device = str(q.Device)
+	}
+	if q.ShareID != "" {
+		cq.share_id = str(q.ShareID)
+	}
+	var h *C.claimstore_holdings_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_claims_using_device(s.db, cq, &h, &e); code != 0 {
+		return nil, 0, fromC(code, e)
+	}
+	defer C.claimstore_holdings_destroy(h)
+	var n C.size_t
+	items := C.claimstore_holdings_items(h, &n)
+	out := make([]DeviceHolding, int(n))
+	if n > 0 {
+		for i, v := range unsafe.Slice(items, int(n)) {
+			out[i] = DeviceHolding{goString(v.driver), goString(v.pool), goString(v.device),
+				HoldingKind(v.kind), goString(v.share_id), goKey(v.claim)}
+		}
+	}
+	return out, uint64(C.claimstore_holdings_revision(h)), nil
+}
+
+// --- Writes ---
+
+type writeFunc func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int
+
+func (s *Store) write(f writeFunc) (WriteResult, error) {
+	if !s.lock() {
+		return WriteResult{}, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	var r C.claimstore_write_result_t
+	var e *C.claimstore_error_t
+	if code := f(&r, &e); code != 0 {
+		return WriteResult{}, fromC(code, e)
+	}
+	return WriteResult{Revision: uint64(r.revision), Changed: r.changed != 0}, nil
+}
+
+// Put writes a whole claim (a record, e.g. from Decode or another store),
+// creating it if absent.
+func (s *Store) Put(c *Claim, pre Preconditions) (WriteResult, error) {
+	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
+		return C.claimstore_put(s.db, bytesSlice(c.b), cPre(pre), r, e)
+	})
+}
+
+// PutJSON writes a whole claim from one ResourceClaim's JSON.
+func (s *Store) PutJSON(claimJSON []byte, pre Preconditions) (WriteResult, error) {
+	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
+		return C.claimstore_put_json(s.db, bytesSlice(claimJSON), cPre(pre), r, e)
+	})
+}
+
+// Delete deletes the claim.
+func (s *Store) Delete(key Key, pre Preconditions) (WriteResult, error) {
+	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
+		return C.claimstore_delete(s.db, cKey(key), cPre(pre), r, e)
+	})
+}
+
+// Reserve adds the consumer to status.reservedFor (a no-op when its uid is
+// there). ErrRefused when the claim is not allocated or is being deleted,
+// ErrExhausted at 256 consumers, ErrConflict when a precondition fails.
+func (s *Store) Reserve(key Key, c Consumer, pre Preconditions) (WriteResult, error) {
+	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
+		return C.claimstore_reserve(s.db, cKey(key), C.claimstore_consumer_t{
+			api_group: str(c.APIGroup), resource: str(c.Resource), name: str(c.Name), uid: str(c.UID),
+		}, cPre(pre), r, e)
+	})
+}
+
+// Unreserve removes the consumer with the uid (a no-op when absent).
+func (s *Store) Unreserve(key Key, uid string, pre Preconditions) (WriteResult, error) {
+	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
+		return C.claimstore_unreserve(s.db, cKey(key), str(uid), cPre(pre), r, e)
+	})
+}
+
+// DeviceCapacity is the capacity of one device as the ResourceSlice has it
+// (capacity name to quantity), for Allocate's capacity check.
+type DeviceCapacity struct {
+	Driver, Pool, Device string
+	Capacity             map[string]string
+}
+
+// AllocateOptions completes an allocation built from device results.
+type AllocateOptions struct {
+	// NodeName restricts the allocation to one node (a node selector on
+	// metadata.name); empty: none.
+	NodeName string
+	// AllocationTimestamp; zero: none.
+	AllocationTimestamp time.Time
+	// Capacity limits of devices the allocation shares: the shares of each
+	// may together consume at most this much (else ErrConflict, naming the
+	// device, the capacity, the limit and what is consumed).
+	Capacity []DeviceCapacity
+}
+
+func (a *cArena) limits(cs []DeviceCapacity) (*C.claimstore_device_capacity_t, C.size_t) {
+	if len(cs) == 0 {
+		return nil, 0
+	}
+	arr := unsafe.Slice((*C.claimstore_device_capacity_t)(a.alloc(
+		uintptr(len(cs))*unsafe.Sizeof(C.claimstore_device_capacity_t{}), 8)), len(cs))
+	for i, c := range cs {
+		arr[i] = C.claimstore_device_capacity_t{driver: a.str(c.Driver), pool: a.str(c.Pool), device: a.str(c.Device)}
+		arr[i].capacity, arr[i].capacity_count = a.capacities(c.Capacity)
+	}
+	return &arr[0], C.size_t(len(cs))
+}
+
+// Allocate sets status.allocation from device results. ErrRefused when the
+// claim is already allocated; ErrConflict naming the holder when a device
+// it takes (exclusively, or a share of) is held by another claim, or when
+// a capacity limit would be passed.
+func (s *Store) Allocate(key Key, results []DeviceResult, opts AllocateOptions, pre Preconditions) (WriteResult, error) {
+	for i, r := range results {
+		if len(r.Tolerations) > 0 || len(r.BindingConditions) > 0 || len(r.BindingFailureConditions) > 0 ||
+			len(r.SkipNodeOperations) > 0 {
+			return WriteResult{}, &Error{Code: CodeInvalidArgument, Message: "results[" + strconv.Itoa(i) +
+				"]: Tolerations, binding conditions and SkipNodeOperations are read only here; use AllocateJSON"}
+		}
+	}
+	var a cArena
+	defer a.free()
+	var alloc C.claimstore_allocation_t
+	if len(results) > 0 {
+		rs := unsafe.Slice((*C.claimstore_device_result_t)(a.alloc(
+			uintptr(len(results))*unsafe.Sizeof(C.claimstore_device_result_t{}), 8)), len(results))
+		for i, r := range results {
+			d := &rs[i]
+			d.request, d.driver, d.pool, d.device = a.str(r.Request), a.str(r.Driver), a.str(r.Pool), a.str(r.Device)
+			if r.ShareID != nil {
+				d.has_share_id = 1
+				d.share_id = a.str(*r.ShareID)
+			}
+			d.admin_access = -1
+			if r.AdminAccess != nil {
+				d.admin_access = cBool(*r.AdminAccess)
+			}
+			d.consumed_capacity, d.consumed_capacity_count = a.capacities(r.ConsumedCapacity)
+		}
+		alloc.results = &rs[0]
+		alloc.result_count = C.size_t(len(results))
+	}
+	alloc.node_name = a.str(opts.NodeName)
+	if !opts.AllocationTimestamp.IsZero() {
+		alloc.has_allocation_timestamp = 1
+		alloc.allocation_timestamp = C.int64_t(opts.AllocationTimestamp.Unix())
+	}
+	pa := (*C.claimstore_allocation_t)(a.alloc(unsafe.Sizeof(alloc), 8))
+	*pa = alloc
+	caps, ncaps := a.limits(opts.Capacity)
+	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
+		return C.claimstore_allocate(s.db, cKey(key), pa, caps, ncaps, cPre(pre), r, e)
+	})
+}
+
+// AllocateJSON sets status.allocation from an AllocationResult's JSON
+// ({"devices":{"results":[...]},"nodeSelector":...}); errors name the path
+// as in a claim (status.allocation.devices.results[0]...).
+func (s *Store) AllocateJSON(key Key, allocationJSON []byte, capacity []DeviceCapacity, pre Preconditions) (WriteResult, error) {
+	var a cArena
+	defer a.free()
+	caps, ncaps := a.limits(capacity)
+	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
+		return C.claimstore_allocate_json(s.db, cKey(key), bytesSlice(allocationJSON), caps, ncaps, cPre(pre), r, e)
+	})
+}
+
+// Deallocate clears the allocation and device statuses; ErrRefused while
+// reservedFor is not empty, a no-op when not allocated.
+func (s *Store) Deallocate(key Key, pre Preconditions) (WriteResult, error) {
+	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
+		return C.claimstore_deallocate(s.db, cKey(key), cPre(pre), r, e)
+	})
+}
+
+// SetDeviceStatusJSON sets status.devices entries from a JSON array of
+// AllocatedDeviceStatus objects (each replaces the entry of its
+// driver/pool/device/shareID or is added).
+func (s *Store) SetDeviceStatusJSON(key Key, statusesJSON []byte, pre Preconditions) (WriteResult, error) {
+	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
+		return C.claimstore_set_device_status_json(s.db, cKey(key), bytesSlice(statusesJSON), cPre(pre), r, e)
+	})
+}
+
+// --- Maintenance ---
+
+// VerifyReport is what Verify found.
+type VerifyReport struct {
+	Records, IndexEntries uint64
+	// One line per problem (empty when clean).
+	Problems []string
+	Repaired bool
+}
+
+// Verify reads every record, recomputes every index entry and compares;
+// with repair, rewrites the indexes from the records.
+func (s *Store) Verify(repair bool) (*VerifyReport, error) {
+	if !s.lock() {
+		return nil, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	var r *C.claimstore_verify_report_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_verify(s.db, cBool(repair), &r, &e); code != 0 {
+		return nil, fromC(code, e)
+	}
+	defer C.claimstore_verify_report_destroy(r)
+	out := &VerifyReport{Records: uint64(C.claimstore_verify_report_records(r)),
+		IndexEntries: uint64(C.claimstore_verify_report_index_entries(r)),
+		Repaired:     C.claimstore_verify_report_repaired(r) != 0}
+	var n C.size_t
+	if p := C.claimstore_verify_report_problems(r, &n); n > 0 {
+		for _, v := range unsafe.Slice(p, int(n)) {
+			out.Problems = append(out.Problems, goString(v))
+		}
+	}
+	return out, nil
+}
+
+// Stats are the store's counts.
+type Stats struct {
+	Claims, Allocated, Reserved, Unvalidated uint64
+	ConsumerEntries, DeviceEntries          uint64
+	Revision                                uint64
+	SizeOnDiskBytes                         uint64
+	// The feed holds revisions FeedCompactRevision+1 through Revision.
+	FeedCompactRevision   uint64
+	FollowResourceVersion uint64
+}
+
+// Stats returns the store's counts at one snapshot.
+func (s *Store) Stats() (Stats, error) {
+	if !s.lock() {
+		return Stats{}, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	var st C.claimstore_stats_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_stats(s.db, &st, C.size_t(unsafe.Sizeof(st)), &e); code != 0 {
+		return Stats{}, fromC(code, e)
+	}
+	return Stats{uint64(st.claims), uint64(st.allocated), uint64(st.reserved), uint64(st.unvalidated),
+		uint64(st.consumer_entries), uint64(st.device_entries), uint64(st.revision),
+		uint64(st.size_on_disk_bytes), uint64(st.feed_compact_revision), uint64(st.follow_resource_version)}, nil
+}
+
+// Backup writes a consistent copy of the database to dir (which must not
+// exist): the state of one revision, which opens as a database.
+func (s *Store) Backup(dir string) error {
+	if !s.lock() {
+		return ErrClosed
+	}
+	defer s.mu.RUnlock()
+	var e *C.claimstore_error_t
+	if code := C.claimstore_backup(s.db, str(dir), &e); code != 0 {
+		return fromC(code, e)
+	}
+	return nil
+}
+
+// Refresh catches a read-only store up with its writer (a no-op otherwise).
+func (s *Store) Refresh() error {
+	if !s.lock() {
+		return ErrClosed
+	}
+	defer s.mu.RUnlock()
+	var e *C.claimstore_error_t
+	if code := C.claimstore_refresh(s.db, &e); code != 0 {
+		return fromC(code, e)
+	}
+	return nil
+}
+
+// --- The codec ---
+
+// EventType is the kind of a watch event.
+type EventType int
+
+const (
+	EventNone EventType = iota // a claim not from a watch stream
+	EventAdded
+	EventModified
+	EventDeleted
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventAdded:
+		return "ADDED"
+	case EventModified:
+		return "MODIFIED"
+	case EventDeleted:
+		return "DELETED"
+	}
+	return "NONE"
+}
+
+// DecodedClaim is one claim of an input, and the watch event it came in.
+type DecodedClaim struct {
+	Claim *Claim
+	Event EventType
+}
+
+// Decode reads every claim of any input form: one ResourceClaim, a list,
+// kubectl's List, JSON lines, watch events. ErrInvalid naming the field
+// path or byte offset.
+func Decode(input []byte) ([]DecodedClaim, error) {
+	var r *C.claimstore_records_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_decode(bytesSlice(input), &r, &e); code != 0 {
+		return nil, fromC(code, e)
+	}
+	defer C.claimstore_records_destroy(r)
+	claims := recordsOf(r)
+	out := make([]DecodedClaim, len(claims))
+	for i, c := range claims {
+		out[i] = DecodedClaim{c, EventType(C.claimstore_records_event(r, C.size_t(i)))}
+	}
+	return out, nil
+}
+
+// JSON returns the claim as a ResourceClaim of resource.k8s.io/v1 (compact).
+func (c *Claim) JSON() ([]byte, error) { return c.JSONIndent("") }
+
+// JSONIndent returns the claim's JSON indented as json.MarshalIndent does
+// (kubectl uses four spaces).
+func (c *Claim) JSONIndent(indent string) ([]byte, error) {
+	var out *C.char
+	var n C.size_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_encode_json(bytesSlice(c.b), str(indent), &out, &n, &e); code != 0 {
+		return nil, fromC(code, e)
+	}
+	defer C.free(unsafe.Pointer(out))
+	return C.GoBytes(unsafe.Pointer(out), C.int(n)), nil
+}

@@ -1,0 +1,172 @@
+package claimstore
+
+/*
+#include "claimstore/c.h"
+*/
+import "C"
+
+import (
+	"context"
+	"sync"
+)
+
+// Event is one committed change of one claim.
+type Event struct {
+	Type EventType
+	// The store revision of the change: every revision is one event.
+	Revision uint64
+	Key      Key
+	// The claim as written; for EventDeleted, as it was when deleted.
+	Claim *Claim
+	// EventDeleted: the same as Claim. EventModified, with
+	// Options.FeedRecordsBefore: the claim before the change. Else nil.
+	Before *Claim
+}
+
+// WatchOptions select the events a Watcher hands over (all when empty).
+type WatchOptions struct {
+	Namespace string // only claims of this namespace
+	KeyPrefix string // only claims whose "namespace/name" starts with this
+}
+
+// Watcher follows the change feed: events in revision order, each once,
+// none skipped; a watcher that falls behind the feed's history gets
+// ErrCompacted (a *CompactedError) rather than being moved ahead.
+//
+// Next is called from one goroutine at a time; Close from any.
+type Watcher struct {
+	store *Store
+	ctx   context.Context
+
+	next sync.Mutex // held by Next during its call into C
+	hmu  sync.Mutex // guards h against Close
+	h    *C.claimstore_watcher_t
+	done chan struct{}
+}
+
+// Watch follows the feed from fromRevision on (inclusive; 0: from the next
+// revision committed). To follow the store from a List at revision R,
+// watch from R + 1. ctx bounds the watcher's life: once it is done, Next
+// returns ctx.Err(). ErrCompacted when fromRevision is no longer in the
+// feed; ErrRefused when the store keeps no feed.
+func (s *Store) Watch(ctx context.Context, fromRevision uint64, opts WatchOptions) (*Watcher, error) {
+	if !s.lock() {
+		return nil, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	var h *C.claimstore_watcher_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_watch(s.db, C.uint64_t(fromRevision), str(opts.Namespace), str(opts.KeyPrefix), &h, &e); code != 0 {
+		return nil, fromC(code, e)
+	}
+	w := &Watcher{store: s, ctx: ctx, h: h, done: make(chan struct{})}
+	s.wmu.Lock()
+	if s.watchers == nil { // closed meanwhile (cannot happen under s.mu, kept for safety)
+		s.wmu.Unlock()
+		C.claimstore_watcher_destroy(h)
+		return nil, ErrClosed
+	}
+	s.watchers[w] = struct{}{}
+	s.wmu.Unlock()
+	go func() {
+		select {
+		case <-ctx.Done():
+			w.cancel()
+		case <-w.done:
+		}
+	}()
+	return w, nil
+}
+
+// cancel makes a waiting Next, and every later one, return.
+func (w *Watcher) cancel() {
+	w.hmu.Lock()
+	if w.h != nil {
+		C.claimstore_watcher_cancel(w.h)
+	}
+	w.hmu.Unlock()
+}
+
+// destroyLocked frees the handle; the store's wmu is held by the caller,
+// and no Next is in C (Close holds the store exclusively, or w.next).
+func (w *Watcher) destroyLocked() {
+	w.hmu.Lock()
+	defer w.hmu.Unlock()
+	if w.h != nil {
+		C.claimstore_watcher_destroy(w.h)
+		w.h = nil
+		close(w.done)
+	}
+}
+
+// Next waits for the next event. Errors: ctx.Err() once the Watch's
+// context is done, ErrCompacted, ErrClosed after Close (of the watcher or
+// its store), ErrCorrupt for a corrupt stored event.
+func (w *Watcher) Next() (Event, error) {
+	w.next.Lock()
+	defer w.next.Unlock()
+	s := w.store
+	if !s.lock() {
+		return Event{}, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	w.hmu.Lock()
+	h := w.h
+	w.hmu.Unlock()
+	if h == nil {
+		return Event{}, ErrClosed
+	}
+	if err := w.ctx.Err(); err != nil {
+		return Event{}, err
+	}
+	for {
+		var ev C.claimstore_event_t
+		var e *C.claimstore_error_t
+		code := C.claimstore_watcher_next(h, 1000, &ev, &e)
+		switch Code(code) {
+		case CodeOK:
+			out := Event{Type: EventType(ev._type), Revision: uint64(ev.revision), Key: goKey(ev.key)}
+			if ev.record.data != nil {
+				out.Claim = newClaim(goBytes(ev.record))
+			}
+			if ev.before.data != nil {
+				out.Before = newClaim(goBytes(ev.before))
+			}
+			return out, nil
+		case CodeDeadlineExceeded:
+			C.claimstore_error_destroy(e)
+			continue
+		case CodeCancelled:
+			C.claimstore_error_destroy(e)
+			if err := w.ctx.Err(); err != nil {
+				return Event{}, err
+			}
+			return Event{}, ErrClosed
+		}
+		return Event{}, fromC(code, e)
+	}
+}
+
+// NextRevision is the revision the next event is looked for from.
+func (w *Watcher) NextRevision() uint64 {
+	w.hmu.Lock()
+	defer w.hmu.Unlock()
+	if w.h == nil {
+		return 0
+	}
+	return uint64(C.claimstore_watcher_next_revision(w.h))
+}
+
+// Close cancels a waiting Next and frees the watcher. Idempotent.
+func (w *Watcher) Close() {
+	w.cancel()
+	w.next.Lock() // waits for a Next in C to return
+	defer w.next.Unlock()
+	s := w.store
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.watchers != nil {
+		delete(s.watchers, w)
+	}
+	w.destroyLocked()
+}
