@@ -100,6 +100,25 @@ TEST_F(CApiTest, PutGetEncodeAndNotFound) {
   claimstore_free(json);
   claimstore_free(bytes);
 
+  // Into a buffer: too small copies nothing and says how much is needed.
+  std::string buffer(4, 'x');
+  size_t needed = 0;
+  ASSERT_EQ(claimstore_get_into(db_, K("ns", "a"), buffer.data(), buffer.size(), &needed, nullptr,
+                                nullptr),
+            CLAIMSTORE_OK);
+  EXPECT_EQ(needed, record->bytes().size());
+  EXPECT_EQ(buffer, "xxxx");
+  buffer.resize(needed);
+  uint64_t into_revision = 0;
+  ASSERT_EQ(claimstore_get_into(db_, K("ns", "a"), buffer.data(), buffer.size(), &needed,
+                                &into_revision, nullptr),
+            CLAIMSTORE_OK);
+  EXPECT_EQ(buffer, record->bytes());
+  EXPECT_EQ(into_revision, rev);
+  EXPECT_EQ(claimstore_get_into(db_, K("ns", "missing"), buffer.data(), buffer.size(), &needed,
+                                nullptr, nullptr),
+            CLAIMSTORE_NOT_FOUND);
+
   claimstore_error_t* err = nullptr;
   bytes = nullptr;
   EXPECT_EQ(claimstore_get(db_, K("ns", "missing"), &bytes, &size, nullptr, &err),

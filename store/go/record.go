@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"time"
+	"unsafe"
 )
 
 // The record format (schema/claim.fbs) read in place: a FlatBuffers table is
@@ -37,10 +38,16 @@ func (t fbTable) field(id uint32) uint32 {
 
 func (t fbTable) deref(at uint32) uint32 { return at + u32(t.b, at) }
 
+// strAt returns the string at `at` without a copy: its bytes are the
+// record's, which nothing modifies (Claim.Bytes says so).
 func (t fbTable) strAt(at uint32) string {
 	s := t.deref(at)
 	n := u32(t.b, s)
-	return string(t.b[s+4 : s+4+n])
+	if n == 0 {
+		return ""
+	}
+	b := t.b[s+4 : s+4+n]
+	return *(*string)(unsafe.Pointer(&b))
 }
 
 func (t fbTable) str(id uint32) string {
@@ -139,7 +146,9 @@ func (t fbTable) quantities(id uint32) map[string]string {
 // A Claim is one ResourceClaim as the store keeps it: its identity, the
 // store's revisions and its status, read in place from the record bytes
 // (no JSON on the way). A Claim is immutable and independent of its Store:
-// keep it and read it from any goroutine.
+// keep it and read it from any goroutine. The strings its accessors return
+// share the record's bytes (no copy): keeping one keeps the record (a few
+// hundred bytes) alive.
 type Claim struct {
 	b    []byte
 	root fbTable
@@ -148,7 +157,8 @@ type Claim struct {
 func newClaim(b []byte) *Claim { return &Claim{b: b, root: rootTable(b)} }
 
 // Bytes returns the record (the FlatBuffers bytes of schema/claim.fbs), as
-// Store.Put takes it. The caller must not modify it.
+// Store.Put takes it. The caller must not modify it: the strings of the
+// accessors are views of it.
 func (c *Claim) Bytes() []byte { return c.b }
 
 // Key returns the claim's namespace and name.

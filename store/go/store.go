@@ -86,6 +86,8 @@ type Store struct {
 	mu      sync.RWMutex // shared by every call, exclusive by Close
 	db      *C.claimstore_t
 	closing atomic.Bool
+	// Get's buffer size: the largest record read so far, rounded up.
+	sizeHint atomic.Uint64
 
 	wmu      sync.Mutex
 	watchers map[*Watcher]struct{}
@@ -190,21 +192,31 @@ func (s *Store) lock() bool {
 
 // --- Reads ---
 
-// Get returns the claim, or ErrNotFound.
+// Get returns the claim, or ErrNotFound. One call into C, which copies
+// the record into a buffer Go allocated (sized by the records seen so far).
 func (s *Store) Get(key Key) (*Claim, error) {
 	if !s.lock() {
 		return nil, ErrClosed
 	}
 	defer s.mu.RUnlock()
-	var data *C.char
-	var size C.size_t
-	var e *C.claimstore_error_t
-	if code := C.claimstore_get(s.db, cKey(key), &data, &size, nil, &e); code != 0 {
-		return nil, fromC(code, e)
+	for {
+		stored := s.sizeHint.Load()
+		hint := stored
+		if hint == 0 {
+			hint = 512
+		}
+		buf := make([]byte, hint)
+		var size C.size_t
+		var e *C.claimstore_error_t
+		if code := C.claimstore_get_into(s.db, cKey(key), (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &size, nil, &e); code != 0 {
+			return nil, fromC(code, e)
+		}
+		if int(size) <= len(buf) {
+			return newClaim(buf[:size:size]), nil
+		}
+		// Larger than any record seen: remember, and read again.
+		s.sizeHint.CompareAndSwap(stored, (uint64(size)+63)&^63)
 	}
-	b := C.GoBytes(unsafe.Pointer(data), C.int(size))
-	C.free(unsafe.Pointer(data))
-	return newClaim(b), nil
 }
 
 func recordsOf(r *C.claimstore_records_t) []*Claim {

@@ -388,6 +388,22 @@ int claimstore_get(claimstore_t* store, claimstore_key_t key, char** record, siz
   });
 }
 
+int claimstore_get_into(claimstore_t* store, claimstore_key_t key, char* buffer, size_t capacity,
+                        size_t* record_size, uint64_t* revision, claimstore_error_t** err) {
+  return Guard(err, [&]() -> absl::Status {
+    if (absl::Status s = Required(store, "store"); !s.ok()) return s;
+    if (absl::Status s = Required(record_size, "record_size"); !s.ok()) return s;
+    if (capacity > 0 && buffer == nullptr) return absl::InvalidArgumentError("buffer is NULL");
+    absl::StatusOr<claimstore::ClaimRead> read = store->store->Get(Key(key));
+    if (!read.ok()) return read.status();
+    const absl::string_view bytes = read->record.bytes();
+    if (bytes.size() <= capacity) std::memcpy(buffer, bytes.data(), bytes.size());
+    *record_size = bytes.size();
+    if (revision != nullptr) *revision = read->revision;
+    return absl::OkStatus();
+  });
+}
+
 int claimstore_get_many(claimstore_t* store, const claimstore_key_t* keys, size_t count,
                         claimstore_records_t** out, claimstore_error_t** err) {
   return Guard(err, [&]() -> absl::Status {

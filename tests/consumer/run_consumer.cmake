@@ -38,3 +38,57 @@ if(NOT LAST_OUTPUT STREQUAL "pod-a holds 1 claim(s); gpu-3 is held by team-a/tra
   message(FATAL_ERROR "unexpected output of the README's program: ${LAST_OUTPUT}")
 endif()
 message(STATUS "the README's program printed: ${LAST_OUTPUT}")
+
+# A C program with pkg-config, against the same install: the shared
+# library, then the static one (from a copy of the prefix without the
+# shared library, so that the linker can only take libclaimstore.a).
+find_program(PKG_CONFIG pkg-config REQUIRED)
+file(GLOB_RECURSE pc_files "${WORK_DIR}/prefix/*/claimstore.pc")
+list(GET pc_files 0 pc_file)
+get_filename_component(pc_dir "${pc_file}" DIRECTORY)
+get_filename_component(lib_dir "${pc_dir}" DIRECTORY)
+string(REGEX REPLACE "clang\\+\\+(-[0-9]+)?$" "clang\\1" C_COMPILER "${CXX_COMPILER}")
+string(REGEX REPLACE "g\\+\\+(-[0-9]+)?$" "gcc\\1" C_COMPILER "${C_COMPILER}")
+string(REGEX REPLACE "/c\\+\\+$" "/cc" C_COMPILER "${C_COMPILER}")
+separate_arguments(c_flags UNIX_COMMAND "${CXX_FLAGS} ${LINKER_FLAGS}")
+function(pkg_config prefix_dir out)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env "PKG_CONFIG_PATH=${prefix_dir}"
+    ${PKG_CONFIG} ${ARGN} claimstore RESULT_VARIABLE rc OUTPUT_VARIABLE flags ERROR_VARIABLE err
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config ${ARGN} claimstore failed: ${err}")
+  endif()
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  set(${out} ${flags} PARENT_SCOPE)
+endfunction()
+set(c_source "${CMAKE_CURRENT_LIST_DIR}/c_program.c")
+
+pkg_config("${pc_dir}" shared_flags --cflags --libs)
+run(${C_COMPILER} -std=c99 -pedantic -Wall -Wextra -Werror ${c_flags} "${c_source}"
+    -o "${WORK_DIR}/c_shared" ${shared_flags})
+run(${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${lib_dir}" "${WORK_DIR}/c_shared" "${WORK_DIR}/c-shared-db")
+set(shared_output "${LAST_OUTPUT}")
+run(readelf -d "${WORK_DIR}/c_shared")
+if(NOT LAST_OUTPUT MATCHES "libclaimstore\\.so")
+  message(FATAL_ERROR "the shared C program does not link libclaimstore.so:\n${LAST_OUTPUT}")
+endif()
+
+file(COPY "${WORK_DIR}/prefix/" DESTINATION "${WORK_DIR}/static-prefix")
+string(REPLACE "${WORK_DIR}/prefix" "${WORK_DIR}/static-prefix" static_pc_dir "${pc_dir}")
+string(REPLACE "${WORK_DIR}/prefix" "${WORK_DIR}/static-prefix" static_lib_dir "${lib_dir}")
+file(GLOB shared_libs "${static_lib_dir}/libclaimstore.so*")
+file(REMOVE ${shared_libs})
+pkg_config("${static_pc_dir}" static_flags --static --cflags --libs)
+run(${C_COMPILER} -std=c99 -pedantic -Wall -Wextra -Werror ${c_flags} "${c_source}"
+    -o "${WORK_DIR}/c_static" ${static_flags})
+run(readelf -d "${WORK_DIR}/c_static")
+if(LAST_OUTPUT MATCHES "libclaimstore")
+  message(FATAL_ERROR "the static C program still needs libclaimstore.so:\n${LAST_OUTPUT}")
+endif()
+run("${WORK_DIR}/c_static" "${WORK_DIR}/c-static-db")
+foreach(out IN ITEMS "${shared_output}" "${LAST_OUTPUT}")
+  if(NOT out STREQUAL "c: revision 3, gpu-3 held by team-a/trainer, 3 events, 448 record bytes\nc: 1 device(s) held at revision 3\n")
+    message(FATAL_ERROR "unexpected output of the C program: ${out}")
+  endif()
+endforeach()
+message(STATUS "the C program printed (shared and static): ${shared_output}")

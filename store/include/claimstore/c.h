@@ -198,6 +198,13 @@ void claimstore_records_destroy(claimstore_records_t* records);
  * and the store revision the read saw. NOT_FOUND when absent. */
 int claimstore_get(claimstore_t* store, claimstore_key_t key, char** record,
                    size_t* record_size, uint64_t* revision, claimstore_error_t** err);
+/* claimstore_get into the caller's buffer, for bindings that own their
+ * memory (one call, no buffer to free): copies the record when it fits
+ * (*record_size <= capacity). When it does not, copies nothing, sets
+ * *record_size to the size needed and returns CLAIMSTORE_OK: call again
+ * with a buffer that large (the claim may have changed meanwhile). */
+int claimstore_get_into(claimstore_t* store, claimstore_key_t key, char* buffer, size_t capacity,
+                        size_t* record_size, uint64_t* revision, claimstore_error_t** err);
 /* Many claims at one snapshot, in the order asked; absent ones have NULL
  * data. */
 int claimstore_get_many(claimstore_t* store, const claimstore_key_t* keys, size_t count,

@@ -1,0 +1,321 @@
+package bench
+
+import (
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	"claimstore.dev/claimstore"
+)
+
+// The shape of the benchmarks' claims: claim i is allocated one device of
+// one of 1,000 pools (node-i/1000 … ), reserved for one pod.
+const claimsAtScale = 100000
+
+func claimJSON(i int) string {
+	n := strconv.Itoa(i)
+	return `{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"claim-` + n +
+		`","namespace":"ns","uid":"uid-` + n + `"},"status":{"allocation":{"devices":{"results":[` +
+		`{"request":"gpu","driver":"gpu.example.com","pool":"` + pool(i) + `","device":"` + device(i) + `"}]}},` +
+		`"reservedFor":[{"resource":"pods","name":"pod-` + n + `","uid":"pod-uid-` + n + `"}]}}`
+}
+func pool(i int) string   { return "node-" + strconv.Itoa(i%1000) }
+func device(i int) string { return "gpu-" + strconv.Itoa(i/1000) }
+func key(i int) claimstore.Key {
+	return claimstore.Key{Namespace: "ns", Name: "claim-" + strconv.Itoa(i)}
+}
+
+// The hand-written baseline: claims in a Go map under a sync.RWMutex, and a
+// set of allocated devices.
+type deviceID struct{ driver, pool, device string }
+type mapClaim struct {
+	uid         string
+	modRevision uint64
+	results     []claimstore.DeviceResult
+	reservedFor []claimstore.Consumer
+}
+type mapStore struct {
+	mu        sync.RWMutex
+	revision  uint64
+	claims    map[claimstore.Key]*mapClaim
+	allocated map[deviceID]claimstore.Key
+}
+
+func newMapStore(n int) *mapStore {
+	m := &mapStore{claims: map[claimstore.Key]*mapClaim{}, allocated: map[deviceID]claimstore.Key{}}
+	for i := 0; i < n; i++ {
+		m.revision++
+		c := &mapClaim{uid: "uid-" + strconv.Itoa(i), modRevision: m.revision,
+			results:     []claimstore.DeviceResult{{Request: "gpu", Driver: "gpu.example.com", Pool: pool(i), Device: device(i)}},
+			reservedFor: []claimstore.Consumer{{Resource: "pods", Name: "pod-" + strconv.Itoa(i), UID: "pod-uid-" + strconv.Itoa(i)}}}
+		m.claims[key(i)] = c
+		m.allocated[deviceID{"gpu.example.com", pool(i), device(i)}] = key(i)
+	}
+	return m
+}
+
+// get copies what a caller may keep, as Store.Get gives a claim of its own.
+func (m *mapStore) get(k claimstore.Key) (mapClaim, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	c, ok := m.claims[k]
+	if !ok {
+		return mapClaim{}, false
+	}
+	out := *c
+	out.results = append([]claimstore.DeviceResult(nil), c.results...)
+	out.reservedFor = append([]claimstore.Consumer(nil), c.reservedFor...)
+	return out, true
+}
+
+func (m *mapStore) reserve(k claimstore.Key, c claimstore.Consumer) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mc := m.claims[k]
+	for _, r := range mc.reservedFor {
+		if r.UID == c.UID {
+			return false
+		}
+	}
+	m.revision++
+	mc.reservedFor = append(mc.reservedFor, c)
+	mc.modRevision = m.revision
+	return true
+}
+
+func (m *mapStore) unreserve(k claimstore.Key, uid string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mc := m.claims[k]
+	for i, r := range mc.reservedFor {
+		if r.UID == uid {
+			m.revision++
+			mc.reservedFor = append(mc.reservedFor[:i], mc.reservedFor[i+1:]...)
+			mc.modRevision = m.revision
+			return true
+		}
+	}
+	return false
+}
+
+// The store at scale, built once for every benchmark of the run.
+var (
+	scaleOnce  sync.Once
+	scaleStore *claimstore.Store
+	scaleMap   *mapStore
+)
+
+func atScale(b *testing.B) (*claimstore.Store, *mapStore) {
+	scaleOnce.Do(func() {
+		s, err := claimstore.Open(filepath.Join(b.TempDir(), "scale"), claimstore.Options{RecordCacheBytes: recordCache})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < claimsAtScale; i++ {
+			if _, err := s.PutJSON([]byte(claimJSON(i)), claimstore.Preconditions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		a, err := s.AllocatedDevices() // the first call builds the state
+		if err != nil || a.Len() != claimsAtScale {
+			b.Fatalf("allocated state: %v", err)
+		}
+		a.Close()
+		scaleStore, scaleMap = s, newMapStore(claimsAtScale)
+	})
+	if scaleStore == nil {
+		b.Skip("the store at scale could not be built")
+	}
+	return scaleStore, scaleMap
+}
+
+var sink int
+
+// A record cache that holds every claim at scale (the default 64 MiB holds
+// most of 100k claims, not all, and a miss reads RocksDB): what a
+// scheduler would set for its claims.
+const recordCache = 256 << 20
+
+// The same claims in a store opened through the C ABI, for the C loops.
+var (
+	cScaleOnce sync.Once
+	cScale     *cStore
+)
+
+func cAtScale(b *testing.B) *cStore {
+	cScaleOnce.Do(func() {
+		c, err := openCStore(filepath.Join(b.TempDir(), "c-scale"), recordCache)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < claimsAtScale; i++ {
+			if err := c.putJSON(claimJSON(i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cScale = c
+	})
+	if cScale == nil {
+		b.Skip("the C store at scale could not be built")
+	}
+	return cScale
+}
+
+// Get of a random claim at 100k claims, reading its allocation and its
+// reservations (what a plugin reads of a claim), against the map's copy.
+func BenchmarkGet(b *testing.B) {
+	s, m := atScale(b)
+	keys := make([]claimstore.Key, claimsAtScale) // a plugin has its keys already
+	for i := range keys {
+		keys[i] = key((i * 7919) % claimsAtScale)
+	}
+	b.Run("store", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			c, err := s.Get(keys[i%claimsAtScale])
+			if err != nil {
+				b.Fatal(err)
+			}
+			a := c.Allocation()
+			sink += len(a.Results[0].Device) + len(c.ReservedFor()[0].UID) + int(c.ModRevision())
+		}
+	})
+	b.Run("c-loop", func(b *testing.B) {
+		c := cAtScale(b)
+		b.ResetTimer()
+		if err := c.getLoop(b.N, claimsAtScale); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("map", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			c, _ := m.get(keys[i%claimsAtScale])
+			sink += len(c.results[0].Device) + len(c.reservedFor[0].UID) + int(c.modRevision)
+		}
+	})
+}
+
+// The cost of one cgo call that does nothing but return a field.
+func BenchmarkCgoCall(b *testing.B) {
+	c, err := openCStore(filepath.Join(b.TempDir(), "cgo"), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.close()
+	b.ResetTimer()
+	sink += int(c.noopCalls(b.N))
+}
+
+// The allocated-state question of one pod attempt at 100k claims: take the
+// state, then ask about 50 candidate devices (of one node's pool, as
+// Filter does). The baseline does what a consistent view costs with the
+// map: clone the set of allocated devices under the read lock, then look
+// up; "map-locked" holds the read lock over the 50 lookups instead (no
+// snapshot to keep, and writers wait meanwhile): the floor, for reference.
+func BenchmarkPerPod(b *testing.B) {
+	s, m := atScale(b)
+	candidates := func(i int) (string, []string) {
+		p := pool(i % 1000)
+		ds := make([]string, 50)
+		for j := range ds {
+			ds[j] = "gpu-" + strconv.Itoa(j*2) // half of them held (gpu-0 … gpu-99)
+		}
+		return p, ds
+	}
+	b.Run("store", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			a, err := s.AllocatedDevices()
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, ds := candidates(i)
+			for _, d := range ds {
+				if a.Taken("gpu.example.com", p, d) {
+					sink++
+				}
+			}
+			a.Close()
+		}
+	})
+	b.Run("map-clone", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			m.mu.RLock()
+			set := make(map[deviceID]claimstore.Key, len(m.allocated))
+			for k, v := range m.allocated {
+				set[k] = v
+			}
+			m.mu.RUnlock()
+			p, ds := candidates(i)
+			for _, d := range ds {
+				if _, ok := set[deviceID{"gpu.example.com", p, d}]; ok {
+					sink++
+				}
+			}
+		}
+	})
+	b.Run("map-locked", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			m.mu.RLock()
+			p, ds := candidates(i)
+			for _, d := range ds {
+				if _, ok := m.allocated[deviceID{"gpu.example.com", p, d}]; ok {
+					sink++
+				}
+			}
+			m.mu.RUnlock()
+		}
+	})
+}
+
+// Reserve+Unreserve of one consumer on one claim: through the Go package,
+// in a loop in C through the C ABI (the store's own write time), and on the
+// map. Go's share is go − c-loop.
+func BenchmarkReserve(b *testing.B) {
+	claim := `{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"claim",` +
+		`"namespace":"ns","uid":"uid-claim"},"status":{"allocation":{"devices":{"results":[` +
+		`{"request":"gpu","driver":"gpu.example.com","pool":"p","device":"gpu-0"}]}}}}`
+	b.Run("go", func(b *testing.B) {
+		s, err := claimstore.Open(filepath.Join(b.TempDir(), "go"), claimstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.PutJSON([]byte(claim), claimstore.Preconditions{}); err != nil {
+			b.Fatal(err)
+		}
+		k := claimstore.Key{Namespace: "ns", Name: "claim"}
+		pod := claimstore.Consumer{Resource: "pods", Name: "pod-c", UID: "uid-c"}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := s.Reserve(k, pod, claimstore.Preconditions{}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Unreserve(k, "uid-c", claimstore.Preconditions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("c-loop", func(b *testing.B) {
+		c, err := openCStore(filepath.Join(b.TempDir(), "c"), 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.close()
+		if err := c.putJSON(claim); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		if err := c.reservePairs(b.N); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("map", func(b *testing.B) {
+		m := newMapStore(1)
+		k := key(0)
+		pod := claimstore.Consumer{Resource: "pods", Name: "pod-c", UID: "uid-c"}
+		for i := 0; i < b.N; i++ {
+			m.reserve(k, pod)
+			m.unreserve(k, "uid-c")
+		}
+	})
+}

@@ -1,0 +1,7 @@
+module claimstore.dev/bench
+
+go 1.19
+
+require claimstore.dev/claimstore v0.0.0
+
+replace claimstore.dev/claimstore => ../../store/go
