@@ -5,8 +5,10 @@
 # prints one table: per operation and size, claimstore's time and its ratio
 # to each baseline.
 #
-# Usage: tools/bench.sh [--quick]
+# Usage: tools/bench.sh [--quick|--go]
 #   --quick   10k and 100k claims, short runs (under 3 minutes here)
+#   --go      the Go package's benchmarks (bench/go) instead, 5 runs each,
+#             into bench/results/go.txt (about 3 minutes)
 #   default   10k, 100k and 1M claims, 3 repetitions (medians), and the peak
 #             memory and disk size of each backend at 1M claims
 # Databases are built once under $TMPDIR/claimstore-bench (or /tmp) and
@@ -15,13 +17,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=0
+go=0
 case "${1:-}" in
   --quick) quick=1 ;;
+  --go) go=1 ;;
   "") ;;
-  *) echo "usage: tools/bench.sh [--quick]" >&2; exit 2 ;;
+  *) echo "usage: tools/bench.sh [--quick|--go]" >&2; exit 2 ;;
 esac
 
 tools/deps.sh
+if [ "$go" -eq 1 ]; then
+  cmake --preset release >/dev/null
+  cmake --build --preset release --target claimstore_shared >/dev/null
+  mkdir -p bench/results
+  (cd bench/go && PKG_CONFIG_PATH="$PWD/../../build/release/pkgconfig" GOFLAGS=-mod=mod GOPROXY=off \
+     GOCACHE="$PWD/../../build/release/go/cache" go test -run XXX -bench . -count 5 ./...) |
+    tee bench/results/go.txt
+  exit 0
+fi
 cmake --preset release >/dev/null
 cmake --build --preset release --target compare_bench codec_bench tool_bench ratio_table >/dev/null
 
