@@ -61,7 +61,7 @@ func pod(uid string) claimstore.Consumer {
 	return claimstore.Consumer{Resource: "pods", Name: "pod-" + uid, UID: uid}
 }
 
-func u64(v uint64) *uint64 { return &v }
+func u64(v uint64) *uint64  { return &v }
 func strp(s string) *string { return &s }
 
 // The JSON shape of a claim's status, decoded by encoding/json: what the

@@ -136,7 +136,7 @@ type ConflictError struct {
 	Holders []Key
 }
 
-func (e *ConflictError) Error() string      { return "claimstore: Aborted: " + e.Message }
+func (e *ConflictError) Error() string        { return "claimstore: Aborted: " + e.Message }
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // CompactedError is a watch of revisions the feed no longer holds.
@@ -146,7 +146,7 @@ type CompactedError struct {
 	CompactRevision uint64
 }
 
-func (e *CompactedError) Error() string      { return "claimstore: OutOfRange: " + e.Message }
+func (e *CompactedError) Error() string        { return "claimstore: OutOfRange: " + e.Message }
 func (e *CompactedError) Is(target error) bool { return target == ErrCompacted }
 
 // fromC turns a failed call's code and error handle into a Go error, and

@@ -90,10 +90,15 @@ func (t fbTable) tables(id uint32) []fbTable {
 	}
 	out := make([]fbTable, n)
 	for i := range out {
-		e := first + 4*uint32(i)
-		out[i] = fbTable{t.b, t.deref(e)}
+		out[i] = t.tableAt(first, i)
 	}
 	return out
+}
+
+// tableAt is the i-th table of a vector whose first element is at `first`
+// (no allocation, for the hot accessors).
+func (t fbTable) tableAt(first uint32, i int) fbTable {
+	return fbTable{t.b, t.deref(first + 4*uint32(i))}
 }
 
 func (t fbTable) strings(id uint32) []string {
@@ -215,12 +220,13 @@ func (c *Claim) ReservedFor() []Consumer {
 	if !ok {
 		return nil
 	}
-	ts := st.tables(1)
-	if len(ts) == 0 {
+	first, n, _ := st.vec(1)
+	if n == 0 {
 		return nil
 	}
-	out := make([]Consumer, len(ts))
-	for i, t := range ts {
+	out := make([]Consumer, n)
+	for i := range out {
+		t := st.tableAt(first, i)
 		out[i] = Consumer{t.str(0), t.str(1), t.str(2), t.str(3)}
 	}
 	return out
@@ -306,9 +312,10 @@ func (c *Claim) Allocation() *Allocation {
 		return nil
 	}
 	a := &Allocation{AllocationTimestamp: at.optTime(3)}
-	if rs := at.tables(0); len(rs) > 0 {
-		a.Results = make([]DeviceResult, len(rs))
-		for i, r := range rs {
+	if first, n, _ := at.vec(0); n > 0 {
+		a.Results = make([]DeviceResult, n)
+		for i := range a.Results {
+			r := at.tableAt(first, i)
 			d := &a.Results[i]
 			d.Request, d.Driver, d.Pool, d.Device = r.str(0), r.str(1), r.str(2), r.str(3)
 			d.AdminAccess = r.optBool(4)

@@ -582,9 +582,9 @@ func (s *Store) Verify(repair bool) (*VerifyReport, error) {
 // Stats are the store's counts.
 type Stats struct {
 	Claims, Allocated, Reserved, Unvalidated uint64
-	ConsumerEntries, DeviceEntries          uint64
-	Revision                                uint64
-	SizeOnDiskBytes                         uint64
+	ConsumerEntries, DeviceEntries           uint64
+	Revision                                 uint64
+	SizeOnDiskBytes                          uint64
 	// The feed holds revisions FeedCompactRevision+1 through Revision.
 	FeedCompactRevision   uint64
 	FollowResourceVersion uint64
