@@ -19,8 +19,9 @@ using ::testing::HasSubstr;
 
 claimstore_slice_t S(const std::string& s) { return {s.data(), s.size()}; }
 std::string Str(claimstore_slice_t s) { return std::string(s.data, s.size); }
-claimstore_key_t K(const std::string& ns, const std::string& name) {
-  return {claimstore_str(ns.c_str()), claimstore_str(name.c_str())};
+// A key of two literals (static storage: a key may outlive the expression).
+claimstore_key_t K(const char* ns, const char* name) {
+  return {claimstore_str(ns), claimstore_str(name)};
 }
 std::string KeyString(claimstore_key_t k) {
   return Str(k.claim_namespace) + "/" + Str(k.name);

@@ -242,6 +242,36 @@ func TestClaimReadsEveryFieldInPlace(t *testing.T) {
 	}
 }
 
+// Lists the API tells apart when absent or empty (nodeSelectorTerms,
+// conditions) read as nil and as an empty non-nil slice.
+func TestAbsentAndEmptyListsStayApart(t *testing.T) {
+	withEmpty, err := claimstore.Decode(claimJSON("ns", "a", `{"allocation":{"devices":{"results":[{"request":"req",`+
+		`"driver":"`+driver+`","pool":"`+pool+`","device":"gpu-0"}]},"nodeSelector":{"nodeSelectorTerms":[]}},`+
+		`"devices":[{"driver":"`+driver+`","pool":"`+pool+`","device":"gpu-0","conditions":[]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withNone, err := claimstore.Decode(claimJSON("ns", "a", `{"allocation":{"devices":{"results":[{"request":"req",`+
+		`"driver":"`+driver+`","pool":"`+pool+`","device":"gpu-0"}]},"nodeSelector":{}},`+
+		`"devices":[{"driver":"`+driver+`","pool":"`+pool+`","device":"gpu-0"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, n := withEmpty[0].Claim, withNone[0].Claim
+	if terms := e.Allocation().NodeSelector.Terms; terms == nil || len(terms) != 0 {
+		t.Errorf("nodeSelectorTerms: [] read as %#v", terms)
+	}
+	if terms := n.Allocation().NodeSelector.Terms; terms != nil {
+		t.Errorf("absent nodeSelectorTerms read as %#v", terms)
+	}
+	if c := e.DeviceStatuses()[0].Conditions; c == nil || len(c) != 0 {
+		t.Errorf("conditions: [] read as %#v", c)
+	}
+	if c := n.DeviceStatuses()[0].Conditions; c != nil {
+		t.Errorf("absent conditions read as %#v", c)
+	}
+}
+
 func TestGetRevisionsAndUnallocatedClaim(t *testing.T) {
 	s, _ := open(t, claimstore.Options{})
 	r := put(t, s, "ns", "a", "{}")

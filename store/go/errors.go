@@ -74,7 +74,8 @@ var (
 	// (*CompactedError says up to where): re-list, then watch from the
 	// list's revision + 1.
 	ErrCompacted = errors.New("claimstore: compacted")
-	// ErrClosed: the Store (or the AllocatedState, Watcher) was closed.
+	// ErrClosed: the Store (or the Watcher) was closed. (A closed
+	// AllocatedState finds nothing.)
 	ErrClosed = errors.New("claimstore: closed")
 )
 

@@ -83,9 +83,12 @@ func (t fbTable) vec(id uint32) (first uint32, n int, present bool) {
 	return v + 4, int(u32(t.b, v)), true
 }
 
+// tables and strings return nil for an absent vector and an empty non-nil
+// slice for a present empty one (the schema keeps the difference where the
+// API does: nodeSelectorTerms, conditions).
 func (t fbTable) tables(id uint32) []fbTable {
-	first, n, _ := t.vec(id)
-	if n == 0 {
+	first, n, present := t.vec(id)
+	if !present {
 		return nil
 	}
 	out := make([]fbTable, n)
@@ -102,8 +105,8 @@ func (t fbTable) tableAt(first uint32, i int) fbTable {
 }
 
 func (t fbTable) strings(id uint32) []string {
-	first, n, _ := t.vec(id)
-	if n == 0 {
+	first, n, present := t.vec(id)
+	if !present {
 		return nil
 	}
 	out := make([]string, n)
@@ -138,7 +141,7 @@ func (t fbTable) optTime(id uint32) *time.Time {
 
 func (t fbTable) quantities(id uint32) map[string]string {
 	entries := t.tables(id)
-	if len(entries) == 0 {
+	if entries == nil {
 		return nil
 	}
 	m := make(map[string]string, len(entries))
@@ -152,8 +155,9 @@ func (t fbTable) quantities(id uint32) map[string]string {
 // store's revisions and its status, read in place from the record bytes
 // (no JSON on the way). A Claim is immutable and independent of its Store:
 // keep it and read it from any goroutine. The strings its accessors return
-// share the record's bytes (no copy): keeping one keeps the record (a few
-// hundred bytes) alive.
+// share the record's bytes (no copy): keeping one keeps the record (its
+// exact size, a few hundred bytes for most claims) alive. Lists are nil
+// when the claim has none and non-nil when present but empty.
 type Claim struct {
 	b    []byte
 	root fbTable
@@ -290,7 +294,7 @@ type Allocation struct {
 }
 
 func requirements(ts []fbTable) []NodeSelectorRequirement {
-	if len(ts) == 0 {
+	if ts == nil {
 		return nil
 	}
 	out := make([]NodeSelectorRequirement, len(ts))
@@ -345,11 +349,14 @@ func (c *Claim) Allocation() *Allocation {
 	}
 	if ns, ok := at.sub(2); ok {
 		a.NodeSelector = &NodeSelector{}
-		for _, term := range ns.tables(0) {
-			a.NodeSelector.Terms = append(a.NodeSelector.Terms, NodeSelectorTerm{
-				MatchExpressions: requirements(term.tables(0)),
-				MatchFields:      requirements(term.tables(1)),
-			})
+		if terms := ns.tables(0); terms != nil {
+			a.NodeSelector.Terms = make([]NodeSelectorTerm, 0, len(terms))
+			for _, term := range terms {
+				a.NodeSelector.Terms = append(a.NodeSelector.Terms, NodeSelectorTerm{
+					MatchExpressions: requirements(term.tables(0)),
+					MatchFields:      requirements(term.tables(1)),
+				})
+			}
 		}
 	}
 	return a
@@ -394,6 +401,9 @@ func (c *Claim) DeviceStatuses() []DeviceStatus {
 	for i, t := range ts {
 		d := &out[i]
 		d.Driver, d.Pool, d.Device, d.ShareID = t.str(0), t.str(1), t.str(2), t.optStr(3)
+		if conds := t.tables(4); conds != nil {
+			d.Conditions = make([]Condition, 0, len(conds))
+		}
 		for _, ct := range t.tables(4) {
 			cond := Condition{Type: ct.str(0), Status: ct.str(1), LastTransitionTime: ct.optTime(3),
 				Reason: ct.str(4), Message: ct.str(5)}

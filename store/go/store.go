@@ -86,8 +86,6 @@ type Store struct {
 	mu      sync.RWMutex // shared by every call, exclusive by Close
 	db      *C.claimstore_t
 	closing atomic.Bool
-	// Get's buffer size: the largest record read so far, rounded up.
-	sizeHint atomic.Uint64
 
 	wmu      sync.Mutex
 	watchers map[*Watcher]struct{}
@@ -193,31 +191,35 @@ func (s *Store) lock() bool {
 // --- Reads ---
 
 // Get returns the claim, or ErrNotFound. One call into C, which copies
-// the record into a buffer Go allocated (sized by the records seen so far).
+// the record into a scratch buffer of Go's; the claim gets an exact copy.
 func (s *Store) Get(key Key) (*Claim, error) {
 	if !s.lock() {
 		return nil, ErrClosed
 	}
 	defer s.mu.RUnlock()
+	scratch := scratchPool.Get().(*[]byte)
+	defer scratchPool.Put(scratch)
 	for {
-		stored := s.sizeHint.Load()
-		hint := stored
-		if hint == 0 {
-			hint = 512
-		}
-		buf := make([]byte, hint)
+		buf := *scratch
 		var size C.size_t
 		var e *C.claimstore_error_t
 		if code := C.claimstore_get_into(s.db, cKey(key), (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &size, nil, &e); code != 0 {
 			return nil, fromC(code, e)
 		}
 		if int(size) <= len(buf) {
-			return newClaim(buf[:size:size]), nil
+			return newClaim(append([]byte(nil), buf[:size]...)), nil
 		}
-		// Larger than any record seen: remember, and read again.
-		s.sizeHint.CompareAndSwap(stored, (uint64(size)+63)&^63)
+		// Larger than this buffer: grow it, and read again.
+		*scratch = make([]byte, size)
 	}
 }
+
+// Get's scratch buffers: 4 KiB to start (a claim with many reservations
+// takes more; the buffer grows to it).
+var scratchPool = sync.Pool{New: func() any {
+	b := make([]byte, 4096)
+	return &b
+}}
 
 func recordsOf(r *C.claimstore_records_t) []*Claim {
 	n := int(C.claimstore_records_count(r))
@@ -693,6 +695,6 @@ func (c *Claim) JSONIndent(indent string) ([]byte, error) {
 	if code := C.claimstore_encode_json(bytesSlice(c.b), str(indent), &out, &n, &e); code != 0 {
 		return nil, fromC(code, e)
 	}
-	defer C.free(unsafe.Pointer(out))
+	defer C.claimstore_free(unsafe.Pointer(out))
 	return C.GoBytes(unsafe.Pointer(out), C.int(n)), nil
 }

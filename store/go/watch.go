@@ -8,6 +8,7 @@ import "C"
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // Event is one committed change of one claim.
@@ -33,7 +34,10 @@ type WatchOptions struct {
 // none skipped; a watcher that falls behind the feed's history gets
 // ErrCompacted (a *CompactedError) rather than being moved ahead.
 //
-// Next is called from one goroutine at a time; Close from any.
+// Next is called from one goroutine at a time; Close and NextRevision from
+// any. Close a Watcher when done with it (or cancel its context and then
+// Close): until then it holds a handle in C and a goroutine, like a
+// time.Ticker until Stop. Store.Close closes every watcher of the store.
 type Watcher struct {
 	store *Store
 	ctx   context.Context
@@ -42,6 +46,8 @@ type Watcher struct {
 	hmu  sync.Mutex // guards h against Close
 	h    *C.claimstore_watcher_t
 	done chan struct{}
+	// The revision the next event is looked for from, as of the last Next.
+	nextRevision atomic.Uint64
 }
 
 // Watch follows the feed from fromRevision on (inclusive; 0: from the next
@@ -60,8 +66,9 @@ func (s *Store) Watch(ctx context.Context, fromRevision uint64, opts WatchOption
 		return nil, fromC(code, e)
 	}
 	w := &Watcher{store: s, ctx: ctx, h: h, done: make(chan struct{})}
+	w.nextRevision.Store(uint64(C.claimstore_watcher_next_revision(h)))
 	s.wmu.Lock()
-	if s.watchers == nil { // closed meanwhile (cannot happen under s.mu, kept for safety)
+	if s.watchers == nil || s.closing.Load() { // Close has begun: it would not cancel this one
 		s.wmu.Unlock()
 		C.claimstore_watcher_destroy(h)
 		return nil, ErrClosed
@@ -123,6 +130,7 @@ func (w *Watcher) Next() (Event, error) {
 		var ev C.claimstore_event_t
 		var e *C.claimstore_error_t
 		code := C.claimstore_watcher_next(h, 1000, &ev, &e)
+		w.nextRevision.Store(uint64(C.claimstore_watcher_next_revision(h)))
 		switch Code(code) {
 		case CodeOK:
 			out := Event{Type: EventType(ev._type), Revision: uint64(ev.revision), Key: goKey(ev.key)}
@@ -135,6 +143,9 @@ func (w *Watcher) Next() (Event, error) {
 			return out, nil
 		case CodeDeadlineExceeded:
 			C.claimstore_error_destroy(e)
+			if s.closing.Load() { // Close is waiting for this call
+				return Event{}, ErrClosed
+			}
 			continue
 		case CodeCancelled:
 			C.claimstore_error_destroy(e)
@@ -147,15 +158,9 @@ func (w *Watcher) Next() (Event, error) {
 	}
 }
 
-// NextRevision is the revision the next event is looked for from.
-func (w *Watcher) NextRevision() uint64 {
-	w.hmu.Lock()
-	defer w.hmu.Unlock()
-	if w.h == nil {
-		return 0
-	}
-	return uint64(C.claimstore_watcher_next_revision(w.h))
-}
+// NextRevision is the revision the next event is looked for from (as of
+// the last Next; safe to call while another goroutine waits in Next).
+func (w *Watcher) NextRevision() uint64 { return w.nextRevision.Load() }
 
 // Close cancels a waiting Next and frees the watcher. Idempotent.
 func (w *Watcher) Close() {

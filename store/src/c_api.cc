@@ -148,17 +148,31 @@ int Fail(const absl::Status& status, claimstore_error_t** err) {
 
 // Runs `body` (returning absl::Status) with every exception turned into a
 // status: nothing may unwind into C.
+// Reporting an exception may itself run out of memory: then the code comes
+// back without an error handle.
 template <typename Body>
 int Guard(claimstore_error_t** err, Body&& body) {
   try {
     absl::Status s = body();
     return s.ok() ? CLAIMSTORE_OK : Fail(s, err);
   } catch (const std::bad_alloc&) {
-    return Fail(absl::ResourceExhaustedError("out of memory"), err);
+    try {
+      return Fail(absl::ResourceExhaustedError("out of memory"), err);
+    } catch (...) {
+      return CLAIMSTORE_RESOURCE_EXHAUSTED;
+    }
   } catch (const std::exception& e) {
-    return Fail(absl::InternalError(std::string("unexpected exception: ") + e.what()), err);
+    try {
+      return Fail(absl::InternalError(std::string("unexpected exception: ") + e.what()), err);
+    } catch (...) {
+      return CLAIMSTORE_INTERNAL;
+    }
   } catch (...) {
-    return Fail(absl::InternalError("unexpected exception"), err);
+    try {
+      return Fail(absl::InternalError("unexpected exception"), err);
+    } catch (...) {
+      return CLAIMSTORE_INTERNAL;
+    }
   }
 }
 
@@ -375,6 +389,7 @@ int claimstore_get(claimstore_t* store, claimstore_key_t key, char** record, siz
   return Guard(err, [&]() -> absl::Status {
     if (absl::Status s = Required(store, "store"); !s.ok()) return s;
     if (absl::Status s = Required(record, "record"); !s.ok()) return s;
+    if (absl::Status s = Required(record_size, "record_size"); !s.ok()) return s;
     absl::StatusOr<claimstore::ClaimRead> read = store->store->Get(Key(key));
     if (!read.ok()) return read.status();
     const absl::string_view bytes = read->record.bytes();
@@ -382,7 +397,7 @@ int claimstore_get(claimstore_t* store, claimstore_key_t key, char** record, siz
     if (copy == nullptr) throw std::bad_alloc();
     std::memcpy(copy, bytes.data(), bytes.size());
     *record = copy;
-    if (record_size != nullptr) *record_size = bytes.size();
+    *record_size = bytes.size();
     if (revision != nullptr) *revision = read->revision;
     return absl::OkStatus();
   });

@@ -47,10 +47,17 @@ file(GLOB_RECURSE pc_files "${WORK_DIR}/prefix/*/claimstore.pc")
 list(GET pc_files 0 pc_file)
 get_filename_component(pc_dir "${pc_file}" DIRECTORY)
 get_filename_component(lib_dir "${pc_dir}" DIRECTORY)
-string(REGEX REPLACE "clang\\+\\+(-[0-9]+)?$" "clang\\1" C_COMPILER "${CXX_COMPILER}")
-string(REGEX REPLACE "g\\+\\+(-[0-9]+)?$" "gcc\\1" C_COMPILER "${C_COMPILER}")
+string(REGEX REPLACE "clang\\+\\+$" "clang" C_COMPILER "${CXX_COMPILER}")
+string(REGEX REPLACE "g\\+\\+$" "gcc" C_COMPILER "${C_COMPILER}")
 string(REGEX REPLACE "/c\\+\\+$" "/cc" C_COMPILER "${C_COMPILER}")
 separate_arguments(c_flags UNIX_COMMAND "${CXX_FLAGS} ${LINKER_FLAGS}")
+# A sanitizer build's C++ code needs the sanitizers' C++ runtime (UBSan's
+# vptr checks), and with it libstdc++, in a program that the C driver links.
+set(c_sanitizer_libs "")
+if(CXX_FLAGS MATCHES "-fsanitize" AND C_COMPILER MATCHES "clang")
+  list(APPEND c_flags -fsanitize-link-c++-runtime)
+  set(c_sanitizer_libs -lstdc++)
+endif()
 function(pkg_config prefix_dir out)
   execute_process(COMMAND ${CMAKE_COMMAND} -E env "PKG_CONFIG_PATH=${prefix_dir}"
     ${PKG_CONFIG} ${ARGN} claimstore RESULT_VARIABLE rc OUTPUT_VARIABLE flags ERROR_VARIABLE err
@@ -65,7 +72,7 @@ set(c_source "${CMAKE_CURRENT_LIST_DIR}/c_program.c")
 
 pkg_config("${pc_dir}" shared_flags --cflags --libs)
 run(${C_COMPILER} -std=c99 -pedantic -Wall -Wextra -Werror ${c_flags} "${c_source}"
-    -o "${WORK_DIR}/c_shared" ${shared_flags})
+    -o "${WORK_DIR}/c_shared" ${shared_flags} ${c_sanitizer_libs})
 run(${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${lib_dir}" "${WORK_DIR}/c_shared" "${WORK_DIR}/c-shared-db")
 set(shared_output "${LAST_OUTPUT}")
 run(readelf -d "${WORK_DIR}/c_shared")
@@ -80,7 +87,7 @@ file(GLOB shared_libs "${static_lib_dir}/libclaimstore.so*")
 file(REMOVE ${shared_libs})
 pkg_config("${static_pc_dir}" static_flags --static --cflags --libs)
 run(${C_COMPILER} -std=c99 -pedantic -Wall -Wextra -Werror ${c_flags} "${c_source}"
-    -o "${WORK_DIR}/c_static" ${static_flags})
+    -o "${WORK_DIR}/c_static" ${static_flags} ${c_sanitizer_libs})
 run(readelf -d "${WORK_DIR}/c_static")
 if(LAST_OUTPUT MATCHES "libclaimstore")
   message(FATAL_ERROR "the static C program still needs libclaimstore.so:\n${LAST_OUTPUT}")

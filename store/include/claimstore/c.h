@@ -36,6 +36,12 @@
  * - No C++ exception crosses this ABI: an allocation failure inside the
  *   library is CLAIMSTORE_RESOURCE_EXHAUSTED, any other exception
  *   CLAIMSTORE_INTERNAL.
+ * - ABI: the shared library's soname is libclaimstore.so.0 and its symbols
+ *   are versioned CLAIMSTORE_0. The structs passed by value or in arrays
+ *   (slices, keys, preconditions, consumers, device results, devices,
+ *   holdings, events, field errors) are frozen for soname 0: what they
+ *   gain later comes as new functions. claimstore_stats_t grows at its end
+ *   only (the caller passes its size).
  *
  * Thread-safety: a claimstore_t may be used from any number of threads at
  * once, without outside locking, as Store in store.h (reads never wait for
@@ -194,8 +200,9 @@ void claimstore_records_destroy(claimstore_records_t* records);
 
 /* --- Reads: each at one consistent snapshot. --- */
 
-/* The claim's record bytes (*record, *record_size: malloc'd, claimstore_free)
- * and the store revision the read saw. NOT_FOUND when absent. */
+/* The claim's record bytes (*record, *record_size, both required: malloc'd,
+ * claimstore_free) and the store revision the read saw (revision may be
+ * NULL). NOT_FOUND when absent. */
 int claimstore_get(claimstore_t* store, claimstore_key_t key, char** record,
                    size_t* record_size, uint64_t* revision, claimstore_error_t** err);
 /* claimstore_get into the caller's buffer, for bindings that own their

@@ -150,8 +150,11 @@ func (e requeueError) Unwrap() error        { return e.conflict }
 
 // Unreserve undoes what this cycle wrote: the pod leaves reservedFor, and
 // an allocation this cycle made is cleared, but only while the claim is as
-// this cycle left it (never another scheduler's later write).
+// this cycle left it (never another scheduler's later write). It also
+// releases the cycle's allocated state: call it for every cycle that does
+// not bind (a Filter that failed, a later plugin that refused).
 func (p *Plugin) Unreserve(st *State) {
+	st.allocated.Close()
 	for i := len(st.claims) - 1; i >= 0; i-- {
 		cs := &st.claims[i]
 		if cs.wroteReservation {
