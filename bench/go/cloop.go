@@ -34,12 +34,12 @@ static claimstore_t* open_store(const char* path, uint64_t record_cache_bytes) {
   return code == 0 ? db : NULL;
 }
 
-// n Gets of claims ns/claim-K, K = (i * 7919) % claims, into one buffer:
+// n Gets of claims ns/claim-K, K = (i * stride) % claims, into one buffer:
 // the store's own read time through the C ABI.
-static int get_loop(claimstore_t* db, int n, int claims) {
+static int get_loop(claimstore_t* db, int n, int claims, int stride) {
   char name[32], buffer[4096];
   for (int i = 0; i < n; ++i) {
-    snprintf(name, sizeof name, "claim-%d", (int)(((long long)i * 7919) % claims));
+    snprintf(name, sizeof name, "claim-%d", (int)(((long long)i * stride) % claims));
     claimstore_key_t key = {claimstore_str("ns"), claimstore_str(name)};
     size_t size = 0;
     int code = claimstore_get_into(db, key, buffer, sizeof buffer, &size, NULL, NULL);
@@ -98,8 +98,8 @@ func (s *cStore) reservePairs(n int) error {
 	return nil
 }
 
-func (s *cStore) getLoop(n, claims int) error {
-	if C.get_loop(s.db, C.int(n), C.int(claims)) != 0 {
+func (s *cStore) getLoop(n, claims, stride int) error {
+	if C.get_loop(s.db, C.int(n), C.int(claims), C.int(stride)) != 0 {
 		return errors.New("get failed")
 	}
 	return nil

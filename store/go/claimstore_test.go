@@ -224,6 +224,30 @@ func TestClaimReadsEveryFieldInPlace(t *testing.T) {
 		t.Errorf("DeviceStatuses():\n got %s\nwant %s", gj, wj)
 	}
 
+	// The accessors that do not allocate agree with the slices.
+	if c.NumResults() != len(want.Results) || !c.Allocated() {
+		t.Errorf("NumResults() = %d", c.NumResults())
+	}
+	for i := range want.Results {
+		if got := c.ResultAt(i); !reflect.DeepEqual(got, want.Results[i]) {
+			t.Errorf("ResultAt(%d) = %+v", i, got)
+		}
+	}
+	if c.NumReservedFor() != len(st.ReservedFor) {
+		t.Errorf("NumReservedFor() = %d", c.NumReservedFor())
+	}
+	for i, r := range st.ReservedFor {
+		if got := c.ReservedForAt(i); got != r {
+			t.Errorf("ReservedForAt(%d) = %+v", i, got)
+		}
+		if !c.ReservedBy(r.UID) {
+			t.Errorf("ReservedBy(%q) = false", r.UID)
+		}
+	}
+	if c.ReservedBy("nobody") {
+		t.Errorf("ReservedBy(nobody) = true")
+	}
+
 	// The claim's JSON, as the C++ codec writes it, decodes back to the same record.
 	js, err := c.JSON()
 	if err != nil {
@@ -294,7 +318,7 @@ func TestGetRevisionsAndUnallocatedClaim(t *testing.T) {
 	}
 	put(t, s, "ns", "b", "{}")
 	b, _ := s.Get(claimstore.Key{"ns", "b"})
-	if b.Allocation() != nil {
+	if b.Allocation() != nil || b.Allocated() || b.NumResults() != 0 || b.NumReservedFor() != 0 || b.ReservedBy("x") {
 		t.Errorf("an unallocated claim has an allocation")
 	}
 }

@@ -218,6 +218,40 @@ type Consumer struct {
 	APIGroup, Resource, Name, UID string
 }
 
+// NumReservedFor, ReservedForAt and ReservedBy read status.reservedFor
+// without allocating (ReservedFor returns it as a slice).
+func (c *Claim) NumReservedFor() int {
+	st, ok := c.status()
+	if !ok {
+		return 0
+	}
+	_, n, _ := st.vec(1)
+	return n
+}
+
+// ReservedForAt returns entry i (i < NumReservedFor()).
+func (c *Claim) ReservedForAt(i int) Consumer {
+	st, _ := c.status()
+	first, _, _ := st.vec(1)
+	t := st.tableAt(first, i)
+	return Consumer{t.str(0), t.str(1), t.str(2), t.str(3)}
+}
+
+// ReservedBy reports whether reservedFor holds the consumer uid.
+func (c *Claim) ReservedBy(uid string) bool {
+	st, ok := c.status()
+	if !ok {
+		return false
+	}
+	first, n, _ := st.vec(1)
+	for i := 0; i < n; i++ {
+		if st.tableAt(first, i).str(3) == uid {
+			return true
+		}
+	}
+	return false
+}
+
 // ReservedFor returns status.reservedFor, in order.
 func (c *Claim) ReservedFor() []Consumer {
 	st, ok := c.status()
@@ -304,6 +338,61 @@ func requirements(ts []fbTable) []NodeSelectorRequirement {
 	return out
 }
 
+func (c *Claim) allocation() (fbTable, bool) {
+	st, ok := c.status()
+	if !ok {
+		return fbTable{}, false
+	}
+	return st.sub(0)
+}
+
+// Allocated, NumResults and ResultAt read the allocation's device results
+// without allocating for the core fields (Allocation returns all of it).
+func (c *Claim) Allocated() bool {
+	_, ok := c.allocation()
+	return ok
+}
+
+// NumResults is the number of device results (0 when not allocated).
+func (c *Claim) NumResults() int {
+	at, ok := c.allocation()
+	if !ok {
+		return 0
+	}
+	_, n, _ := at.vec(0)
+	return n
+}
+
+// ResultAt returns device result i (i < NumResults()), every field as
+// Allocation has it.
+func (c *Claim) ResultAt(i int) DeviceResult {
+	at, _ := c.allocation()
+	first, _, _ := at.vec(0)
+	return resultOf(at.tableAt(first, i))
+}
+
+func resultOf(r fbTable) DeviceResult {
+	var d DeviceResult
+	d.Request, d.Driver, d.Pool, d.Device = r.str(0), r.str(1), r.str(2), r.str(3)
+	d.AdminAccess = r.optBool(4)
+	if tols := r.tables(5); tols != nil {
+		d.Tolerations = make([]DeviceToleration, 0, len(tols))
+		for _, t := range tols {
+			tol := DeviceToleration{Key: t.str(0), Operator: t.str(1), Value: t.str(2), Effect: t.str(3)}
+			if v, ok := t.i64(4); ok {
+				tol.TolerationSeconds = &v
+			}
+			d.Tolerations = append(d.Tolerations, tol)
+		}
+	}
+	d.BindingConditions = r.strings(6)
+	d.BindingFailureConditions = r.strings(7)
+	d.ShareID = r.optStr(8)
+	d.ConsumedCapacity = r.quantities(9)
+	d.SkipNodeOperations = r.strings(10)
+	return d
+}
+
 // Allocation returns status.allocation, or nil when the claim is not
 // allocated.
 func (c *Claim) Allocation() *Allocation {
@@ -316,25 +405,10 @@ func (c *Claim) Allocation() *Allocation {
 		return nil
 	}
 	a := &Allocation{AllocationTimestamp: at.optTime(3)}
-	if first, n, _ := at.vec(0); n > 0 {
+	if first, n, present := at.vec(0); present {
 		a.Results = make([]DeviceResult, n)
 		for i := range a.Results {
-			r := at.tableAt(first, i)
-			d := &a.Results[i]
-			d.Request, d.Driver, d.Pool, d.Device = r.str(0), r.str(1), r.str(2), r.str(3)
-			d.AdminAccess = r.optBool(4)
-			for _, t := range r.tables(5) {
-				tol := DeviceToleration{Key: t.str(0), Operator: t.str(1), Value: t.str(2), Effect: t.str(3)}
-				if v, ok := t.i64(4); ok {
-					tol.TolerationSeconds = &v
-				}
-				d.Tolerations = append(d.Tolerations, tol)
-			}
-			d.BindingConditions = r.strings(6)
-			d.BindingFailureConditions = r.strings(7)
-			d.ShareID = r.optStr(8)
-			d.ConsumedCapacity = r.quantities(9)
-			d.SkipNodeOperations = r.strings(10)
+			a.Results[i] = resultOf(at.tableAt(first, i))
 		}
 	}
 	for _, t := range at.tables(1) {
