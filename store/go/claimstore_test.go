@@ -321,6 +321,22 @@ func TestGetRevisionsAndUnallocatedClaim(t *testing.T) {
 	if b.Allocation() != nil || b.Allocated() || b.NumResults() != 0 || b.NumReservedFor() != 0 || b.ReservedBy("x") {
 		t.Errorf("an unallocated claim has an allocation")
 	}
+	// Past the end: a panic naming the index, never another field's bytes.
+	for name, f := range map[string]func(){
+		"ResultAt(0) of an unallocated claim":  func() { b.ResultAt(0) },
+		"ReservedForAt(0) without consumers":   func() { b.ReservedForAt(0) },
+		"ResultAt(1) of an allocation of none": func() { c.ResultAt(1) },
+		"ResultAt(-1)":                         func() { c.ResultAt(-1) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(r.(string), "claimstore: ") {
+					t.Errorf("%s: recovered %v", name, r)
+				}
+			}()
+			f()
+		}()
+	}
 }
 
 func TestEveryErrorCode(t *testing.T) {

@@ -3,6 +3,7 @@ package claimstore
 import (
 	"encoding/binary"
 	"encoding/json"
+	"strconv"
 	"time"
 	"unsafe"
 )
@@ -157,7 +158,9 @@ func (t fbTable) quantities(id uint32) map[string]string {
 // keep it and read it from any goroutine. The strings its accessors return
 // share the record's bytes (no copy): keeping one keeps the record (its
 // exact size, a few hundred bytes for most claims) alive. Lists are nil
-// when the claim has none and non-nil when present but empty.
+// when absent and empty non-nil when present but empty (which the codec
+// keeps only where the API tells the two apart: nodeSelectorTerms,
+// conditions).
 type Claim struct {
 	b    []byte
 	root fbTable
@@ -229,10 +232,17 @@ func (c *Claim) NumReservedFor() int {
 	return n
 }
 
-// ReservedForAt returns entry i (i < NumReservedFor()).
+// ReservedForAt returns entry i; it panics unless 0 <= i < NumReservedFor(),
+// as a slice index would.
 func (c *Claim) ReservedForAt(i int) Consumer {
-	st, _ := c.status()
-	first, _, _ := st.vec(1)
+	st, ok := c.status()
+	n, first := 0, uint32(0)
+	if ok {
+		first, n, _ = st.vec(1)
+	}
+	if uint(i) >= uint(n) {
+		panic("claimstore: ReservedForAt(" + strconv.Itoa(i) + ") of " + strconv.Itoa(n) + " consumers")
+	}
 	t := st.tableAt(first, i)
 	return Consumer{t.str(0), t.str(1), t.str(2), t.str(3)}
 }
@@ -258,8 +268,8 @@ func (c *Claim) ReservedFor() []Consumer {
 	if !ok {
 		return nil
 	}
-	first, n, _ := st.vec(1)
-	if n == 0 {
+	first, n, present := st.vec(1)
+	if !present {
 		return nil
 	}
 	out := make([]Consumer, n)
@@ -363,11 +373,19 @@ func (c *Claim) NumResults() int {
 	return n
 }
 
-// ResultAt returns device result i (i < NumResults()), every field as
-// Allocation has it.
+// ResultAt returns device result i, every field as Allocation has it; it
+// panics unless 0 <= i < NumResults(), as a slice index would. The core
+// fields (request, driver, pool, device) cost no allocation; shareID,
+// adminAccess and the lists do when the result has them.
 func (c *Claim) ResultAt(i int) DeviceResult {
-	at, _ := c.allocation()
-	first, _, _ := at.vec(0)
+	at, ok := c.allocation()
+	n, first := 0, uint32(0)
+	if ok {
+		first, n, _ = at.vec(0)
+	}
+	if uint(i) >= uint(n) {
+		panic("claimstore: ResultAt(" + strconv.Itoa(i) + ") of " + strconv.Itoa(n) + " results")
+	}
 	return resultOf(at.tableAt(first, i))
 }
 
@@ -410,6 +428,9 @@ func (c *Claim) Allocation() *Allocation {
 		for i := range a.Results {
 			a.Results[i] = resultOf(at.tableAt(first, i))
 		}
+	}
+	if cfgs := at.tables(1); cfgs != nil {
+		a.Config = make([]DeviceAllocationConfiguration, 0, len(cfgs))
 	}
 	for _, t := range at.tables(1) {
 		cfg := DeviceAllocationConfiguration{Source: t.str(0), Requests: t.strings(1)}
@@ -468,7 +489,7 @@ func (c *Claim) DeviceStatuses() []DeviceStatus {
 		return nil
 	}
 	ts := st.tables(2)
-	if len(ts) == 0 {
+	if ts == nil {
 		return nil
 	}
 	out := make([]DeviceStatus, len(ts))

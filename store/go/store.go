@@ -197,29 +197,33 @@ func (s *Store) Get(key Key) (*Claim, error) {
 		return nil, ErrClosed
 	}
 	defer s.mu.RUnlock()
-	scratch := scratchPool.Get().(*[]byte)
-	defer scratchPool.Put(scratch)
+	sc := scratchPool.Get().(*getScratch)
+	defer scratchPool.Put(sc)
 	for {
-		buf := *scratch
-		var size C.size_t
-		var e *C.claimstore_error_t
-		if code := C.claimstore_get_into(s.db, cKey(key), (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &size, nil, &e); code != 0 {
-			return nil, fromC(code, e)
+		// size and e live in the pooled scratch: a Go variable whose address
+		// goes to C is moved to the heap (Go 1.19), one allocation each.
+		sc.size, sc.e = 0, nil
+		if code := C.claimstore_get_into(s.db, cKey(key), (*C.char)(unsafe.Pointer(&sc.buf[0])),
+			C.size_t(len(sc.buf)), &sc.size, nil, &sc.e); code != 0 {
+			return nil, fromC(code, sc.e)
 		}
-		if int(size) <= len(buf) {
-			return newClaim(append([]byte(nil), buf[:size]...)), nil
+		if int(sc.size) <= len(sc.buf) {
+			return newClaim(append([]byte(nil), sc.buf[:sc.size]...)), nil
 		}
 		// Larger than this buffer: grow it, and read again.
-		*scratch = make([]byte, size)
+		sc.buf = make([]byte, sc.size)
 	}
 }
 
-// Get's scratch buffers: 4 KiB to start (a claim with many reservations
-// takes more; the buffer grows to it).
-var scratchPool = sync.Pool{New: func() any {
-	b := make([]byte, 4096)
-	return &b
-}}
+// getScratch is Get's pooled buffer (4 KiB to start; a claim with many
+// reservations takes more, and the buffer grows to it) and out-parameters.
+type getScratch struct {
+	buf  []byte
+	size C.size_t
+	e    *C.claimstore_error_t
+}
+
+var scratchPool = sync.Pool{New: func() any { return &getScratch{buf: make([]byte, 4096)} }}
 
 func recordsOf(r *C.claimstore_records_t) []*Claim {
 	n := int(C.claimstore_records_count(r))
