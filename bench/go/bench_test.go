@@ -317,23 +317,45 @@ func BenchmarkPerPod(b *testing.B) {
 	})
 }
 
+// The claim the Reserve benchmarks reserve: allocated, one device.
+const reserveClaim = `{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"claim",` +
+	`"namespace":"ns","uid":"uid-claim"},"status":{"allocation":{"devices":{"results":[` +
+	`{"request":"gpu","driver":"gpu.example.com","pool":"p","device":"gpu-0"}]}}}}`
+
+// openReserveStore opens a store in a temporary directory holding reserveClaim.
+func openReserveStore(b *testing.B) *claimstore.Store {
+	s, err := claimstore.Open(filepath.Join(b.TempDir(), "go"), claimstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.PutJSON([]byte(reserveClaim), claimstore.Preconditions{}); err != nil {
+		s.Close()
+		b.Fatal(err)
+	}
+	return s
+}
+
+// openReserveCStore does the same through the C loop's store.
+func openReserveCStore(b *testing.B) *cStore {
+	c, err := openCStore(filepath.Join(b.TempDir(), "c"), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.putJSON(reserveClaim); err != nil {
+		c.close()
+		b.Fatal(err)
+	}
+	return c
+}
+
 // Reserve+Unreserve of one consumer on one claim: through the Go package,
 // in a loop in C through the C ABI (the store's own write time), and on the
 // map. Go's share is go − c-loop.
 func BenchmarkReserve(b *testing.B) {
-	claim := `{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"claim",` +
-		`"namespace":"ns","uid":"uid-claim"},"status":{"allocation":{"devices":{"results":[` +
-		`{"request":"gpu","driver":"gpu.example.com","pool":"p","device":"gpu-0"}]}}}}`
 	b.Run("go", func(b *testing.B) {
 		dropScaleMap(b)
-		s, err := claimstore.Open(filepath.Join(b.TempDir(), "go"), claimstore.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		s := openReserveStore(b)
 		defer s.Close()
-		if _, err := s.PutJSON([]byte(claim), claimstore.Preconditions{}); err != nil {
-			b.Fatal(err)
-		}
 		k := claimstore.Key{Namespace: "ns", Name: "claim"}
 		pod := claimstore.Consumer{Resource: "pods", Name: "pod-c", UID: "uid-c"}
 		b.ResetTimer()
@@ -347,14 +369,8 @@ func BenchmarkReserve(b *testing.B) {
 		}
 	})
 	b.Run("c-loop", func(b *testing.B) {
-		c, err := openCStore(filepath.Join(b.TempDir(), "c"), 0)
-		if err != nil {
-			b.Fatal(err)
-		}
+		c := openReserveCStore(b)
 		defer c.close()
-		if err := c.putJSON(claim); err != nil {
-			b.Fatal(err)
-		}
 		b.ResetTimer()
 		if err := c.reservePairs(b.N); err != nil {
 			b.Fatal(err)
@@ -376,25 +392,10 @@ func BenchmarkReserve(b *testing.B) {
 // and Go's share (go − c) against 3× the map's pair.
 func BenchmarkReserveInterleaved(b *testing.B) {
 	dropScaleMap(b)
-	claim := `{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"claim",` +
-		`"namespace":"ns","uid":"uid-claim"},"status":{"allocation":{"devices":{"results":[` +
-		`{"request":"gpu","driver":"gpu.example.com","pool":"p","device":"gpu-0"}]}}}}`
-	s, err := claimstore.Open(filepath.Join(b.TempDir(), "go"), claimstore.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := openReserveStore(b)
 	defer s.Close()
-	if _, err := s.PutJSON([]byte(claim), claimstore.Preconditions{}); err != nil {
-		b.Fatal(err)
-	}
-	c, err := openCStore(filepath.Join(b.TempDir(), "c"), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := openReserveCStore(b)
 	defer c.close()
-	if err := c.putJSON(claim); err != nil {
-		b.Fatal(err)
-	}
 	m := newMapStore(1)
 	k := claimstore.Key{Namespace: "ns", Name: "claim"}
 	mk := key(0)

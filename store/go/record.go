@@ -105,6 +105,30 @@ func (t fbTable) tableAt(first uint32, i int) fbTable {
 	return fbTable{t.b, t.deref(first + 4*uint32(i))}
 }
 
+// vecLen is the length of vector field `id` of t; 0 when t is absent (ok
+// false) or the field is.
+func vecLen(t fbTable, ok bool, id uint32) int {
+	if !ok {
+		return 0
+	}
+	_, n, _ := t.vec(id)
+	return n
+}
+
+// vecTableAt is table i of vector field `id` of t (absent: ok false), with
+// a slice index's bounds check: out of range, it panics naming the
+// accessor, the index and how many `items` there are.
+func vecTableAt(t fbTable, ok bool, id uint32, i int, accessor, items string) fbTable {
+	n, first := 0, uint32(0)
+	if ok {
+		first, n, _ = t.vec(id)
+	}
+	if uint(i) >= uint(n) {
+		panic("claimstore: " + accessor + "(" + strconv.Itoa(i) + ") of " + strconv.Itoa(n) + " " + items)
+	}
+	return t.tableAt(first, i)
+}
+
 func (t fbTable) strings(id uint32) []string {
 	first, n, present := t.vec(id)
 	if !present {
@@ -225,25 +249,14 @@ type Consumer struct {
 // without allocating (ReservedFor returns it as a slice).
 func (c *Claim) NumReservedFor() int {
 	st, ok := c.status()
-	if !ok {
-		return 0
-	}
-	_, n, _ := st.vec(1)
-	return n
+	return vecLen(st, ok, 1)
 }
 
 // ReservedForAt returns entry i; it panics unless 0 <= i < NumReservedFor(),
 // as a slice index would.
 func (c *Claim) ReservedForAt(i int) Consumer {
 	st, ok := c.status()
-	n, first := 0, uint32(0)
-	if ok {
-		first, n, _ = st.vec(1)
-	}
-	if uint(i) >= uint(n) {
-		panic("claimstore: ReservedForAt(" + strconv.Itoa(i) + ") of " + strconv.Itoa(n) + " consumers")
-	}
-	t := st.tableAt(first, i)
+	t := vecTableAt(st, ok, 1, i, "ReservedForAt", "consumers")
 	return Consumer{t.str(0), t.str(1), t.str(2), t.str(3)}
 }
 
@@ -366,11 +379,7 @@ func (c *Claim) Allocated() bool {
 // NumResults is the number of device results (0 when not allocated).
 func (c *Claim) NumResults() int {
 	at, ok := c.allocation()
-	if !ok {
-		return 0
-	}
-	_, n, _ := at.vec(0)
-	return n
+	return vecLen(at, ok, 0)
 }
 
 // ResultAt returns device result i, every field as Allocation has it; it
@@ -379,14 +388,7 @@ func (c *Claim) NumResults() int {
 // adminAccess and the lists do when the result has them.
 func (c *Claim) ResultAt(i int) DeviceResult {
 	at, ok := c.allocation()
-	n, first := 0, uint32(0)
-	if ok {
-		first, n, _ = at.vec(0)
-	}
-	if uint(i) >= uint(n) {
-		panic("claimstore: ResultAt(" + strconv.Itoa(i) + ") of " + strconv.Itoa(n) + " results")
-	}
-	return resultOf(at.tableAt(first, i))
+	return resultOf(vecTableAt(at, ok, 0, i, "ResultAt", "results"))
 }
 
 func resultOf(r fbTable) DeviceResult {

@@ -105,20 +105,6 @@ claimstore::Preconditions Pre(const claimstore_preconditions_t& p) {
   return pre;
 }
 
-absl::string_view FieldErrorType(claimstore::FieldError::Type type) {
-  using Type = claimstore::FieldError::Type;
-  switch (type) {
-    case Type::kRequired: return "Required value";
-    case Type::kInvalid: return "Invalid value";
-    case Type::kDuplicate: return "Duplicate value";
-    case Type::kTooMany: return "Too many";
-    case Type::kTooLong: return "Too long";
-    case Type::kNotSupported: return "Unsupported value";
-    case Type::kForbidden: return "Forbidden";
-  }
-  return "Invalid value";
-}
-
 int Fail(const absl::Status& status, claimstore_error_t** err) {
   const int code = static_cast<int>(status.code());
   if (err == nullptr) return code;
@@ -133,8 +119,8 @@ int Fail(const absl::Status& status, claimstore_error_t** err) {
     for (const ClaimKey& k : e->claims) e->claim_views.push_back(KeyView(k));
     e->fields = claimstore::FieldErrorsOf(status);
     for (const claimstore::FieldError& f : e->fields) {
-      e->field_views.push_back({Slice(FieldErrorType(f.type)), Slice(f.field), Slice(f.value),
-                                Slice(f.detail), Slice(f.rule)});
+      e->field_views.push_back({Slice(claimstore::FieldError::TypeName(f.type)), Slice(f.field),
+                                Slice(f.value), Slice(f.detail), Slice(f.rule)});
     }
   } catch (...) {
     e->claims.clear();

@@ -750,7 +750,9 @@ class Validator {
   std::vector<FieldError> errors_;
 };
 
-const char* TypeName(Type type) {
+}  // namespace
+
+const char* FieldError::TypeName(Type type) {
   switch (type) {
     case Type::kRequired: return "Required value";
     case Type::kInvalid: return "Invalid value";
@@ -762,8 +764,6 @@ const char* TypeName(Type type) {
   }
   return "Invalid value";
 }
-
-}  // namespace
 
 std::string FieldError::ToString() const {
   std::string out = absl::StrCat(field, ": ", TypeName(type));

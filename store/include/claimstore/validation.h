@@ -45,6 +45,8 @@ struct FieldError {
   // only with an allocation. The others are format and limit rules.
   bool identity_rule = false;
 
+  // The type as Kubernetes prints it ("Duplicate value").
+  static const char* TypeName(Type type);
   std::string ToString() const;
 };
 
