@@ -15,6 +15,10 @@ packages=(
   libcli11-dev libyaml-dev pkg-config
   # the Go package (store/go): its tests and benchmarks, built with cgo
   golang-go
+  # the shared mode through etcd: the server its tests start on loopback,
+  # etcd's v3 API protos (generated at build time), gRPC and protobuf
+  etcd-server golang-etcd-server-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev
   # the SQLite baselines of bench/compare_bench and bench/tool_bench (the shell)

@@ -1,0 +1,305 @@
+#include "etcd/etcd_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace claimstore::internal {
+namespace {
+
+constexpr char kOutcomeUnknownUrl[] = "type.claimstore.dev/etcd-outcome-unknown";
+constexpr char kEtcdCompactUrl[] = "type.claimstore.dev/etcd-compact-revision";
+
+std::chrono::system_clock::time_point DeadlineAfter(absl::Duration d) {
+  return absl::ToChronoTime(absl::Now() + d);
+}
+
+// etcd's refusals that happen before a proposal (nothing was committed):
+// the server's rpctypes errors of 3.4.
+bool RefusedBeforeProposal(absl::string_view message) {
+  for (absl::string_view m : {"etcdserver: no leader", "etcdserver: too many requests",
+                              "etcdserver: not capable", "etcdserver: too many operations",
+                              "etcdserver: request is too large", "etcdserver: duplicate key",
+                              "etcdserver: key is not provided", "etcdserver: unhealthy cluster"}) {
+    if (absl::StartsWith(message, m)) return true;
+  }
+  return false;
+}
+
+// A member worth leaving for another one at once: not reachable, no
+// leader, stopping, or not yet a voting member.
+bool TryAnotherMember(const grpc::Status& s) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return true;
+  return absl::StartsWith(s.error_message(), "etcdserver: no leader") ||
+         absl::StartsWith(s.error_message(), "etcdserver: not capable") ||
+         absl::StartsWith(s.error_message(), "etcdserver: rpc not supported for learner");
+}
+
+absl::Status FromGrpc(const grpc::Status& s, absl::string_view endpoint, absl::string_view what) {
+  const std::string message =
+      absl::StrCat("etcd ", endpoint, ": ", what, ": ", s.error_message());
+  switch (s.error_code()) {
+    case grpc::StatusCode::OK:
+      return absl::OkStatus();
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return absl::InvalidArgumentError(message);
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return absl::OutOfRangeError(message);
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return absl::PermissionDeniedError(message);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return absl::InvalidArgumentError(message);  // a message over gRPC's size limit
+    default:
+      return absl::UnavailableError(message);
+  }
+}
+
+}  // namespace
+
+bool OutcomeUnknown(const absl::Status& status) {
+  return status.GetPayload(kOutcomeUnknownUrl).has_value();
+}
+
+uint64_t CompactRevisionOf(const absl::Status& status) {
+  absl::optional<absl::Cord> payload = status.GetPayload(kEtcdCompactUrl);
+  uint64_t v = 0;
+  if (payload.has_value() && absl::SimpleAtoi(std::string(*payload), &v)) return v;
+  return 0;
+}
+
+std::string PrefixRangeEnd(absl::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdOptions& options) {
+  if (options.endpoints.empty()) {
+    return absl::InvalidArgumentError("etcd endpoints: Required value");
+  }
+  std::unique_ptr<EtcdClient> client(new EtcdClient(options));
+  for (size_t i = 0; i < options.endpoints.size(); ++i) {
+    absl::string_view e = options.endpoints[i];
+    if (absl::StartsWith(e, "https://")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "etcd endpoints[", i, "]: Unsupported value: \"", e, "\": TLS is not supported"));
+    }
+    absl::ConsumePrefix(&e, "http://");
+    while (absl::ConsumeSuffix(&e, "/")) continue;
+    if (e.empty() || e.find(':') == absl::string_view::npos || e.find('/') != absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("etcd endpoints[", i, "]: Invalid value: \"", options.endpoints[i],
+                       "\": expected host:port or http://host:port"));
+    }
+    grpc::ChannelArguments args;
+    // Reconnect soon after a member comes back (gRPC's default backoff
+    // starts at 1 s and grows to 120 s). (GRPC_ARG_MIN_RECONNECT_BACKOFF_MS
+    // is also the connect timeout in gRPC 1.51: left at its 20 s.)
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    // A distinct channel per client: members are not shared with other
+    // clients of the process (their stalls are not ours).
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    Member m;
+    m.endpoint = std::string(e);
+    m.channel = grpc::CreateCustomChannel(m.endpoint, grpc::InsecureChannelCredentials(), args);
+    m.kv = etcdserverpb::KV::NewStub(m.channel);
+    m.watch = etcdserverpb::Watch::NewStub(m.channel);
+    m.maintenance = etcdserverpb::Maintenance::NewStub(m.channel);
+    client->members_.push_back(std::move(m));
+  }
+  return client;
+}
+
+EtcdClient::~EtcdClient() = default;
+
+void EtcdClient::MoveOn(size_t from) {
+  size_t expected = from;
+  preferred_.compare_exchange_strong(expected, (from + 1) % members_.size(),
+                                     std::memory_order_relaxed);
+}
+
+absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(
+    const etcdserverpb::TxnRequest& request) {
+  const absl::Time deadline = absl::Now() + options_.request_timeout;
+  // A Txn is sent to a connected member only (waiting up to a second for
+  // one to connect, then trying the next), so that a member that is down
+  // costs no ambiguity: what fails before the call was sent is retried
+  // on another member; once sent, an error leaves the outcome open.
+  absl::Status last = absl::UnavailableError("etcd: no endpoint");
+  for (size_t tried = 0; tried < 2 * members_.size() && absl::Now() < deadline; ++tried) {
+    const size_t i = (Preferred() + tried) % members_.size();
+    Member& m = members_[i];
+    if (m.channel->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY &&
+        !m.channel->WaitForConnected(
+            absl::ToChronoTime(std::min(deadline, absl::Now() + absl::Seconds(1))))) {
+      last = absl::UnavailableError(absl::StrCat("etcd ", m.endpoint, ": not reachable"));
+      MoveOn(i);
+      continue;
+    }
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    etcdserverpb::TxnResponse response;
+    grpc::Status s = m.kv->Txn(&context, request, &response);
+    if (s.ok()) return response;
+    absl::Status mapped = FromGrpc(s, m.endpoint, "txn");
+    if (RefusedBeforeProposal(s.error_message())) {
+      if (!TryAnotherMember(s)) return mapped;
+      last = mapped;
+      MoveOn(i);
+      continue;
+    }
+    if (mapped.code() == absl::StatusCode::kUnavailable) {
+      MoveOn(i);
+      mapped = absl::UnavailableError(absl::StrCat(mapped.message(), " (outcome unknown)"));
+      mapped.SetPayload(kOutcomeUnknownUrl, absl::Cord("1"));
+    }
+    return mapped;
+  }
+  return last;
+}
+
+absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
+    const etcdserverpb::RangeRequest& request) {
+  const absl::Time deadline = absl::Now() + options_.request_timeout;
+  absl::Status last = absl::UnavailableError("etcd: no endpoint");
+  for (size_t attempt = 0;; ++attempt) {
+    const size_t i = Preferred();
+    Member& m = members_[i];
+    grpc::ClientContext context;
+    // Each member gets a share of what is left, so that one that hangs
+    // (a member cut off from the others waits for a leader) leaves time
+    // for the rest.
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
+    context.set_deadline(DeadlineAfter(
+        std::max(left / static_cast<int64_t>(members_.size()), absl::Milliseconds(200))));
+    etcdserverpb::RangeResponse response;
+    grpc::Status s = m.kv->Range(&context, request, &response);
+    if (s.ok()) return response;
+    last = FromGrpc(s, m.endpoint, "range");
+    if (s.error_code() == grpc::StatusCode::OUT_OF_RANGE) return last;
+    if (!TryAnotherMember(s) && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) return last;
+    MoveOn(i);
+    if (attempt + 1 >= members_.size()) absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("etcd: no member answered a read within ",
+                   absl::FormatDuration(options_.request_timeout), " (last: ", last.message(), ")"));
+}
+
+absl::Status EtcdClient::Compact(int64_t revision) {
+  etcdserverpb::CompactionRequest request;
+  request.set_revision(revision);
+  request.set_physical(true);
+  absl::Status last;
+  for (size_t tried = 0; tried < members_.size(); ++tried) {
+    const size_t i = Preferred();
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineAfter(options_.request_timeout));
+    etcdserverpb::CompactionResponse response;
+    grpc::Status s = members_[i].kv->Compact(&context, request, &response);
+    if (s.ok()) return absl::OkStatus();
+    last = FromGrpc(s, members_[i].endpoint, "compact");
+    if (!TryAnotherMember(s)) return last;
+    MoveOn(i);
+  }
+  return last;
+}
+
+absl::StatusOr<etcdserverpb::StatusResponse> EtcdClient::MemberStatus(size_t i) {
+  if (i >= members_.size()) return absl::InvalidArgumentError("no such endpoint");
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineAfter(options_.request_timeout));
+  etcdserverpb::StatusResponse response;
+  grpc::Status s = members_[i].maintenance->Status(&context, etcdserverpb::StatusRequest(), &response);
+  if (!s.ok()) return FromGrpc(s, members_[i].endpoint, "status");
+  return response;
+}
+
+absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::Watch(
+    const etcdserverpb::WatchCreateRequest& create) {
+  const absl::Time deadline = absl::Now() + options_.request_timeout;
+  absl::Status last = absl::UnavailableError("etcd: no endpoint");
+  while (absl::Now() < deadline) {
+    const size_t i = Preferred();
+    Member& m = members_[i];
+    std::unique_ptr<EtcdWatch> w(new EtcdWatch());
+    // etcd requires a leader for watches created with this metadata key:
+    // a member cut off from the quorum refuses instead of serving a watch
+    // that never delivers (clientv3.WithRequireLeader).
+    w->context_.AddMetadata("hasleader", "true");
+    w->stream_ = m.watch->Watch(&w->context_);
+    etcdserverpb::WatchRequest request;
+    *request.mutable_create_request() = create;
+    if (w->stream_->Write(request)) {
+      // The first response confirms the watch (created) or refuses it.
+      absl::StatusOr<etcdserverpb::WatchResponse> first = w->Next();
+      if (first.ok() && first->created()) return w;
+      if (first.status().code() == absl::StatusCode::kOutOfRange) return first.status();
+      last = first.ok() ? absl::UnavailableError("etcd: a watch not confirmed") : first.status();
+    } else {
+      w->stream_->WritesDone();
+      last = FromGrpc(w->stream_->Finish(), m.endpoint, "watch");
+    }
+    MoveOn(i);
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return absl::UnavailableError(absl::StrCat("etcd: no member took a watch within ",
+                                             absl::FormatDuration(options_.request_timeout),
+                                             " (last: ", last.message(), ")"));
+}
+
+EtcdWatch::~EtcdWatch() {
+  if (stream_ != nullptr) {
+    context_.TryCancel();
+    stream_->Finish().ok();
+  }
+}
+
+void EtcdWatch::Cancel() {
+  cancelled_.store(true);
+  context_.TryCancel();
+}
+
+absl::StatusOr<etcdserverpb::WatchResponse> EtcdWatch::Next() {
+  if (cancelled_.load()) return absl::CancelledError("etcd watch cancelled");
+  if (stream_ == nullptr) return absl::UnavailableError("etcd watch broke");
+  etcdserverpb::WatchResponse response;
+  if (!stream_->Read(&response)) {
+    if (cancelled_.load()) return absl::CancelledError("etcd watch cancelled");
+    grpc::Status s = stream_->Finish();
+    stream_.reset();
+    return absl::UnavailableError(absl::StrCat("etcd watch broke: ", s.error_message()));
+  }
+  if (response.compact_revision() > 0) {
+    absl::Status s = absl::OutOfRangeError(
+        absl::StrCat("etcd: the watch's start revision was compacted (compact revision ",
+                     response.compact_revision(), ")"));
+    s.SetPayload(kEtcdCompactUrl, absl::Cord(absl::StrCat(response.compact_revision())));
+    return s;
+  }
+  if (response.canceled()) {
+    return absl::UnavailableError(
+        absl::StrCat("etcd cancelled the watch: ", response.cancel_reason()));
+  }
+  return response;
+}
+
+}  // namespace claimstore::internal

@@ -1,0 +1,131 @@
+// EtcdClient: the shared mode's connection to an etcd cluster (v3 API over
+// gRPC): Txn, Range and Watch, with deadlines, fail-over between members,
+// and etcd's errors mapped to absl::Status in one place.
+//
+// Members: one gRPC channel per endpoint. A request goes to the member that
+// answered last; a member that cannot be reached (or has no leader, or is
+// not a voting member yet) makes reads move on to the next one at once. A
+// Txn is never sent twice by this class: when its outcome is unknown (the
+// connection broke or the deadline passed after it may have been sent, a
+// leader change while it was proposed), the error says so
+// (OutcomeUnknown()) and the caller resolves it by reading back what it
+// wrote. What etcd refused before proposing ("no leader", a request too
+// large, too many operations) is a plain error.
+//
+// Errors (absl::StatusCode):
+//   Unavailable        no member answered within the deadline, no leader,
+//                      a leader change, a member stopping
+//   InvalidArgument    etcd refused the request itself: too many operations
+//                      in a Txn (--max-txn-ops, 128 by default), a request
+//                      larger than --max-request-bytes (1.5 MiB), a key
+//                      twice in one Txn; the message is etcd's
+//   OutOfRange         a Range or Watch at a revision etcd has compacted
+//                      away (CompactRevisionOf says up to where)
+//
+// Thread-safety: an EtcdClient is safe for concurrent use by any number of
+// threads (gRPC channels and stubs are); an EtcdWatch is used by one thread
+// at a time, except Cancel, which any thread may call.
+#ifndef CLAIMSTORE_SRC_ETCD_ETCD_CLIENT_H_
+#define CLAIMSTORE_SRC_ETCD_ETCD_CLIENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+
+namespace claimstore::internal {
+
+struct EtcdOptions {
+  // The members' client URLs: "http://127.0.0.1:2379" or "127.0.0.1:2379".
+  // TLS (https://) is not supported; InvalidArgument names such an
+  // endpoint.
+  std::vector<std::string> endpoints;
+  // The deadline of one request, fail-over included. Default: 5 s.
+  absl::Duration request_timeout = absl::Seconds(5);
+};
+
+// Whether `status`, an error of EtcdClient::Txn, leaves open whether the
+// Txn committed.
+bool OutcomeUnknown(const absl::Status& status);
+
+// The compact revision an OutOfRange error of a Range or Watch carries.
+uint64_t CompactRevisionOf(const absl::Status& status);
+
+// A watch of one key range (EtcdClient::Watch).
+class EtcdWatch {
+ public:
+  ~EtcdWatch();
+  // The next response, blocking until one comes: events in revision
+  // order, or none (a progress notification; header.revision set). Errors: OutOfRange with the compact revision when the start
+  // revision was compacted (the watch is over: re-list and watch again),
+  // Unavailable when the stream broke (watch again from the last
+  // revision seen + 1), Cancelled after Cancel().
+  absl::StatusOr<etcdserverpb::WatchResponse> Next();
+  // Makes a Next waiting now, and every later one, return Cancelled.
+  void Cancel();
+
+ private:
+  friend class EtcdClient;
+  EtcdWatch() = default;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriterInterface<etcdserverpb::WatchRequest,
+                                                    etcdserverpb::WatchResponse>>
+      stream_;
+  std::atomic<bool> cancelled_{false};
+};
+
+class EtcdClient {
+ public:
+  // Checks the endpoints and creates a channel per member; connects lazily
+  // (the first request does).
+  static absl::StatusOr<std::unique_ptr<EtcdClient>> Connect(const EtcdOptions& options);
+  ~EtcdClient();
+
+  // One Txn, sent once, to one member.
+  absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
+  // A Range (linearizable unless request.serializable()); tried on each
+  // member in turn until the deadline.
+  absl::StatusOr<etcdserverpb::RangeResponse> Range(const etcdserverpb::RangeRequest& request);
+  // A watch, created on a member that confirms it.
+  absl::StatusOr<std::unique_ptr<EtcdWatch>> Watch(const etcdserverpb::WatchCreateRequest& create);
+  // Compacts etcd's history up to `revision` (physical: returns once the
+  // compaction is done).
+  absl::Status Compact(int64_t revision);
+  // The member's status (Maintenance.Status) of endpoint `i` (tests: which
+  // member leads).
+  absl::StatusOr<etcdserverpb::StatusResponse> MemberStatus(size_t i);
+
+  size_t endpoints() const { return members_.size(); }
+
+ private:
+  struct Member {
+    std::string endpoint;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<etcdserverpb::KV::Stub> kv;
+    std::unique_ptr<etcdserverpb::Watch::Stub> watch;
+    std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
+  };
+  explicit EtcdClient(const EtcdOptions& options) : options_(options) {}
+  // The member to try first.
+  size_t Preferred() const { return preferred_.load(std::memory_order_relaxed); }
+  void MoveOn(size_t from);
+
+  const EtcdOptions options_;
+  std::vector<Member> members_;
+  std::atomic<size_t> preferred_{0};
+};
+
+// Keys: the end of the range of every key starting with `prefix` (etcd's
+// clientv3.GetPrefixRangeEnd).
+std::string PrefixRangeEnd(absl::string_view prefix);
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_ETCD_ETCD_CLIENT_H_

@@ -1,0 +1,233 @@
+#include "etcd_cluster.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "etcd/etcd_client.h"
+
+namespace claimstore::testing {
+namespace {
+
+constexpr char kEtcd[] = "/usr/bin/etcd";
+
+// A port the kernel hands out for loopback now, not one handed out before
+// by this process.
+absl::StatusOr<int> FreePort() {
+  static std::set<int>* used = new std::set<int>;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return absl::InternalError("socket");
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    int port = -1;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port = ntohs(addr.sin_port);
+    }
+    close(fd);
+    if (port > 0 && used->insert(port).second) return port;
+  }
+  return absl::InternalError("no free port");
+}
+
+// The last lines of a member's log, for an error that names the member.
+std::string LogTail(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::deque<std::string> lines;
+  while (std::getline(in, line)) {
+    lines.push_back(line);
+    if (lines.size() > 10) lines.pop_front();
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members) {
+  if (access(kEtcd, X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kEtcd, " is not installed (tools/deps.sh installs etcd-server)"));
+  }
+  std::unique_ptr<EtcdCluster> c(new EtcdCluster());
+  char tmpl[] = "/tmp/claimstore-etcd-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp");
+  c->dir_ = tmpl;
+  std::vector<std::string> peers;
+  for (int i = 0; i < members; ++i) {
+    Member m;
+    m.name = absl::StrCat("m", i);
+    m.data_dir = absl::StrCat(c->dir_, "/", m.name);
+    m.log = absl::StrCat(c->dir_, "/", m.name, ".log");
+    auto client = FreePort();
+    auto peer = FreePort();
+    if (!client.ok()) return client.status();
+    if (!peer.ok()) return peer.status();
+    m.client_port = *client;
+    m.peer_port = *peer;
+    peers.push_back(absl::StrCat(m.name, "=http://127.0.0.1:", m.peer_port));
+    c->members_.push_back(std::move(m));
+  }
+  c->initial_cluster_ = absl::StrJoin(peers, ",");
+  for (int i = 0; i < members; ++i) {
+    if (absl::Status s = c->Spawn(i, /*fresh=*/true); !s.ok()) return s;
+  }
+  for (int i = 0; i < members; ++i) {
+    if (absl::Status s = c->WaitServing(i); !s.ok()) return s;
+  }
+  return c;
+}
+
+EtcdCluster::~EtcdCluster() {
+  for (int i = 0; i < size(); ++i) Kill(i);
+  std::error_code ec;
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+}
+
+std::string EtcdCluster::Endpoint(int i) const {
+  return absl::StrCat("http://127.0.0.1:", members_[i].client_port);
+}
+
+std::vector<std::string> EtcdCluster::Endpoints() const {
+  std::vector<std::string> out;
+  for (int i = 0; i < size(); ++i) out.push_back(Endpoint(i));
+  return out;
+}
+
+absl::Status EtcdCluster::Spawn(int i, bool fresh) {
+  Member& m = members_[i];
+  const std::string client_url = Endpoint(i);
+  const std::string peer_url = absl::StrCat("http://127.0.0.1:", m.peer_port);
+  std::vector<std::string> args = {
+      kEtcd,
+      "--name", m.name,
+      "--data-dir", m.data_dir,
+      "--listen-client-urls", client_url,
+      "--advertise-client-urls", client_url,
+      "--listen-peer-urls", peer_url,
+      "--initial-advertise-peer-urls", peer_url,
+      "--initial-cluster", initial_cluster_,
+      "--initial-cluster-state", fresh ? "new" : "existing",
+      "--initial-cluster-token", dir_,
+      "--logger", "zap",
+      "--log-level", "warn",
+      // Loopback: elections in a fraction of the default's 1 s.
+      "--heartbeat-interval", "50",
+      "--election-timeout", "500",
+  };
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // fork + exec rather than posix_spawn: the member is told to die with
+  // the thread that started it (PR_SET_PDEATHSIG), so that a test binary
+  // that crashes leaves no etcd behind.
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    const int log = open(m.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int null = open("/dev/null", O_RDONLY);
+    if (log < 0 || null < 0) _exit(127);
+    dup2(null, 0);
+    dup2(log, 1);
+    dup2(log, 2);
+    execv(kEtcd, argv.data());
+    _exit(127);
+  }
+  m.pid = pid;
+  return absl::OkStatus();
+}
+
+absl::Status EtcdCluster::WaitServing(int i) const {
+  internal::EtcdOptions options;
+  options.endpoints = {Endpoint(i)};
+  options.request_timeout = absl::Seconds(1);
+  auto client = internal::EtcdClient::Connect(options);
+  if (!client.ok()) return client.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  absl::Status last;
+  while (absl::Now() < deadline) {
+    if (members_[i].pid > 0 && waitpid(members_[i].pid, nullptr, WNOHANG) == members_[i].pid) {
+      return absl::InternalError(absl::StrCat("etcd member ", i, " exited; its log ends:\n",
+                                              LogTail(members_[i].log)));
+    }
+    // A linearizable read needs a leader: the member serves.
+    etcdserverpb::RangeRequest r;
+    r.set_key("health");
+    auto got = (*client)->Range(r);
+    if (got.ok()) return absl::OkStatus();
+    last = got.status();
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("etcd member ", i,
+                                                 " did not serve within 30 s: ", last.message(),
+                                                 "; its log ends:\n", LogTail(members_[i].log)));
+}
+
+void EtcdCluster::Kill(int i) {
+  Member& m = members_[i];
+  if (m.pid <= 0) return;
+  kill(m.pid, SIGKILL);
+  waitpid(m.pid, nullptr, 0);
+  m.pid = -1;
+}
+
+absl::Status EtcdCluster::Restart(int i) {
+  Kill(i);
+  if (absl::Status s = Spawn(i, /*fresh=*/false); !s.ok()) return s;
+  return WaitServing(i);
+}
+
+absl::Status EtcdCluster::StartStopped() {
+  std::vector<int> started;
+  for (int i = 0; i < size(); ++i) {
+    if (Running(i)) continue;
+    if (absl::Status s = Spawn(i, /*fresh=*/false); !s.ok()) return s;
+    started.push_back(i);
+  }
+  for (int i : started) {
+    if (absl::Status s = WaitServing(i); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+int EtcdCluster::Leader() const {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    for (int i = 0; i < size(); ++i) {
+      if (!Running(i)) continue;
+      internal::EtcdOptions options;
+      options.endpoints = {Endpoint(i)};
+      options.request_timeout = absl::Milliseconds(500);
+      auto client = internal::EtcdClient::Connect(options);
+      if (!client.ok()) continue;
+      auto status = (*client)->MemberStatus(0);
+      if (status.ok() && status->leader() != 0 && status->leader() == status->header().member_id()) {
+        return i;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return -1;
+}
+
+}  // namespace claimstore::testing

@@ -1,0 +1,66 @@
+// EtcdCluster: a real etcd cluster for tests, on loopback only: N members
+// of Debian's /usr/bin/etcd on free ports, each with a temporary data
+// directory, stopped (SIGKILL) and removed when the object goes. Members
+// can be killed (SIGKILL) and started again on the same ports and data.
+// A member also dies with the thread that started it (PR_SET_PDEATHSIG), so
+// that a crashed test leaves no etcd running: start, restart and destroy
+// the cluster from a thread that outlives it (the test's main thread).
+//
+// Thread-safety: one thread at a time.
+#ifndef CLAIMSTORE_TESTS_ETCD_CLUSTER_H_
+#define CLAIMSTORE_TESTS_ETCD_CLUSTER_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace claimstore::testing {
+
+class EtcdCluster {
+ public:
+  // Starts `members` members and waits until the cluster has a leader and
+  // takes writes. FailedPrecondition when etcd is not installed.
+  static absl::StatusOr<std::unique_ptr<EtcdCluster>> Start(int members);
+  ~EtcdCluster();
+
+  // Every member's client URL ("http://127.0.0.1:PORT").
+  std::vector<std::string> Endpoints() const;
+  std::string Endpoint(int i) const;
+  int size() const { return static_cast<int>(members_.size()); }
+
+  // SIGKILL to member i (no-op when it is down).
+  void Kill(int i);
+  // Starts member i again with its data; waits until it serves. (etcd
+  // serves a member's clients once it has published itself through the
+  // cluster: seconds after it starts.)
+  absl::Status Restart(int i);
+  // Starts every member that is down, then waits until each serves.
+  absl::Status StartStopped();
+  bool Running(int i) const { return members_[i].pid > 0; }
+  // The index of the member that leads, or -1 when none is known within
+  // a few seconds.
+  int Leader() const;
+
+ private:
+  struct Member {
+    std::string name, data_dir, log;
+    int client_port = 0, peer_port = 0;
+    pid_t pid = -1;
+  };
+  EtcdCluster() = default;
+  absl::Status Spawn(int i, bool fresh);
+  absl::Status WaitServing(int i) const;
+
+  std::string dir_;
+  std::string initial_cluster_;
+  std::vector<Member> members_;
+};
+
+}  // namespace claimstore::testing
+
+#endif  // CLAIMSTORE_TESTS_ETCD_CLUSTER_H_
