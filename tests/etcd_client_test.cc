@@ -23,31 +23,7 @@ namespace {
 using ::claimstore::testing::EtcdCluster;
 using ::testing::HasSubstr;
 
-// One cluster for the whole binary (each test uses its own keys), started
-// on first use and stopped when the tests are over.
-std::unique_ptr<EtcdCluster>& ClusterSlot() {
-  static auto* cluster = new std::unique_ptr<EtcdCluster>;
-  return *cluster;
-}
-
-EtcdCluster& Cluster() {
-  std::unique_ptr<EtcdCluster>& slot = ClusterSlot();
-  if (slot == nullptr) {
-    auto c = EtcdCluster::Start(3);
-    if (!c.ok()) {
-      ADD_FAILURE() << c.status();
-      std::abort();
-    }
-    slot = *std::move(c);
-  }
-  return *slot;
-}
-
-class StopCluster : public ::testing::Environment {
- public:
-  void TearDown() override { ClusterSlot().reset(); }
-};
-const auto* const kStopCluster = ::testing::AddGlobalTestEnvironment(new StopCluster);
+EtcdCluster& Cluster() { return ::claimstore::testing::TestCluster(); }
 
 class EtcdClientTest : public ::testing::Test {
  protected:

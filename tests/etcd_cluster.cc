@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "etcd/etcd_client.h"
+#include "gtest/gtest.h"
 
 namespace claimstore::testing {
 namespace {
@@ -228,6 +229,38 @@ int EtcdCluster::Leader() const {
     absl::SleepFor(absl::Milliseconds(50));
   }
   return -1;
+}
+
+namespace {
+
+std::unique_ptr<EtcdCluster>& TestClusterSlot() {
+  static auto* cluster = new std::unique_ptr<EtcdCluster>;
+  return *cluster;
+}
+
+class StopTestCluster : public ::testing::Environment {
+ public:
+  void TearDown() override { TestClusterSlot().reset(); }
+};
+
+}  // namespace
+
+EtcdCluster& TestCluster() {
+  std::unique_ptr<EtcdCluster>& slot = TestClusterSlot();
+  if (slot == nullptr) {
+    static const bool registered = [] {
+      ::testing::AddGlobalTestEnvironment(new StopTestCluster);
+      return true;
+    }();
+    (void)registered;
+    absl::StatusOr<std::unique_ptr<EtcdCluster>> c = EtcdCluster::Start(3);
+    if (!c.ok()) {
+      ADD_FAILURE() << c.status();
+      std::abort();
+    }
+    slot = *std::move(c);
+  }
+  return *slot;
 }
 
 }  // namespace claimstore::testing

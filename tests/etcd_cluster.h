@@ -61,6 +61,12 @@ class EtcdCluster {
   std::vector<Member> members_;
 };
 
+// The test binary's cluster of 3 members, started at the first call and
+// stopped when the tests are over (a gtest environment); a test that
+// cannot start it fails and aborts. Tests share it: each uses keys (a
+// prefix) of its own.
+EtcdCluster& TestCluster();
+
 }  // namespace claimstore::testing
 
 #endif  // CLAIMSTORE_TESTS_ETCD_CLUSTER_H_

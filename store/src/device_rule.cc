@@ -6,6 +6,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "claimstore/claim_generated.h"
+#include "fb_strings.h"
 #include "index_entries.h"
 #include "store_errors.h"
 
@@ -116,6 +118,95 @@ std::string DeviceKeyOf(const DeviceHolding& h) {
                                                                            : HoldingKind::kExclusive;
   return DeviceKey(h.driver, h.pool, h.device, kind, h.share_id, h.claim.claim_namespace,
                    h.claim.name);
+}
+
+absl::StatusOr<std::vector<CapacityLimit>> ParseCapacityLimits(
+    const Allocation& allocation, absl::Span<const DeviceCapacity> capacity) {
+  // consumedCapacity must be quantities (the JSON decoder has checked
+  // those it decoded; AllocationBuilder's are checked here), and not
+  // negative: a negative share would make room for others.
+  if (const auto* results = allocation.table().results(); results != nullptr) {
+    for (size_t i = 0; i < results->size(); ++i) {
+      const auto* consumed = results->Get(static_cast<flatbuffers::uoffset_t>(i))->consumed_capacity();
+      if (consumed == nullptr) continue;
+      for (const fb::QuantityEntry* q : *consumed) {
+        absl::StatusOr<Quantity> parsed = Quantity::Parse(View(q->value()));
+        if (!parsed.ok() || parsed->negative()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "status.allocation.devices.results[", i, "].consumedCapacity[\"", View(q->key()),
+              "\"]: Invalid value: \"", View(q->value()), "\": ",
+              parsed.ok() ? "must be greater than or equal to 0" : parsed.status().message()));
+        }
+      }
+    }
+  }
+  std::vector<CapacityLimit> limits;
+  limits.reserve(capacity.size());
+  for (size_t i = 0; i < capacity.size(); ++i) {
+    const DeviceCapacity& c = capacity[i];
+    const struct {
+      const char* field;
+      const std::string& value;
+    } parts[] = {{"driver", c.driver}, {"pool", c.pool}, {"device", c.device}};
+    for (const auto& part : parts) {
+      if (part.value.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("capacity[", i, "].", part.field, ": Required value"));
+      }
+    }
+    CapacityLimit limit{c.driver, c.pool, c.device, {}};
+    for (const CapacityValue& v : c.capacity) {
+      absl::StatusOr<Quantity> q = Quantity::Parse(v.quantity);
+      if (!q.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("capacity[", i, "].capacity[\"", v.name,
+                                                       "\"]: Invalid value: \"", v.quantity,
+                                                       "\": ", q.status().message()));
+      }
+      limit.limits.emplace_back(v.name, *std::move(q));
+    }
+    limits.push_back(std::move(limit));
+  }
+  return limits;
+}
+
+absl::Status AddConsumed(absl::string_view device_name, absl::string_view name,
+                         absl::string_view quantity,
+                         absl::btree_map<std::string, Quantity>* sums) {
+  absl::StatusOr<Quantity> q = Quantity::Parse(quantity);
+  if (!q.ok() || q->negative()) return absl::OkStatus();
+  Quantity& sum = (*sums)[std::string(name)];
+  absl::StatusOr<Quantity> next = sum.Plus(*q);
+  if (!next.ok()) {
+    return absl::AbortedError(absl::StrCat("device ", device_name, ": capacity \"", name,
+                                           "\": ", next.status().message()));
+  }
+  sum = *std::move(next);
+  return absl::OkStatus();
+}
+
+absl::Status CheckLimits(const CapacityLimit& limit,
+                         const absl::btree_map<std::string, Quantity>& asked,
+                         const absl::btree_map<std::string, Quantity>& consumed) {
+  static const Quantity kZero;
+  for (const auto& [name, max] : limit.limits) {
+    auto it = asked.find(name);
+    if (it == asked.end()) continue;
+    auto used_it = consumed.find(name);
+    const Quantity& used = used_it != consumed.end() ? used_it->second : kZero;
+    absl::StatusOr<Quantity> total = used.Plus(it->second);
+    if (!total.ok()) {
+      return absl::AbortedError(absl::StrCat("device ", limit.driver, "/", limit.pool, "/",
+                                             limit.device, ": capacity \"", name, "\": ",
+                                             total.status().message()));
+    }
+    if (total->Compare(max) > 0) {
+      return absl::AbortedError(absl::StrCat(
+          "device ", limit.driver, "/", limit.pool, "/", limit.device, ": capacity \"", name,
+          "\" would be over-committed: limit ", max.ToString(), ", consumed by other shares ",
+          used.ToString(), ", asked ", it->second.ToString()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace internal

@@ -12,6 +12,14 @@
 #define CLAIMSTORE_SRC_DEVICE_RULE_H_
 
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/status/statusor.h"
+#include "claimstore/allocated.h"
+#include "claimstore/allocation.h"
+#include "quantity.h"
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -53,6 +61,36 @@ void FindDoubleHoldings(absl::Span<const absl::string_view> sorted_device_keys,
 // Aborted for `clashes` (at least one): the first one's text, and how many
 // more there are; the first one's two claims as the payload ClaimsOf reads.
 absl::Status ClashError(const std::vector<Clash>& clashes);
+
+// Allocate's capacity limits, parsed: per device, capacity name to limit.
+struct CapacityLimit {
+  std::string driver, pool, device;
+  std::vector<std::pair<std::string, Quantity>> limits;  // by name
+};
+
+// Allocate's input checks: every consumedCapacity of `allocation` a
+// quantity and not negative, every limit of `capacity` a quantity of a
+// device named whole. InvalidArgument naming the field otherwise.
+absl::StatusOr<std::vector<CapacityLimit>> ParseCapacityLimits(
+    const Allocation& allocation, absl::Span<const DeviceCapacity> capacity);
+
+// Adds what `consumed` (one share's consumedCapacity) consumes to `sums`.
+// Quantities were validated when written; one that does not parse (only in
+// a claim restored without validation) is left out, and so is a negative
+// one (Allocate refuses those; a stored one must not make room for
+// others). Aborted, naming the device, when a sum cannot be exact
+// (Quantity::kMaxSumDigits): as the scheduler does, an unrepresentable
+// quantity fails the allocation.
+absl::Status AddConsumed(absl::string_view device_name, absl::string_view name,
+                         absl::string_view quantity, absl::btree_map<std::string, Quantity>* sums);
+
+// The limit check of one device: for each capacity of `limit` that `asked`
+// (this allocation's shares) names, consumed + asked must not exceed it.
+// Aborted naming the device, the capacity, the limit, what the other
+// shares consume and what this one asks.
+absl::Status CheckLimits(const CapacityLimit& limit,
+                         const absl::btree_map<std::string, Quantity>& asked,
+                         const absl::btree_map<std::string, Quantity>& consumed);
 
 // A device-index key as the public DeviceHolding, and back.
 DeviceHolding ToHolding(DeviceKeyParts parts);

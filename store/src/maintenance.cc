@@ -88,4 +88,21 @@ absl::Status StoreImpl::Compact() {
 
 absl::Status StoreImpl::Backup(absl::string_view dir) { return BackupDatabase(*db_, dir); }
 
+absl::StatusOr<std::string> StoreImpl::MetaValue(absl::string_view key) const {
+  std::string value;
+  rocksdb::Status s = db_->db()->Get(rocksdb::ReadOptions(), db_->meta(),
+                                     rocksdb::Slice(key.data(), key.size()), &value);
+  if (s.IsNotFound()) return std::string();
+  CS_RETURN_IF_ERROR(FromRocksDB(s, "reading meta"));
+  return value;
+}
+
+absl::Status StoreImpl::SetMetaValue(absl::string_view key, absl::string_view value) {
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  return FromRocksDB(db_->db()->Put(sync, db_->meta(), rocksdb::Slice(key.data(), key.size()),
+                                    rocksdb::Slice(value.data(), value.size())),
+                     "writing meta");
+}
+
 }  // namespace claimstore::internal

@@ -65,6 +65,40 @@ absl::StatusOr<Mutation> ApplyClusterEvent(const ClusterEvent& event, const Clai
   return m;
 }
 
+absl::Status CheckPreconditions(const ClaimKey& key, const Preconditions& pre,
+                                const ClaimRecord* current) {
+  if (!pre.mod_revision.has_value() && !pre.uid.has_value()) return absl::OkStatus();
+  if (current == nullptr) {
+    if (pre.mod_revision.has_value() && *pre.mod_revision == 0 && !pre.uid.has_value()) {
+      return absl::OkStatus();  // "must not exist yet", as a create
+    }
+    return ClaimNotFound(key);
+  }
+  if (pre.mod_revision.has_value() && *pre.mod_revision != current->mod_revision()) {
+    return RevisionMismatch(key, absl::StrCat("expected revision ", *pre.mod_revision),
+                            current->mod_revision());
+  }
+  if (pre.uid.has_value() && *pre.uid != current->uid()) {
+    return RevisionMismatch(key, absl::StrCat("expected uid ", *pre.uid, ", found ", current->uid()),
+                            current->mod_revision());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Mutation> MirrorClaim(const ClaimRecord* record, const Mutation::Stamps& stamps,
+                                     const ClaimRecord* current) {
+  Mutation m;
+  if (record == nullptr) {
+    if (current == nullptr) return m;
+    m.kind = Mutation::Kind::kDelete;
+  } else {
+    m = Write(std::string(record->bytes()));
+    m.as_state = true;
+  }
+  m.mirrored = stamps;
+  return m;
+}
+
 absl::StatusOr<Mutation> DeleteClaim(const ClaimKey& key, const ClaimRecord* current) {
   if (current == nullptr) return ClaimNotFound(key);
   return Mutation{Mutation::Kind::kDelete, {}};

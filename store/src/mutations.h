@@ -14,6 +14,8 @@
 #ifndef CLAIMSTORE_SRC_MUTATIONS_H_
 #define CLAIMSTORE_SRC_MUTATIONS_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -35,6 +37,14 @@ struct Mutation {
   // validates it: no rule about a change), not as an update of the current
   // record.
   bool as_state = false;
+  // Set: the change as another store decided it (the shared mode's etcd):
+  // made at this revision, the record with these revisions, identity rules
+  // only, and not checked against other claims' holdings (etcd's Txn
+  // did). Unset: the write path checks and stamps.
+  struct Stamps {
+    uint64_t create_revision = 0, mod_revision = 0, version = 0;
+  };
+  std::optional<Stamps> mirrored = std::nullopt;
 };
 
 // Put: the whole record, over whatever is there.
@@ -74,6 +84,18 @@ absl::StatusOr<Mutation> MergeDeviceStatuses(const ClaimKey& key,
 // state, or the claim deleted. InvalidArgument when a resourceVersion is
 // not a number.
 absl::StatusOr<Mutation> ApplyClusterEvent(const ClusterEvent& event, const ClaimRecord* current);
+
+// Aborted (RevisionMismatch) when `current` (null: absent) does not meet
+// `pre`, NotFound when a precondition names an absent claim (except
+// mod_revision 0 alone: "must not exist yet").
+absl::Status CheckPreconditions(const ClaimKey& key, const Preconditions& pre,
+                                const ClaimRecord* current);
+
+// The shared mode's mirror: the claim as etcd holds it at `stamps`
+// (`record`; null: deleted at stamps.mod_revision), whatever is stored
+// (a deletion of a claim not stored is a no-op).
+absl::StatusOr<Mutation> MirrorClaim(const ClaimRecord* record, const Mutation::Stamps& stamps,
+                                     const ClaimRecord* current);
 
 // A claim's metadata.resourceVersion as the number Kubernetes makes it (0
 // when empty); InvalidArgument naming it otherwise.

@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "claimstore/store.h"
 #include "database.h"
+#include "device_rule.h"
 #include "feed.h"
 #include "index_entries.h"
 #include "mutations.h"
@@ -100,6 +101,27 @@ class StoreImpl final : public Store {
   absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(
       absl::Span<const ClusterEvent> events, uint64_t resource_version) override;
 
+  // The shared mode's mirror (etcd/shared_store.h) ---------------------------------
+  // A claim as etcd holds it: the record with etcd's revisions (nullopt:
+  // deleted), changed at `stamps.mod_revision`.
+  struct MirroredClaim {
+    ClaimKey key;
+    std::optional<ClaimRecord> record;
+    Mutation::Stamps stamps;
+  };
+  // Writes `claims` as etcd decided them, in one atomic write that also
+  // moves the store revision to `revision` (etcd's; not below any claim's
+  // mod revision), which is then the store's position in etcd. No rule
+  // but the identity rules is checked: etcd's Txns did. InvalidArgument
+  // for a revision not past the store's.
+  absl::Status ApplyMirrored(absl::Span<const MirroredClaim> claims, uint64_t revision);
+  // The store revision of the last commit (the mirror's position).
+  uint64_t CommittedRevision() const;
+  // A meta value ("" when absent), and writing one outside any write group
+  // (the mirror's identity, before its follower starts).
+  absl::StatusOr<std::string> MetaValue(absl::string_view key) const;
+  absl::Status SetMetaValue(absl::string_view key, absl::string_view value);
+
   // Bulk loads (bulk_load.cc) ----------------------------------------------------
   absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad(const BulkLoadOptions& options) override;
   // Writes a bulk load's claims (BulkLoad::Commit), or with `dry_run` only
@@ -118,12 +140,6 @@ class StoreImpl final : public Store {
   // write does (mutations.h).
   using MutateFn = absl::FunctionRef<absl::StatusOr<Mutation>(const ClaimRecord* current)>;
 
-  // Allocate's capacity limits, parsed: per device, capacity name to limit.
-  struct CapacityLimit {
-    std::string driver, pool, device;
-    std::vector<std::pair<std::string, Quantity>> limits;  // by name
-  };
-
   // One mutation of one claim.
   struct WriteStep {
     std::string record_key;
@@ -141,6 +157,8 @@ class StoreImpl final : public Store {
     std::vector<WriteStep> steps;
     // ApplyClusterEvents: the stream position to store with the steps.
     std::optional<uint64_t> follow_resource_version;
+    // ApplyMirrored: the store revision after the steps.
+    std::optional<uint64_t> mirror_revision;
     absl::Status status;
     // What the steps staged, for the published state (empty when refused).
     std::vector<RecordChange> changes;
@@ -182,9 +200,9 @@ class StoreImpl final : public Store {
   absl::StatusOr<std::optional<ClaimRecord>> CurrentRecord(const std::string& record_key,
                                                            const ClaimKey& key) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
-  absl::Status StageWrite(const WriteStep& step, const ClaimRecord* current, std::string bytes,
-                          bool as_state, rocksdb::WriteBatch* batch, uint64_t* revision,
-                          WriteResult* result, std::vector<RecordChange>* changes)
+  absl::Status StageWrite(const WriteStep& step, const ClaimRecord* current, Mutation mutation,
+                          rocksdb::WriteBatch* batch, uint64_t* revision, WriteResult* result,
+                          std::vector<RecordChange>* changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // The device-index keys of a device's holders, as published and then as
   // this group's staged writes left them.
@@ -197,8 +215,9 @@ class StoreImpl final : public Store {
   absl::Status CheckCapacity(const ClaimKey& claim, const ClaimRecord& record,
                              const std::vector<CapacityLimit>& limits) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
-  absl::Status StageDelete(const ClaimRecord& current, rocksdb::WriteBatch* batch,
-                           uint64_t* revision, WriteResult* result,
+  // At revision `at` (mirrored), or else the next one.
+  absl::Status StageDelete(const ClaimRecord& current, std::optional<uint64_t> at,
+                           rocksdb::WriteBatch* batch, uint64_t* revision, WriteResult* result,
                            std::vector<RecordChange>* changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   absl::Status StageIndexChanges(const IndexEntries& before, const IndexEntries& after,

@@ -21,6 +21,9 @@
 #include "absl/strings/str_join.h"
 #include "claimstore/store.h"
 #include "database.h"
+#ifdef CLAIMSTORE_HAVE_ETCD
+#include "etcd/shared_store.h"
+#endif
 #include "keys.h"
 #include "read_only_store.h"
 #include "rocksdb/filter_policy.h"
@@ -406,6 +409,15 @@ uint64_t LevelZeroFilesForTesting(Store& store) {
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(absl::string_view path,
                                                    const Options& options) {
+  if (!options.etcd_endpoints.empty()) {
+#ifdef CLAIMSTORE_HAVE_ETCD
+    return internal::SharedStore::Open(path, options);
+#else
+    return absl::UnimplementedError(
+        "Options.etcd_endpoints: this claimstore was built without the shared mode "
+        "(CLAIMSTORE_ETCD=OFF)");
+#endif
+  }
   return internal::OpenStoreWithEnv(path, options, nullptr);
 }
 

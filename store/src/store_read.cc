@@ -22,6 +22,12 @@ ReadPoint StoreImpl::Published(Pin* pin) const {
   return ReadPoint{pin->snapshot.get(), pin->revision};
 }
 
+uint64_t StoreImpl::CommittedRevision() const {
+  Pin pin;
+  Published(&pin);
+  return pin.revision;
+}
+
 absl::StatusOr<ClaimRead> StoreImpl::Get(const ClaimKey& key) const {
   CS_ASSIGN_OR_RETURN(ClaimReads reads, GetMany({&key, 1}));
   if (!reads.records[0].has_value()) return ClaimNotFound(key);

@@ -35,26 +35,6 @@ namespace {
 
 std::atomic<void (*)()> commit_hook{nullptr};
 
-absl::Status CheckPreconditions(const ClaimKey& key, const Preconditions& pre,
-                                const ClaimRecord* current) {
-  if (!pre.mod_revision.has_value() && !pre.uid.has_value()) return absl::OkStatus();
-  if (current == nullptr) {
-    if (pre.mod_revision.has_value() && *pre.mod_revision == 0 && !pre.uid.has_value()) {
-      return absl::OkStatus();  // "must not exist yet", as a create
-    }
-    return ClaimNotFound(key);
-  }
-  if (pre.mod_revision.has_value() && *pre.mod_revision != current->mod_revision()) {
-    return RevisionMismatch(key, absl::StrCat("expected revision ", *pre.mod_revision),
-                            current->mod_revision());
-  }
-  if (pre.uid.has_value() && *pre.uid != current->uid()) {
-    return RevisionMismatch(key, absl::StrCat("expected uid ", *pre.uid, ", found ", current->uid()),
-                            current->mod_revision());
-  }
-  return absl::OkStatus();
-}
-
 // `s` for item `i` of a write of several claims.
 absl::Status ForItem(const absl::Status& s, size_t i, const ClaimKey& key) {
   return absl::Status(s.code(), absl::StrCat("item ", i, " (", key.ToString(), "): ", s.message()));
@@ -143,50 +123,8 @@ absl::StatusOr<WriteResult> StoreImpl::Unreserve(const ClaimKey& key,
 absl::StatusOr<WriteResult> StoreImpl::Allocate(const ClaimKey& key, const Allocation& allocation,
                                                 const Preconditions& pre,
                                                 absl::Span<const DeviceCapacity> capacity) {
-  // consumedCapacity must be quantities (the JSON decoder has checked
-  // those it decoded; AllocationBuilder's are checked here), and not
-  // negative: a negative share would make room for others.
-  if (const auto* results = allocation.table().results(); results != nullptr) {
-    for (size_t i = 0; i < results->size(); ++i) {
-      const auto* consumed = results->Get(static_cast<flatbuffers::uoffset_t>(i))->consumed_capacity();
-      if (consumed == nullptr) continue;
-      for (const fb::QuantityEntry* q : *consumed) {
-        absl::StatusOr<Quantity> parsed = Quantity::Parse(View(q->value()));
-        if (!parsed.ok() || parsed->negative()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "status.allocation.devices.results[", i, "].consumedCapacity[\"", View(q->key()),
-              "\"]: Invalid value: \"", View(q->value()), "\": ",
-              parsed.ok() ? "must be greater than or equal to 0" : parsed.status().message()));
-        }
-      }
-    }
-  }
-  std::vector<CapacityLimit> limits;
-  limits.reserve(capacity.size());
-  for (size_t i = 0; i < capacity.size(); ++i) {
-    const DeviceCapacity& c = capacity[i];
-    const struct {
-      const char* field;
-      const std::string& value;
-    } parts[] = {{"driver", c.driver}, {"pool", c.pool}, {"device", c.device}};
-    for (const auto& part : parts) {
-      if (part.value.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("capacity[", i, "].", part.field, ": Required value"));
-      }
-    }
-    CapacityLimit limit{c.driver, c.pool, c.device, {}};
-    for (const CapacityValue& v : c.capacity) {
-      absl::StatusOr<Quantity> q = Quantity::Parse(v.quantity);
-      if (!q.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("capacity[", i, "].capacity[\"", v.name,
-                                                       "\"]: Invalid value: \"", v.quantity,
-                                                       "\": ", q.status().message()));
-      }
-      limit.limits.emplace_back(v.name, *std::move(q));
-    }
-    limits.push_back(std::move(limit));
-  }
+  CS_ASSIGN_OR_RETURN(const std::vector<CapacityLimit> limits,
+                      ParseCapacityLimits(allocation, capacity));
   return Write(
       key, pre, [&](const ClaimRecord* current) { return SetAllocation(key, allocation, current); },
       limits.empty() ? nullptr : &limits);
@@ -224,6 +162,30 @@ absl::StatusOr<WriteResult> StoreImpl::Write(const ClaimKey& key, const Precondi
   return write.steps[0].result;
 }
 
+absl::Status StoreImpl::ApplyMirrored(absl::Span<const MirroredClaim> claims, uint64_t revision) {
+  static const Preconditions kNone;
+  struct MirrorOne {
+    const MirroredClaim* claim;
+    absl::StatusOr<Mutation> operator()(const ClaimRecord* current) const {
+      return MirrorClaim(claim->record.has_value() ? &*claim->record : nullptr, claim->stamps,
+                         current);
+    }
+  };
+  std::vector<MirrorOne> mutations;
+  mutations.reserve(claims.size());
+  PendingWrite write;
+  write.steps.reserve(claims.size());
+  write.mirror_revision = revision;
+  for (const MirroredClaim& c : claims) {
+    CS_RETURN_IF_ERROR(RequireKey(c.key));
+    mutations.push_back(MirrorOne{&c});
+    write.steps.push_back(WriteStep{RecordKey(c.key.claim_namespace, c.key.name), c.key, &kNone,
+                                    MutateFn(mutations.back()), {}});
+  }
+  writes_.Submit(&write);
+  return write.status;
+}
+
 // The commit of a group -----------------------------------------------------------
 
 void StoreImpl::CommitGroup(absl::Span<WriteGroup::Writer* const> writers) {
@@ -244,6 +206,14 @@ void StoreImpl::CommitGroup(absl::Span<WriteGroup::Writer* const> writers) {
     staged_.BeginWrite();
     const uint64_t feed_total = staged_feed_total_;
     w->status = Apply(w, &batch, &revision);
+    if (w->status.ok() && w->mirror_revision.has_value()) {
+      if (*w->mirror_revision < revision || *w->mirror_revision <= revision_) {
+        w->status = absl::InvalidArgumentError(absl::StrCat(
+            "mirrored revision ", *w->mirror_revision, " is not past the store's ", revision));
+      } else {
+        revision = *w->mirror_revision;
+      }
+    }
     if (w->status.ok()) {
       batch.PopSavePoint();
       if (w->follow_resource_version.has_value()) {
@@ -354,10 +324,13 @@ absl::Status StoreImpl::ApplyStep(WriteStep* step, rocksdb::WriteBatch* batch, u
       step->result = WriteResult{old != nullptr ? old->mod_revision() : *revision, false};
       return absl::OkStatus();
     case Mutation::Kind::kDelete:
-      return StageDelete(*old, batch, revision, &step->result, changes);
+      return StageDelete(*old,
+                         mutation.mirrored.has_value()
+                             ? std::optional<uint64_t>(mutation.mirrored->mod_revision)
+                             : std::nullopt,
+                         batch, revision, &step->result, changes);
     case Mutation::Kind::kWrite:
-      return StageWrite(*step, old, std::move(mutation.bytes), mutation.as_state, batch,
-                        revision, &step->result, changes);
+      return StageWrite(*step, old, std::move(mutation), batch, revision, &step->result, changes);
   }
   return absl::InternalError("unknown mutation");
 }
@@ -365,21 +338,31 @@ absl::Status StoreImpl::ApplyStep(WriteStep* step, rocksdb::WriteBatch* batch, u
 // Staging ----------------------------------------------------------------------
 
 absl::Status StoreImpl::StageWrite(const WriteStep& step, const ClaimRecord* current,
-                                   std::string bytes, bool as_state, rocksdb::WriteBatch* batch,
+                                   Mutation mutation, rocksdb::WriteBatch* batch,
                                    uint64_t* revision, WriteResult* result,
                                    std::vector<RecordChange>* changes) {
   const ClaimKey& key = step.key;
+  const std::optional<Mutation::Stamps>& mirrored = mutation.mirrored;
+  std::string bytes = std::move(mutation.bytes);
   IndexEntries after;
-  CS_RETURN_IF_ERROR(PrepareRecord(current != nullptr && !as_state ? &current->table() : nullptr,
-                                   &bytes, &after));
+  CS_RETURN_IF_ERROR(PrepareRecord(
+      current != nullptr && !mutation.as_state ? &current->table() : nullptr, &bytes, &after,
+      mirrored.has_value() ? RecordChecks::kIdentityOnly : RecordChecks::kValidate));
   IndexEntries before =
       current != nullptr ? ComputeIndexEntries(current->table()) : IndexEntries{};
-  for (const std::string& device_key : Minus(after.devices, before.devices)) {
-    CS_RETURN_IF_ERROR(CheckDeviceConflict(key, device_key));
+  if (!mirrored.has_value()) {
+    for (const std::string& device_key : Minus(after.devices, before.devices)) {
+      CS_RETURN_IF_ERROR(CheckDeviceConflict(key, device_key));
+    }
   }
-  const uint64_t next = *revision + 1;
-  const uint64_t create = current != nullptr ? current->create_revision() : next;
-  const uint64_t version = current != nullptr ? current->version() + 1 : 1;
+  uint64_t next = *revision + 1;
+  uint64_t create = current != nullptr ? current->create_revision() : next;
+  uint64_t version = current != nullptr ? current->version() + 1 : 1;
+  if (mirrored.has_value()) {
+    next = mirrored->mod_revision;
+    create = mirrored->create_revision;
+    version = mirrored->version;
+  }
   ClaimRecord stamped = RecordFactory::FromBuilt(StampRevisions(bytes, create, next, version));
   if (step.capacity != nullptr) CS_RETURN_IF_ERROR(CheckCapacity(key, stamped, *step.capacity));
   std::string record_key = RecordKey(key.claim_namespace, key.name);
@@ -393,7 +376,7 @@ absl::Status StoreImpl::StageWrite(const WriteStep& step, const ClaimRecord* cur
                                                      : WatchEventType::kAdded,
                                   record_key, next, stamped, current, batch));
   }
-  *revision = next;
+  *revision = std::max(*revision, next);
   *result = WriteResult{next, true};
   staged_.SetRecord(record_key, stamped);
   std::optional<ClaimRecord> previous;
@@ -403,21 +386,22 @@ absl::Status StoreImpl::StageWrite(const WriteStep& step, const ClaimRecord* cur
   return absl::OkStatus();
 }
 
-absl::Status StoreImpl::StageDelete(const ClaimRecord& current, rocksdb::WriteBatch* batch,
-                                    uint64_t* revision, WriteResult* result,
-                                    std::vector<RecordChange>* changes) {
+absl::Status StoreImpl::StageDelete(const ClaimRecord& current, std::optional<uint64_t> at,
+                                    rocksdb::WriteBatch* batch, uint64_t* revision,
+                                    WriteResult* result, std::vector<RecordChange>* changes) {
+  const uint64_t next = at.value_or(*revision + 1);
   IndexEntries before = ComputeIndexEntries(current.table());
   std::string record_key = RecordKey(current.claim_namespace(), current.name());
   CS_RETURN_IF_ERROR(FromRocksDB(batch->Delete(db_->records(), record_key), "staging"));
   CS_RETURN_IF_ERROR(StageIndexChanges(before, IndexEntries{}, batch));
   if (FeedOn()) {
     CS_RETURN_IF_ERROR(
-        StageEvent(WatchEventType::kDeleted, record_key, *revision + 1, current, nullptr, batch));
+        StageEvent(WatchEventType::kDeleted, record_key, next, current, nullptr, batch));
   }
-  *revision += 1;
-  *result = WriteResult{*revision, true};
+  *revision = std::max(*revision, next);
+  *result = WriteResult{next, true};
   staged_.SetRecord(record_key, std::nullopt);
-  changes->push_back({std::move(record_key), std::nullopt, std::move(before), {}, *revision, current});
+  changes->push_back({std::move(record_key), std::nullopt, std::move(before), {}, next, current});
   return absl::OkStatus();
 }
 
@@ -471,30 +455,17 @@ absl::StatusOr<std::vector<std::string>> StoreImpl::HoldersOf(absl::string_view 
 
 namespace {
 
-// Adds what the shares of device `id` among `holdings` consume to `sums`;
-// whether there was a share. Quantities were validated when written; one
-// that does not parse (only in a claim restored without validation) is
-// left out, and so is a negative one (Allocate refuses those; a stored one
-// must not make room for others). Aborted when the sum cannot be exact
-// (Quantity::kMaxSumDigits): as the scheduler does, an unrepresentable
-// quantity fails the allocation.
+// Adds what the shares of device `id` among `holdings` consume to `sums`
+// (AddConsumed); whether there was a share.
 absl::StatusOr<bool> AddShares(const std::vector<ResultHolding>& holdings, const DeviceId& id,
                                absl::btree_map<std::string, Quantity>* sums) {
   bool shares = false;
+  const std::string device = absl::StrCat(id.driver, "/", id.pool, "/", id.device);
   for (const ResultHolding& h : holdings) {
     if (h.kind != HoldingKind::kShare || DeviceId{h.driver, h.pool, h.device} != id) continue;
     shares = true;
     for (const CapacityView& c : h.consumed) {
-      absl::StatusOr<Quantity> q = Quantity::Parse(c.quantity);
-      if (!q.ok() || q->negative()) continue;
-      Quantity& sum = (*sums)[std::string(c.name)];
-      absl::StatusOr<Quantity> next = sum.Plus(*q);
-      if (!next.ok()) {
-        return absl::AbortedError(absl::StrCat("device ", id.driver, "/", id.pool, "/", id.device,
-                                               ": capacity \"", c.name, "\": ",
-                                               next.status().message()));
-      }
-      sum = *std::move(next);
+      CS_RETURN_IF_ERROR(AddConsumed(device, c.name, c.quantity, sums));
     }
   }
   return shares;
@@ -530,23 +501,7 @@ absl::Status StoreImpl::CheckCapacity(const ClaimKey& claim, const ClaimRecord& 
         CS_RETURN_IF_ERROR(AddShares(ResultHoldingsOf(*stored), id, &consumed).status());
       }
     }
-    for (const auto& [name, max] : limit.limits) {
-      auto it = asked.find(name);
-      if (it == asked.end()) continue;
-      const Quantity& used = consumed[name];
-      absl::StatusOr<Quantity> total = used.Plus(it->second);
-      if (!total.ok()) {
-        return absl::AbortedError(absl::StrCat("device ", limit.driver, "/", limit.pool, "/",
-                                               limit.device, ": capacity \"", name, "\": ",
-                                               total.status().message()));
-      }
-      if (total->Compare(max) > 0) {
-        return absl::AbortedError(absl::StrCat(
-            "device ", limit.driver, "/", limit.pool, "/", limit.device, ": capacity \"", name,
-            "\" would be over-committed: limit ", max.ToString(), ", consumed by other shares ",
-            used.ToString(), ", asked ", it->second.ToString()));
-      }
-    }
+    CS_RETURN_IF_ERROR(CheckLimits(limit, asked, consumed));
   }
   return absl::OkStatus();
 }

@@ -9,13 +9,15 @@
 # descriptor pool, where a program that links Google's API protos itself
 # would meet them twice (protobuf aborts on a file registered twice).
 #
-# Defines claimstore_etcdpb, a static library of the generated code
+# Defines claimstore_etcdpb, an object library of the generated code
 # (rpc.proto's KV, Watch, Lease, Cluster, Maintenance and Auth services;
-# kv.proto; auth.proto), includes as "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h".
+# kv.proto; auth.proto) that the claimstore library takes in, and
+# CLAIMSTORE_ETCDPB_INCLUDE, where its headers are
+# ("etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h").
 
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(GRPCPP REQUIRED IMPORTED_TARGET grpc++)
-pkg_check_modules(PROTOBUF REQUIRED IMPORTED_TARGET protobuf)
+pkg_check_modules(GRPCPP REQUIRED IMPORTED_TARGET GLOBAL grpc++)
+pkg_check_modules(PROTOBUF REQUIRED IMPORTED_TARGET GLOBAL protobuf)
 find_program(CLAIMSTORE_PROTOC protoc REQUIRED)
 find_program(CLAIMSTORE_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 
@@ -61,9 +63,10 @@ add_custom_command(
   COMMENT "Generating etcd's v3 API (C++ and gRPC)"
   VERBATIM)
 
-add_library(claimstore_etcdpb STATIC ${_etcd_srcs})
+add_library(claimstore_etcdpb OBJECT ${_etcd_srcs})
 # Generated code: its own warnings are not ours to fix.
 target_compile_options(claimstore_etcdpb PRIVATE -w)
 target_include_directories(claimstore_etcdpb SYSTEM PUBLIC "${_etcd_out}")
 target_link_libraries(claimstore_etcdpb PUBLIC PkgConfig::GRPCPP PkgConfig::PROTOBUF)
 set_target_properties(claimstore_etcdpb PROPERTIES POSITION_INDEPENDENT_CODE ON)
+set(CLAIMSTORE_ETCDPB_INCLUDE "${_etcd_out}")

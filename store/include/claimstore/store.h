@@ -111,6 +111,24 @@ struct Options {
   // (WatchEvent::before), which about doubles the feed's bytes. Deleted
   // events always carry it. Default: false.
   bool feed_records_before = false;
+
+  // --- The shared mode: several processes on several machines ---
+  //
+  // etcd's client URLs ("http://10.0.0.1:2379" or "10.0.0.1:2379"; no
+  // TLS yet). When set, etcd holds the authoritative claims and device
+  // holdings, and the database at `path` is this process's mirror of them,
+  // fed by an etcd watch: reads stay local. Each write is one etcd Txn
+  // that compares the claim's mod revision and the holdings of the devices
+  // it takes, so that across processes exactly one of racing writes wins,
+  // as between threads of one process; it returns once the mirror has
+  // applied it. Revisions are etcd's. See README "Shared mode".
+  // Default: empty (the local mode).
+  std::vector<std::string> etcd_endpoints = {};
+  // The prefix of this store's keys in etcd. Default: "/claimstore/".
+  std::string etcd_prefix = "/claimstore/";
+  // The deadline of one etcd request, and how long a write waits for the
+  // mirror to apply it. Default: 5 s.
+  absl::Duration etcd_timeout = absl::Seconds(5);
 };
 
 // Conditions a write must meet; unset members are not checked.

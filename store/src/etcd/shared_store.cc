@@ -1,0 +1,802 @@
+#include "etcd/shared_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <random>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "allocated_state.h"
+#include "index_entries.h"
+#include "keys.h"
+#include "record_edit.h"
+#include "record_factory.h"
+#include "status_macros.h"
+#include "store_errors.h"
+#include "store_testing.h"
+
+namespace claimstore::internal {
+namespace {
+
+constexpr char kIdentityKey[] = "mirror_of";
+// How often a write runs again on what a failed compare read before it
+// gives up (each run follows a change by another writer).
+constexpr int kMaxAttempts = 100;
+// Claims per page of a re-list.
+constexpr int64_t kListPage = 1000;
+
+std::string NewToken() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const uint64_t a = rng(), b = rng();
+  std::string raw(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    raw[i] = static_cast<char>(a >> (8 * i));
+    raw[8 + i] = static_cast<char>(b >> (8 * i));
+  }
+  return absl::BytesToHexString(raw);
+}
+
+std::string DeviceName(absl::string_view driver, absl::string_view pool,
+                       absl::string_view device) {
+  return absl::StrCat(driver, "/", pool, "/", device);
+}
+
+etcdserverpb::Compare* AddCompare(etcdserverpb::TxnRequest* txn, const std::string& key,
+                                  etcdserverpb::Compare::CompareTarget target) {
+  etcdserverpb::Compare* c = txn->add_compare();
+  c->set_key(key);
+  c->set_target(target);
+  c->set_result(etcdserverpb::Compare::EQUAL);
+  return c;
+}
+
+void AddAbsent(etcdserverpb::TxnRequest* txn, const std::string& key) {
+  AddCompare(txn, key, etcdserverpb::Compare::CREATE)->set_create_revision(0);
+}
+
+void AddPut(etcdserverpb::TxnRequest* txn, const std::string& key, std::string value) {
+  auto* put = txn->add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(std::move(value));
+}
+
+void AddDelete(etcdserverpb::TxnRequest* txn, const std::string& key) {
+  txn->add_success()->mutable_request_delete_range()->set_key(key);
+}
+
+void AddFailureRange(etcdserverpb::TxnRequest* txn, const std::string& key) {
+  txn->add_failure()->mutable_request_range()->set_key(key);
+}
+
+// This claim's holdings of one device.
+struct Mine {
+  bool exclusive = false;
+  std::vector<DeviceShare> shares;  // sorted by shareID
+  friend bool operator==(const Mine&, const Mine&) = default;
+};
+
+// Per device (by DeviceName), what `record` holds of it (admin access is
+// no holding here: it never conflicts).
+std::map<std::string, std::pair<DeviceId, Mine>> HoldingsByDevice(const ClaimRecord* record,
+                                                                  const ClaimKey& claim) {
+  std::map<std::string, std::pair<DeviceId, Mine>> out;
+  if (record == nullptr) return out;
+  for (const ResultHolding& h : ResultHoldingsOf(*record)) {
+    if (h.kind == HoldingKind::kAdmin) continue;
+    auto& [id, mine] = out[DeviceName(h.driver, h.pool, h.device)];
+    id = DeviceId{h.driver, h.pool, h.device};
+    if (h.kind == HoldingKind::kExclusive) {
+      mine.exclusive = true;
+    } else {
+      DeviceShare share;
+      share.share_id = std::string(h.share_id);
+      share.claim = claim;
+      for (const CapacityView& c : h.consumed) {
+        share.consumed_capacity.push_back({std::string(c.name), std::string(c.quantity)});
+      }
+      mine.shares.push_back(std::move(share));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// --- Opening and closing --------------------------------------------------------
+
+SharedStore::SharedStore(std::unique_ptr<Store> mirror, std::unique_ptr<EtcdClient> etcd,
+                         const Options& options)
+    : options_(options),
+      layout_(options.etcd_prefix),
+      mirror_store_(std::move(mirror)),
+      mirror_impl_(static_cast<StoreImpl*>(mirror_store_.get())),
+      etcd_(std::move(etcd)) {}
+
+absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
+                                                         const Options& options) {
+  if (options.read_only) {
+    return absl::InvalidArgumentError(
+        "Options.read_only: Invalid value: true: a shared store (etcd_endpoints) writes its "
+        "own mirror of etcd");
+  }
+  if (options.etcd_prefix.empty()) {
+    return absl::InvalidArgumentError("Options.etcd_prefix: Required value");
+  }
+  EtcdOptions etcd_options;
+  etcd_options.endpoints = options.etcd_endpoints;
+  etcd_options.request_timeout = options.etcd_timeout;
+  CS_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> etcd, EtcdClient::Connect(etcd_options));
+  Options local = options;
+  local.etcd_endpoints.clear();
+  local.feed_history_revisions = 0;  // no local change feed in this mode (yet)
+  CS_ASSIGN_OR_RETURN(std::unique_ptr<Store> mirror, OpenStoreWithEnv(path, local, nullptr));
+  std::unique_ptr<SharedStore> store(
+      new SharedStore(std::move(mirror), std::move(etcd), options));
+
+  etcdserverpb::RangeRequest probe;
+  probe.set_key(store->layout_.ClaimsPrefix());
+  probe.set_range_end(PrefixRangeEnd(store->layout_.ClaimsPrefix()));
+  probe.set_count_only(true);
+  CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse head, store->etcd_->Range(probe));
+  CS_RETURN_IF_ERROR(store->CheckIdentity(head.header().cluster_id()));
+  {
+    MutexLock lock(&store->mu_);
+    store->applied_ = store->mirror()->CommittedRevision();
+  }
+  if (store->mirror()->CommittedRevision() == 0) CS_RETURN_IF_ERROR(store->Relist());
+  store->follower_ = std::thread([s = store.get()] { s->Follow(); });
+  CS_RETURN_IF_ERROR(store->Sync());
+  return store;
+}
+
+SharedStore::~SharedStore() {
+  stopping_.store(true);
+  {
+    MutexLock lock(&mu_);
+    if (watch_ != nullptr) watch_->Cancel();
+    applied_cv_.NotifyAll();
+  }
+  if (follower_.joinable()) follower_.join();
+}
+
+absl::Status SharedStore::CheckIdentity(uint64_t cluster_id) {
+  const std::string identity = absl::StrCat("etcd cluster ", absl::Hex(cluster_id), " prefix ",
+                                            layout_.prefix());
+  CS_ASSIGN_OR_RETURN(const std::string stored, mirror()->MetaValue(kIdentityKey));
+  if (stored == identity) return absl::OkStatus();
+  if (!stored.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this database mirrors ", stored, ", not ", identity,
+        ": a mirror follows one etcd cluster and prefix (remove it to mirror another)"));
+  }
+  if (mirror()->CommittedRevision() != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this database is a local store (revision ", mirror()->CommittedRevision(),
+        "), not a mirror of etcd: the shared mode needs a directory of its own"));
+  }
+  return mirror()->SetMetaValue(kIdentityKey, identity);
+}
+
+// --- The follower ---------------------------------------------------------------
+
+absl::StatusOr<ClaimRecord> SharedStore::RecordOf(const ClaimKey& key,
+                                                  const mvccpb::KeyValue& kv) const {
+  absl::string_view token, bytes;
+  absl::Status s = DecodeClaimValue(kv.value(), &token, &bytes);
+  if (!s.ok()) return CorruptClaim(key, s);
+  absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(bytes));
+  if (!record.ok()) return CorruptClaim(key, record.status());
+  return RecordFactory::FromBuilt(StampRevisions(record->bytes(),
+                                                 static_cast<uint64_t>(kv.create_revision()),
+                                                 static_cast<uint64_t>(kv.mod_revision()),
+                                                 static_cast<uint64_t>(kv.version())));
+}
+
+absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& response) {
+  std::vector<StoreImpl::MirroredClaim> claims;
+  uint64_t revision = 0;
+  for (const mvccpb::Event& e : response.events()) {
+    revision = std::max(revision, static_cast<uint64_t>(e.kv().mod_revision()));
+    ClaimKey key;
+    if (!layout_.ParseClaim(e.kv().key(), &key)) continue;  // holdings, sync keys
+    StoreImpl::MirroredClaim c;
+    c.key = std::move(key);
+    c.stamps = {static_cast<uint64_t>(e.kv().create_revision()),
+                static_cast<uint64_t>(e.kv().mod_revision()),
+                static_cast<uint64_t>(e.kv().version())};
+    if (e.type() == mvccpb::Event::PUT) {
+      CS_ASSIGN_OR_RETURN(ClaimRecord record, RecordOf(c.key, e.kv()));
+      c.record = std::move(record);
+    }
+    claims.push_back(std::move(c));
+  }
+  if (revision == 0) return absl::OkStatus();
+  {
+    MutexLock lock(&mu_);
+    if (revision <= applied_) return absl::OkStatus();  // seen (a watch resumed)
+  }
+  CS_RETURN_IF_ERROR(mirror()->ApplyMirrored(claims, revision));
+  MutexLock lock(&mu_);
+  applied_ = revision;
+  follow_error_ = absl::OkStatus();
+  applied_cv_.NotifyAll();
+  return absl::OkStatus();
+}
+
+absl::Status SharedStore::Relist() {
+  std::vector<StoreImpl::MirroredClaim> claims;
+  absl::flat_hash_set<std::string> listed;
+  const std::string prefix = layout_.ClaimsPrefix();
+  etcdserverpb::RangeRequest page;
+  page.set_key(prefix);
+  page.set_range_end(PrefixRangeEnd(prefix));
+  page.set_limit(kListPage);
+  int64_t at = 0;
+  while (true) {
+    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse r, etcd_->Range(page));
+    if (at == 0) {
+      at = r.header().revision();
+      page.set_revision(at);  // every page at the revision of the first
+    }
+    for (const mvccpb::KeyValue& kv : r.kvs()) {
+      StoreImpl::MirroredClaim c;
+      if (!layout_.ParseClaim(kv.key(), &c.key)) continue;
+      c.stamps = {static_cast<uint64_t>(kv.create_revision()),
+                  static_cast<uint64_t>(kv.mod_revision()), static_cast<uint64_t>(kv.version())};
+      CS_ASSIGN_OR_RETURN(ClaimRecord record, RecordOf(c.key, kv));
+      c.record = std::move(record);
+      listed.insert(c.key.ToString());
+      claims.push_back(std::move(c));
+    }
+    if (!r.more() || r.kvs_size() == 0) break;
+    page.set_key(r.kvs(r.kvs_size() - 1).key() + std::string(1, '\0'));
+  }
+  // Claims the mirror holds that etcd no longer does.
+  ListOptions list;
+  list.limit = 1000;
+  while (true) {
+    CS_ASSIGN_OR_RETURN(ListPage local, mirror_store_->List(list));
+    for (const ClaimRecord& r : local.records) {
+      ClaimKey key{std::string(r.claim_namespace()), std::string(r.name())};
+      if (listed.contains(key.ToString())) continue;
+      StoreImpl::MirroredClaim c;
+      c.key = std::move(key);
+      c.stamps = {0, static_cast<uint64_t>(at), 0};
+      claims.push_back(std::move(c));
+    }
+    if (local.continue_token.empty()) break;
+    list.continue_token = local.continue_token;
+  }
+  const uint64_t revision = static_cast<uint64_t>(at);
+  if (revision <= mirror()->CommittedRevision()) return absl::OkStatus();
+  CS_RETURN_IF_ERROR(mirror()->ApplyMirrored(claims, revision));
+  MutexLock lock(&mu_);
+  applied_ = revision;
+  applied_cv_.NotifyAll();
+  return absl::OkStatus();
+}
+
+void SharedStore::Follow() {
+  while (!stopping_.load()) {
+    etcdserverpb::WatchCreateRequest create;
+    create.set_key(layout_.prefix());
+    create.set_range_end(PrefixRangeEnd(layout_.prefix()));
+    {
+      MutexLock lock(&mu_);
+      create.set_start_revision(static_cast<int64_t>(applied_ + 1));
+    }
+    absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd_->Watch(create);
+    absl::Status s = watch.status();
+    if (s.ok()) {
+      EtcdWatch* w = watch->get();
+      {
+        MutexLock lock(&mu_);
+        if (stopping_.load()) return;
+        watch_ = *std::move(watch);
+      }
+      while (!stopping_.load()) {
+        absl::StatusOr<etcdserverpb::WatchResponse> r = w->Next();
+        if (!r.ok()) {
+          s = r.status();
+          break;
+        }
+        s = ApplyEvents(*r);
+        if (!s.ok()) break;
+      }
+      MutexLock lock(&mu_);
+      watch_.reset();
+    }
+    if (stopping_.load()) return;
+    if (s.code() == absl::StatusCode::kOutOfRange) s = Relist();  // compacted past the mirror
+    if (!s.ok()) {
+      {
+        MutexLock lock(&mu_);
+        follow_error_ = s;
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+}
+
+absl::Status SharedStore::WaitApplied(uint64_t revision, absl::string_view what) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(options_.etcd_timeout);
+  MutexLock lock(&mu_);
+  while (applied_ < revision && !stopping_.load()) {
+    if (!applied_cv_.WaitUntil(&mu_, deadline) && applied_ < revision) {
+      return absl::UnavailableError(absl::StrCat(
+          what, " committed at etcd revision ", revision,
+          ", but the local mirror has not applied it within ",
+          absl::FormatDuration(options_.etcd_timeout), " (it is at revision ", applied_,
+          follow_error_.ok() ? "" : absl::StrCat("; its follower: ", follow_error_.message()),
+          "): reads do not show it yet"));
+    }
+  }
+  if (applied_ < revision) return absl::UnavailableError("the store is closing");
+  return absl::OkStatus();
+}
+
+absl::Status SharedStore::Sync() {
+  etcdserverpb::TxnRequest txn;
+  AddPut(&txn, layout_.prefix() + "sync", NewToken());
+  CS_ASSIGN_OR_RETURN(const etcdserverpb::TxnResponse r, etcd_->Txn(txn));
+  return WaitApplied(static_cast<uint64_t>(r.header().revision()), "a sync");
+}
+
+// --- Reads ----------------------------------------------------------------------
+
+absl::StatusOr<ClaimRead> SharedStore::Get(const ClaimKey& key) const {
+  return mirror_store_->Get(key);
+}
+absl::StatusOr<ClaimReads> SharedStore::GetMany(absl::Span<const ClaimKey> keys) const {
+  return mirror_store_->GetMany(keys);
+}
+absl::StatusOr<ListPage> SharedStore::List(const ListOptions& options) const {
+  return mirror_store_->List(options);
+}
+absl::StatusOr<ClaimKeys> SharedStore::ClaimsReservedFor(absl::string_view consumer_uid) const {
+  return mirror_store_->ClaimsReservedFor(consumer_uid);
+}
+absl::StatusOr<DeviceHoldings> SharedStore::ClaimsUsingDevice(const DeviceQuery& query) const {
+  return mirror_store_->ClaimsUsingDevice(query);
+}
+absl::StatusOr<AllocatedState> SharedStore::AllocatedDevices() const {
+  return mirror_store_->AllocatedDevices();
+}
+absl::StatusOr<std::unique_ptr<Watcher>> SharedStore::Watch(uint64_t, const WatchOptions&) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the change feed is not kept in the shared mode yet: watch etcd's prefix ",
+      layout_.prefix(), " instead"));
+}
+absl::StatusOr<StoreStats> SharedStore::Stats() const { return mirror_store_->Stats(); }
+
+// --- Writes ---------------------------------------------------------------------
+
+absl::StatusOr<SharedStore::Current> SharedStore::ReadClaim(const ClaimKey& key) {
+  etcdserverpb::RangeRequest r;
+  r.set_key(layout_.Claim(key));
+  CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse got, etcd_->Range(r));
+  Current c;
+  c.from_etcd = true;
+  c.read_revision = static_cast<uint64_t>(got.header().revision());
+  if (got.kvs_size() > 0) {
+    CS_ASSIGN_OR_RETURN(ClaimRecord record, RecordOf(key, got.kvs(0)));
+    absl::string_view token, bytes;
+    CS_RETURN_IF_ERROR(DecodeClaimValue(got.kvs(0).value(), &token, &bytes));
+    c.token = std::string(token);
+    c.record = std::move(record);
+  }
+  return c;
+}
+
+absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Preconditions& pre,
+                                               MutateFn mutate,
+                                               const std::vector<CapacityLimit>* capacity) {
+  CS_RETURN_IF_ERROR(RequireKey(key));
+  const std::string claim_key = layout_.Claim(key);
+  const std::string token = NewToken();
+  // The claim and the devices as far as this write knows them: first the
+  // mirror's, then what etcd's failure branches and reads returned.
+  Current cur;
+  {
+    absl::StatusOr<ClaimRead> read = mirror_store_->Get(key);
+    if (read.ok()) {
+      cur.record = std::move(read->record);
+      cur.read_revision = read->revision;
+    } else if (absl::IsNotFound(read.status())) {
+      cur.read_revision = mirror()->CommittedRevision();
+    } else {
+      return read.status();
+    }
+  }
+  std::optional<AllocatedState> allocated;
+  std::map<std::string, DeviceState> devices;
+  auto device_state = [&](const DeviceId& id) -> absl::StatusOr<DeviceState*> {
+    const std::string name = DeviceName(id.driver, id.pool, id.device);
+    auto it = devices.find(name);
+    if (it != devices.end()) return &it->second;
+    if (!allocated.has_value()) {
+      CS_ASSIGN_OR_RETURN(AllocatedState a, mirror_store_->AllocatedDevices());
+      allocated = std::move(a);
+    }
+    DeviceState st;
+    if (const AllocatedDevice* d = allocated->Find(id.driver, id.pool, id.device); d != nullptr) {
+      st.exclusive = d->exclusive;
+      st.shares = d->shares;
+    }
+    return &devices.emplace(name, std::move(st)).first->second;
+  };
+  // Takes what a Txn's reads returned: the claim (the first read), then
+  // each compared device's exclusive and shares keys.
+  auto absorb = [&](const etcdserverpb::TxnResponse& response,
+                    const std::vector<std::string>& compared) -> absl::Status {
+    const auto& responses = response.responses();
+    if (responses.size() != static_cast<int>(1 + 2 * compared.size())) {
+      return absl::InternalError("etcd answered a Txn with another number of reads");
+    }
+    Current c;
+    c.from_etcd = true;
+    c.read_revision = static_cast<uint64_t>(response.header().revision());
+    const etcdserverpb::RangeResponse& claim = responses[0].response_range();
+    if (claim.kvs_size() > 0) {
+      CS_ASSIGN_OR_RETURN(ClaimRecord record, RecordOf(key, claim.kvs(0)));
+      absl::string_view t, bytes;
+      CS_RETURN_IF_ERROR(DecodeClaimValue(claim.kvs(0).value(), &t, &bytes));
+      c.token = std::string(t);
+      c.record = std::move(record);
+    }
+    cur = std::move(c);
+    for (size_t d = 0; d < compared.size(); ++d) {
+      DeviceState st;
+      st.from_etcd = true;
+      const etcdserverpb::RangeResponse& ex = responses[1 + 2 * d].response_range();
+      const etcdserverpb::RangeResponse& sh = responses[2 + 2 * d].response_range();
+      if (ex.kvs_size() > 0) {
+        absl::StatusOr<ClaimKey> holder = ClaimKey::Parse(ex.kvs(0).value());
+        if (!holder.ok()) {
+          return absl::DataLossError(absl::StrCat("etcd key ", ex.kvs(0).key(), ": ",
+                                                  holder.status().message()));
+        }
+        st.exclusive = *std::move(holder);
+      }
+      if (sh.kvs_size() > 0) {
+        CS_ASSIGN_OR_RETURN(st.shares, DecodeShares(sh.kvs(0).value()));
+      }
+      devices[compared[d]] = std::move(st);
+    }
+    return absl::OkStatus();
+  };
+  bool sent_unknown = false;  // a Txn of this write may have landed unseen
+  absl::Status last_unknown;
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    // A write of ours that landed (found after an unknown outcome or a
+    // failed compare): done.
+    if (sent_unknown && cur.from_etcd && cur.record.has_value() && cur.token == token) {
+      const uint64_t rev = cur.record->mod_revision();
+      CS_RETURN_IF_ERROR(WaitApplied(rev, "the write"));
+      return WriteResult{rev, true};
+    }
+    const ClaimRecord* old = cur.record.has_value() ? &*cur.record : nullptr;
+    const absl::Status met = CheckPreconditions(key, pre, old);
+    absl::StatusOr<Mutation> mutation = met.ok() ? mutate(old) : absl::StatusOr<Mutation>(met);
+    if (!mutation.ok()) {
+      // A refusal counts only on what etcd holds.
+      if (cur.from_etcd) return mutation.status();
+      CS_ASSIGN_OR_RETURN(cur, ReadClaim(key));
+      continue;
+    }
+    etcdserverpb::TxnRequest txn;
+    // The claim's compare comes first, and its read first in the failure
+    // branch.
+    if (old != nullptr) {
+      AddCompare(&txn, claim_key, etcdserverpb::Compare::MOD)
+          ->set_mod_revision(static_cast<int64_t>(old->mod_revision()));
+    } else {
+      AddAbsent(&txn, claim_key);
+    }
+    AddFailureRange(&txn, claim_key);
+    if (mutation->kind == Mutation::Kind::kNoop) {
+      if (cur.from_etcd) {
+        return WriteResult{old != nullptr ? old->mod_revision() : cur.read_revision, false};
+      }
+      // Confirmed by a Txn that only compares (a linearizable read).
+    }
+    std::optional<ClaimRecord> next;
+    if (mutation->kind == Mutation::Kind::kWrite) {
+      std::string bytes = std::move(mutation->bytes);
+      IndexEntries after;
+      CS_RETURN_IF_ERROR(PrepareRecord(old != nullptr && !mutation->as_state ? &old->table() : nullptr,
+                                       &bytes, &after));
+      next = RecordFactory::FromBuilt(std::move(bytes));
+      AddPut(&txn, claim_key, EncodeClaimValue(token, next->bytes()));
+    } else if (mutation->kind == Mutation::Kind::kDelete) {
+      AddDelete(&txn, claim_key);
+    }
+    // The devices whose holdings by this claim change.
+    const auto before = HoldingsByDevice(old, key);
+    const auto after = HoldingsByDevice(next.has_value() ? &*next : nullptr, key);
+    std::set<std::string> names;
+    for (const auto& [name, v] : before) names.insert(name);
+    for (const auto& [name, v] : after) names.insert(name);
+    absl::Status refusal;
+    bool refusal_confirmed = true;
+    std::vector<std::string> compared_devices;
+    for (const std::string& name : names) {
+      auto b = before.find(name);
+      auto a = after.find(name);
+      const Mine none;
+      const Mine& was = b != before.end() ? b->second.second : none;
+      const Mine& will = a != after.end() ? a->second.second : none;
+      if (was == will) continue;
+      const DeviceId id = a != after.end() ? a->second.first : b->second.first;
+      CS_ASSIGN_OR_RETURN(DeviceState* st, device_state(id));
+      // The device rule, on the holders as known (device-index keys).
+      std::vector<std::string> holders;
+      if (st->exclusive.has_value()) {
+        holders.push_back(DeviceKey(id.driver, id.pool, id.device, HoldingKind::kExclusive, "",
+                                    st->exclusive->claim_namespace, st->exclusive->name));
+      }
+      for (const DeviceShare& s : st->shares) {
+        holders.push_back(DeviceKey(id.driver, id.pool, id.device, HoldingKind::kShare,
+                                    s.share_id, s.claim.claim_namespace, s.claim.name));
+      }
+      auto check = [&](HoldingKind kind, absl::string_view share_id) {
+        if (!refusal.ok()) return;
+        DeviceKeyParts wanted{std::string(id.driver), std::string(id.pool),
+                              std::string(id.device), kind, std::string(share_id), "", ""};
+        refusal = CheckNewHolding(key, wanted, holders);
+        if (!refusal.ok()) refusal_confirmed = st->from_etcd;
+      };
+      if (will.exclusive && !was.exclusive) check(HoldingKind::kExclusive, "");
+      for (const DeviceShare& s : will.shares) {
+        if (std::find(was.shares.begin(), was.shares.end(), s) == was.shares.end()) {
+          check(HoldingKind::kShare, s.share_id);
+        }
+      }
+      const std::string exclusive_key = layout_.Exclusive(id.driver, id.pool, id.device);
+      const std::string shares_key = layout_.Shares(id.driver, id.pool, id.device);
+      compared_devices.push_back(name);
+      AddFailureRange(&txn, exclusive_key);
+      AddFailureRange(&txn, shares_key);
+      if (will.exclusive && !was.exclusive) {
+        AddAbsent(&txn, exclusive_key);
+        AddAbsent(&txn, shares_key);
+        AddPut(&txn, exclusive_key, key.ToString());
+      } else if (was.exclusive && !will.exclusive) {
+        AddDelete(&txn, exclusive_key);
+      }
+      if (was.shares != will.shares) {
+        std::vector<DeviceShare> list;
+        for (const DeviceShare& s : st->shares) {
+          if (s.claim != key) list.push_back(s);
+        }
+        // The capacity limits of this device, over the other shares as
+        // the list has them.
+        if (capacity != nullptr && !will.shares.empty() && refusal.ok()) {
+          for (const CapacityLimit& limit : *capacity) {
+            if (limit.driver != id.driver || limit.pool != id.pool || limit.device != id.device) {
+              continue;
+            }
+            absl::btree_map<std::string, Quantity> asked, consumed;
+            for (const DeviceShare& s : will.shares) {
+              for (const CapacityValue& c : s.consumed_capacity) {
+                CS_RETURN_IF_ERROR(AddConsumed(name, c.name, c.quantity, &asked));
+              }
+            }
+            for (const DeviceShare& s : list) {
+              for (const CapacityValue& c : s.consumed_capacity) {
+                CS_RETURN_IF_ERROR(AddConsumed(name, c.name, c.quantity, &consumed));
+              }
+            }
+            refusal = CheckLimits(limit, asked, consumed);
+            if (!refusal.ok()) refusal_confirmed = st->from_etcd;
+          }
+        }
+        if (st->shares.empty()) {
+          AddAbsent(&txn, shares_key);
+        } else {
+          AddCompare(&txn, shares_key, etcdserverpb::Compare::VALUE)
+              ->set_value(EncodeShares(st->shares));
+        }
+        if (!will.shares.empty() && !will.exclusive) AddAbsent(&txn, exclusive_key);
+        for (const DeviceShare& s : will.shares) list.push_back(s);
+        if (list.empty()) {
+          AddDelete(&txn, shares_key);
+        } else {
+          AddPut(&txn, shares_key, EncodeShares(std::move(list)));
+        }
+      }
+    }
+    if (!refusal.ok()) {
+      if (refusal_confirmed && cur.from_etcd) return refusal;
+      // Confirm on etcd: the claim and every device this write touches,
+      // read in one Txn (at one revision), then run again on those.
+      etcdserverpb::TxnRequest read;
+      for (const etcdserverpb::RequestOp& op : txn.failure()) *read.add_success() = op;
+      CS_ASSIGN_OR_RETURN(const etcdserverpb::TxnResponse got, etcd_->Txn(read));
+      CS_RETURN_IF_ERROR(absorb(got, compared_devices));
+      continue;
+    }
+    absl::StatusOr<etcdserverpb::TxnResponse> r = etcd_->Txn(txn);
+    if (!r.ok()) {
+      if (!OutcomeUnknown(r.status())) return r.status();
+      // Did it land? Read the claim back.
+      sent_unknown = true;
+      last_unknown = r.status();
+      absl::StatusOr<Current> back = ReadClaim(key);
+      if (!back.ok()) {
+        return absl::UnavailableError(absl::StrCat(
+            "the write's outcome is unknown (", r.status().message(),
+            ") and etcd could not be read to learn it: ", back.status().message()));
+      }
+      cur = *std::move(back);
+      if (mutation->kind == Mutation::Kind::kDelete && !cur.record.has_value()) {
+        CS_RETURN_IF_ERROR(WaitApplied(cur.read_revision, "the delete"));
+        return WriteResult{cur.read_revision, true};
+      }
+      // Its devices are read again too, with the next failed compare.
+      continue;
+    }
+    if (r->succeeded()) {
+      if (mutation->kind == Mutation::Kind::kNoop) {
+        return WriteResult{old != nullptr ? old->mod_revision() : cur.read_revision, false};
+      }
+      const uint64_t rev = static_cast<uint64_t>(r->header().revision());
+      CS_RETURN_IF_ERROR(WaitApplied(rev, "the write"));
+      return WriteResult{rev, true};
+    }
+    // A compare failed: run again on what the failure branch read.
+    CS_RETURN_IF_ERROR(absorb(*r, compared_devices));
+    if (mutation->kind == Mutation::Kind::kDelete && sent_unknown && !cur.record.has_value()) {
+      CS_RETURN_IF_ERROR(WaitApplied(cur.read_revision, "the delete"));
+      return WriteResult{cur.read_revision, true};
+    }
+  }
+  if (sent_unknown) {
+    return absl::UnavailableError(
+        absl::StrCat("the write's outcome is unknown: ", last_unknown.message()));
+  }
+  return RevisionMismatch(key,
+                          absl::StrCat("it kept changing: ", kMaxAttempts, " attempts failed"),
+                          cur.record.has_value() ? cur.record->mod_revision() : 0);
+}
+
+absl::StatusOr<WriteResult> SharedStore::Put(const ClaimRecord& record, const Preconditions& pre) {
+  CS_RETURN_IF_ERROR(RequireClaimKey(record));
+  const ClaimKey key{std::string(record.claim_namespace()), std::string(record.name())};
+  return Write(key, pre, [&](const ClaimRecord* current) { return PutRecord(record, current); });
+}
+
+absl::StatusOr<WriteResult> SharedStore::Delete(const ClaimKey& key, const Preconditions& pre) {
+  return Write(key, pre, [&](const ClaimRecord* current) { return DeleteClaim(key, current); });
+}
+
+absl::StatusOr<WriteResult> SharedStore::Reserve(const ClaimKey& key, const ConsumerRef& consumer,
+                                                 const Preconditions& pre) {
+  CS_RETURN_IF_ERROR(RequireConsumer(consumer));
+  return Write(key, pre,
+               [&](const ClaimRecord* current) { return AddConsumer(key, consumer, current); });
+}
+
+absl::StatusOr<WriteResult> SharedStore::Unreserve(const ClaimKey& key,
+                                                   absl::string_view consumer_uid,
+                                                   const Preconditions& pre) {
+  return Write(key, pre, [&](const ClaimRecord* current) {
+    return RemoveConsumer(key, consumer_uid, current);
+  });
+}
+
+absl::StatusOr<WriteResult> SharedStore::Allocate(const ClaimKey& key,
+                                                  const Allocation& allocation,
+                                                  const Preconditions& pre,
+                                                  absl::Span<const DeviceCapacity> capacity) {
+  CS_ASSIGN_OR_RETURN(const std::vector<CapacityLimit> limits,
+                      ParseCapacityLimits(allocation, capacity));
+  return Write(
+      key, pre, [&](const ClaimRecord* current) { return SetAllocation(key, allocation, current); },
+      limits.empty() ? nullptr : &limits);
+}
+
+absl::StatusOr<WriteResult> SharedStore::Deallocate(const ClaimKey& key,
+                                                    const Preconditions& pre) {
+  return Write(key, pre, [&](const ClaimRecord* current) { return ClearAllocation(key, current); });
+}
+
+absl::StatusOr<WriteResult> SharedStore::SetDeviceStatus(const ClaimKey& key,
+                                                         const DeviceStatuses& statuses,
+                                                         const Preconditions& pre) {
+  return Write(key, pre, [&](const ClaimRecord* current) {
+    return MergeDeviceStatuses(key, statuses, current);
+  });
+}
+
+namespace {
+absl::Status NotInSharedMode(absl::string_view what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, " is not supported in the shared mode yet (etcd's Txn takes at most 128 "
+                         "operations: a write of many claims is not one Txn)"));
+}
+}  // namespace
+
+absl::StatusOr<std::vector<WriteResult>> SharedStore::PutAll(absl::Span<const ClaimRecord>) {
+  return NotInSharedMode("PutAll");
+}
+
+absl::StatusOr<std::vector<WriteResult>> SharedStore::ApplyClusterEvents(
+    absl::Span<const ClusterEvent>, uint64_t) {
+  return NotInSharedMode("ApplyClusterEvents (claimstore follow)");
+}
+
+absl::StatusOr<std::unique_ptr<BulkLoad>> SharedStore::StartBulkLoad(const BulkLoadOptions&) {
+  return NotInSharedMode("a bulk load (claimstore restore)");
+}
+
+// --- Maintenance ----------------------------------------------------------------
+
+absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
+  CS_ASSIGN_OR_RETURN(VerifyReport report, mirror_store_->Verify(repair));
+  // The mirror against etcd at the mirror's revision.
+  const uint64_t at = mirror()->CommittedRevision();
+  std::map<std::string, std::tuple<uint64_t, uint64_t, uint64_t>> in_etcd;
+  etcdserverpb::RangeRequest page;
+  page.set_key(layout_.ClaimsPrefix());
+  page.set_range_end(PrefixRangeEnd(layout_.ClaimsPrefix()));
+  page.set_limit(kListPage);
+  page.set_revision(static_cast<int64_t>(at));
+  while (true) {
+    absl::StatusOr<etcdserverpb::RangeResponse> r = etcd_->Range(page);
+    if (absl::IsOutOfRange(r.status())) {
+      report.problems.push_back(absl::StrCat(
+          "not compared with etcd: etcd has compacted the mirror's revision ", at));
+      return report;
+    }
+    CS_RETURN_IF_ERROR(r.status());
+    for (const mvccpb::KeyValue& kv : r->kvs()) {
+      ClaimKey key;
+      if (!layout_.ParseClaim(kv.key(), &key)) continue;
+      in_etcd[key.ToString()] = {kv.create_revision(), kv.mod_revision(), kv.version()};
+    }
+    if (!r->more() || r->kvs_size() == 0) break;
+    page.set_key(r->kvs(r->kvs_size() - 1).key() + std::string(1, '\0'));
+  }
+  ListOptions list;
+  list.limit = 1000;
+  std::set<std::string> seen;
+  while (true) {
+    CS_ASSIGN_OR_RETURN(ListPage local, mirror_store_->List(list));
+    for (const ClaimRecord& r : local.records) {
+      const std::string key = absl::StrCat(r.claim_namespace(), "/", r.name());
+      seen.insert(key);
+      auto it = in_etcd.find(key);
+      if (it == in_etcd.end()) {
+        report.problems.push_back(absl::StrCat("claim ", key, " is in the mirror, not in etcd"));
+      } else if (it->second != std::make_tuple(r.create_revision(), r.mod_revision(), r.version())) {
+        report.problems.push_back(absl::StrCat(
+            "claim ", key, ": the mirror has revisions ", r.create_revision(), "/",
+            r.mod_revision(), "/", r.version(), ", etcd ", std::get<0>(it->second), "/",
+            std::get<1>(it->second), "/", std::get<2>(it->second)));
+      }
+    }
+    if (local.continue_token.empty()) break;
+    list.continue_token = local.continue_token;
+  }
+  for (const auto& [key, revisions] : in_etcd) {
+    if (!seen.contains(key)) {
+      report.problems.push_back(absl::StrCat("claim ", key, " is in etcd, not in the mirror"));
+    }
+  }
+  report.records = std::max<uint64_t>(report.records, seen.size());
+  return report;
+}
+
+absl::Status SharedStore::Refresh() { return Sync(); }
+absl::Status SharedStore::Compact() { return mirror_store_->Compact(); }
+absl::Status SharedStore::Backup(absl::string_view dir) { return mirror_store_->Backup(dir); }
+
+}  // namespace claimstore::internal

@@ -1,0 +1,178 @@
+// SharedStore: the shared mode (Options::etcd_endpoints). etcd holds the
+// authoritative claims and device holdings (etcd_layout.h); this process
+// keeps a local StoreImpl as a mirror of them, fed by an etcd watch, and
+// every read is the mirror's.
+//
+// A write runs the same mutation (mutations.h) and checks (PrepareRecord,
+// the device rule, capacity limits) as the local write path, on the claim
+// as the mirror holds it, then commits one etcd Txn that compares what the
+// result depends on: the claim's mod revision (absent: create revision
+// 0), for each device it newly takes exclusively that neither the
+// device's exclusive nor its shares key exists, for each device whose
+// shares it changes that the shares key holds the list it extended (and no
+// exclusive key). The Txn puts the claim and the holding keys it changes
+// and deletes those it frees. When a compare fails, the Txn's failure
+// branch reads every compared key, and the write runs again on those
+// values: a refusal (a precondition, a rule, a held device, a capacity) is
+// only ever reported on what etcd held at one revision, never on what the
+// mirror had not caught up with.
+//
+// Unknown outcomes (the connection lost after the Txn was sent, a leader
+// change): every write carries a token in the claim's value; the write
+// reads the claim back and finds its token (it landed) or not (then it is
+// run again: a lost Txn that lands later fails its compare of the claim's
+// mod revision, so that no write lands twice). If etcd cannot be reached
+// to resolve it within the deadline, the write returns Unavailable with
+// "outcome unknown".
+//
+// Read-your-writes: a write returns once the mirror has applied its
+// revision.
+//
+// The mirror: a follower thread watches the prefix from the revision the
+// mirror has applied + 1 and applies each watch response's claims in one
+// atomic local write that also stores the etcd revision as the store
+// revision (StoreImpl::ApplyMirrored): a restart resumes from there. When
+// etcd has compacted past it, the follower re-lists the claims at one
+// revision and replaces the mirror's claims with them.
+//
+// Not in this mode yet (FailedPrecondition): the change feed (Watch),
+// bulk loads, PutAll and ApplyClusterEvents.
+//
+// Thread-safety: as Store.
+#ifndef CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
+#define CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "claimstore/store.h"
+#include "device_rule.h"
+#include "etcd/etcd_client.h"
+#include "etcd/etcd_layout.h"
+#include "mutations.h"
+#include "mutex.h"
+#include "store_impl.h"
+
+namespace claimstore::internal {
+
+class SharedStore final : public Store {
+ public:
+  // Opens the mirror at `path`, connects to etcd, catches up (a list when
+  // the mirror is new), starts the follower.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(absl::string_view path,
+                                                     const Options& options);
+  ~SharedStore() override;
+
+  // Reads: the mirror's.
+  absl::StatusOr<ClaimRead> Get(const ClaimKey& key) const override;
+  absl::StatusOr<ClaimReads> GetMany(absl::Span<const ClaimKey> keys) const override;
+  absl::StatusOr<ListPage> List(const ListOptions& options) const override;
+  absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const override;
+  absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(const DeviceQuery& query) const override;
+  absl::StatusOr<AllocatedState> AllocatedDevices() const override;
+  absl::StatusOr<std::unique_ptr<Watcher>> Watch(uint64_t from_revision,
+                                                 const WatchOptions& options) override;
+
+  // Writes: etcd Txns.
+  absl::StatusOr<WriteResult> Put(const ClaimRecord& record, const Preconditions& pre) override;
+  absl::StatusOr<std::vector<WriteResult>> PutAll(absl::Span<const ClaimRecord> records) override;
+  absl::StatusOr<WriteResult> Delete(const ClaimKey& key, const Preconditions& pre) override;
+  absl::StatusOr<WriteResult> Reserve(const ClaimKey& key, const ConsumerRef& consumer,
+                                      const Preconditions& pre) override;
+  absl::StatusOr<WriteResult> Unreserve(const ClaimKey& key, absl::string_view consumer_uid,
+                                        const Preconditions& pre) override;
+  absl::StatusOr<WriteResult> Allocate(const ClaimKey& key, const Allocation& allocation,
+                                       const Preconditions& pre,
+                                       absl::Span<const DeviceCapacity> capacity) override;
+  absl::StatusOr<WriteResult> Deallocate(const ClaimKey& key, const Preconditions& pre) override;
+  absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
+                                              const DeviceStatuses& statuses,
+                                              const Preconditions& pre) override;
+  absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(
+      absl::Span<const ClusterEvent> events, uint64_t resource_version) override;
+
+  // The mirror's Verify, then the mirror compared with etcd at the
+  // mirror's revision (a difference is a problem; repair re-lists).
+  absl::StatusOr<VerifyReport> Verify(bool repair) override;
+  // The mirror's, with etcd's revision when it answers.
+  absl::StatusOr<StoreStats> Stats() const override;
+  // Catches the mirror up with etcd as of now: every write committed
+  // before the call is seen by reads after it.
+  absl::Status Refresh() override;
+  absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad(const BulkLoadOptions& options) override;
+  absl::Status Compact() override;
+  // A copy of the mirror.
+  absl::Status Backup(absl::string_view dir) override;
+
+ private:
+  using MutateFn = absl::FunctionRef<absl::StatusOr<Mutation>(const ClaimRecord* current)>;
+  // The claim as one source had it.
+  struct Current {
+    std::optional<ClaimRecord> record;  // with etcd's revisions
+    std::string token;                  // of the write that wrote it (from etcd)
+    uint64_t read_revision = 0;         // the revision it was read at
+    bool from_etcd = false;             // read from etcd, not the mirror
+  };
+  // What etcd holds for one device, as far as this write knows.
+  struct DeviceState {
+    std::optional<ClaimKey> exclusive;
+    std::vector<DeviceShare> shares;
+    bool from_etcd = false;
+  };
+
+  SharedStore(std::unique_ptr<Store> mirror, std::unique_ptr<EtcdClient> etcd,
+              const Options& options);
+  StoreImpl* mirror() const { return mirror_impl_; }
+
+  // The write: see the file comment.
+  absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre,
+                                    MutateFn mutate,
+                                    const std::vector<CapacityLimit>* capacity = nullptr);
+  // The claim as etcd holds it now (a linearizable read).
+  absl::StatusOr<Current> ReadClaim(const ClaimKey& key);
+  // The claim of a KeyValue (revisions stamped from it).
+  absl::StatusOr<ClaimRecord> RecordOf(const ClaimKey& key, const mvccpb::KeyValue& kv) const;
+  // Waits until the mirror has applied `revision`.
+  absl::Status WaitApplied(uint64_t revision, absl::string_view what);
+
+  // The follower (the mirror's feed from etcd).
+  void Follow();
+  // Lists every claim at one revision and makes the mirror hold exactly
+  // those (a new mirror, or one etcd compacted past).
+  absl::Status Relist();
+  // Applies one watch response's events.
+  absl::Status ApplyEvents(const etcdserverpb::WatchResponse& response);
+  // Puts a sync key and waits until the follower has applied it: the
+  // mirror then holds every write committed before (Refresh, Open).
+  absl::Status Sync();
+  // The mirror's identity in its meta: etcd's cluster id and the prefix.
+  absl::Status CheckIdentity(uint64_t cluster_id);
+
+  const Options options_;
+  const EtcdLayout layout_;
+  std::unique_ptr<Store> mirror_store_;
+  StoreImpl* mirror_impl_;  // mirror_store_, as what it is
+  std::unique_ptr<EtcdClient> etcd_;
+
+  // The follower's state: the revision the mirror has applied, and the
+  // follower's last error (reported by writes that wait for it).
+  Mutex mu_;
+  CondVar applied_cv_;
+  uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status follow_error_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<EtcdWatch> watch_ ABSL_GUARDED_BY(mu_);  // to cancel at close
+  std::atomic<bool> stopping_{false};
+  std::thread follower_;
+};
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_

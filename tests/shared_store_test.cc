@@ -1,0 +1,332 @@
+// The shared mode (Options::etcd_endpoints) against a real 3-member etcd
+// cluster on loopback: stores of separate mirrors race through etcd as
+// schedulers on separate machines would, and exactly one wins each race.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "claimstore/allocation.h"
+#include "claimstore/claim_generated.h"
+#include "claimstore/codec.h"
+#include "claimstore/store.h"
+#include "etcd/etcd_client.h"
+#include "etcd/etcd_layout.h"
+#include "etcd_cluster.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "store_test_util.h"
+#include "test_util.h"
+
+namespace claimstore {
+namespace {
+
+using ::claimstore::testing::ClaimJson;
+using ::claimstore::testing::IsOk;
+using ::claimstore::testing::Pod;
+using ::claimstore::testing::ScopedTempDir;
+using ::claimstore::testing::StatusIs;
+using ::claimstore::testing::TestCluster;
+using ::testing::HasSubstr;
+
+constexpr char kDriver[] = "gpu.example.com";
+
+std::string Uuid(int n) { return absl::StrFormat("%08x-0000-4000-8000-000000000000", n); }
+
+DeviceResult Exclusive(const std::string& device) {
+  return DeviceResult{"req", kDriver, "pool-a", device};
+}
+DeviceResult Share(const std::string& device, int share, std::vector<CapacityValue> consumed) {
+  DeviceResult r{"req", kDriver, "pool-a", device};
+  r.share_id = Uuid(share);
+  r.consumed_capacity = std::move(consumed);
+  return r;
+}
+Allocation Of(std::vector<DeviceResult> results) {
+  AllocationBuilder builder;
+  for (DeviceResult& r : results) builder.AddResult(std::move(r));
+  return builder.Build();
+}
+ClaimKey Key(const std::string& name) { return ClaimKey{"ns", name}; }
+
+// Runs `body(t)` on `n` threads that start together.
+void Race(int n, const std::function<void(int)>& body) {
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t) {
+    threads.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      body(t);
+    });
+  }
+  go.store(true);
+  for (std::thread& t : threads) t.join();
+}
+
+// Several stores ("machines"), each with a mirror of its own, sharing one
+// etcd prefix (unique to the test).
+class SharedStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static int counter = 0;
+    prefix_ = absl::StrCat("/test-", getpid(), "-", ++counter, "/");
+  }
+  Options SharedOptions() const {
+    Options o;
+    o.etcd_endpoints = TestCluster().Endpoints();
+    o.etcd_prefix = prefix_;
+    return o;
+  }
+  std::string MirrorPath(int i) const { return absl::StrCat(dir_.path(), "/mirror-", i); }
+  std::unique_ptr<Store> OpenMirror(int i) {
+    absl::StatusOr<std::unique_ptr<Store>> s = Store::Open(MirrorPath(i), SharedOptions());
+    EXPECT_THAT(s.status(), IsOk());
+    return s.ok() ? *std::move(s) : nullptr;
+  }
+  // The claims of a store as (key, mod revision, JSON), in key order.
+  static std::vector<std::string> Contents(Store& store) {
+    std::vector<std::string> out;
+    ListOptions list;
+    while (true) {
+      absl::StatusOr<ListPage> page = store.List(list);
+      EXPECT_THAT(page.status(), IsOk());
+      if (!page.ok()) return out;
+      for (const ClaimRecord& r : page->records) {
+        out.push_back(absl::StrCat(r.claim_namespace(), "/", r.name(), "@", r.create_revision(),
+                                   "/", r.mod_revision(), "/", r.version(), " ",
+                                   EncodeClaim(r)));
+      }
+      if (page->continue_token.empty()) return out;
+      list.continue_token = page->continue_token;
+    }
+  }
+
+  ScopedTempDir dir_;
+  std::string prefix_;
+};
+
+TEST_F(SharedStoreTest, WritesAreReadBackAtOnceAndSeenByOtherMirrors) {
+  auto a = OpenMirror(0);
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(a && b);
+  absl::StatusOr<WriteResult> put = a->Put(ClaimJson("ns", "c1"));
+  ASSERT_THAT(put.status(), IsOk());
+  EXPECT_TRUE(put->changed);
+  // Read-your-writes: the writer's mirror has it when the write returns,
+  // with etcd's revisions.
+  absl::StatusOr<ClaimRead> read = a->Get(Key("c1"));
+  ASSERT_THAT(read.status(), IsOk());
+  EXPECT_EQ(read->record.mod_revision(), put->revision);
+  EXPECT_EQ(read->record.create_revision(), put->revision);
+  EXPECT_EQ(read->record.version(), 1u);
+  // Another mirror, once caught up (Refresh), holds the same claim at the
+  // same revisions: revisions mean the same on every machine.
+  ASSERT_THAT(b->Refresh(), IsOk());
+  absl::StatusOr<ClaimRead> other = b->Get(Key("c1"));
+  ASSERT_THAT(other.status(), IsOk());
+  EXPECT_EQ(other->record.mod_revision(), put->revision);
+  EXPECT_EQ(other->record.bytes(), read->record.bytes());
+
+  // A write from b on a's claim, then a's write on the revision it saw:
+  // compare-and-set across mirrors.
+  ASSERT_THAT(b->Allocate(Key("c1"), Of({Exclusive("gpu-0")})), IsOk());
+  EXPECT_THAT(a->Reserve(Key("c1"), Pod("pod-a"), {.mod_revision = put->revision}),
+              StatusIs(absl::StatusCode::kAborted, "has changed"));
+  ASSERT_THAT(a->Refresh(), IsOk());
+  const uint64_t seen = a->Get(Key("c1"))->record.mod_revision();
+  EXPECT_GT(seen, put->revision);
+  absl::StatusOr<WriteResult> reserved = a->Reserve(Key("c1"), Pod("pod-a"), {.mod_revision = seen});
+  ASSERT_THAT(reserved.status(), IsOk());
+  EXPECT_EQ(a->Get(Key("c1"))->record.version(), 3u);
+  // b's mirror is behind; its write with the current revision still wins
+  // (a refusal is only made on what etcd holds).
+  EXPECT_THAT(b->Unreserve(Key("c1"), "pod-a", {.mod_revision = reserved->revision}), IsOk());
+  // An idempotent no-op changes nothing.
+  absl::StatusOr<WriteResult> again = b->Unreserve(Key("c1"), "pod-a");
+  ASSERT_THAT(again.status(), IsOk());
+  EXPECT_FALSE(again->changed);
+  // Indexes of the mirror follow.
+  ASSERT_THAT(a->Refresh(), IsOk());
+  absl::StatusOr<DeviceHoldings> held = a->ClaimsUsingDevice({kDriver, "pool-a", "gpu-0"});
+  ASSERT_THAT(held.status(), IsOk());
+  ASSERT_EQ(held->holdings.size(), 1u);
+  EXPECT_EQ(held->holdings[0].claim, Key("c1"));
+  ASSERT_THAT(a->Deallocate(Key("c1")), IsOk());
+  ASSERT_THAT(a->Delete(Key("c1")), IsOk());
+  EXPECT_THAT(a->Get(Key("c1")).status(), StatusIs(absl::StatusCode::kNotFound, "c1"));
+  ASSERT_THAT(b->Refresh(), IsOk());
+  EXPECT_THAT(b->Get(Key("c1")).status(), StatusIs(absl::StatusCode::kNotFound, "c1"));
+  EXPECT_EQ(Contents(*a), Contents(*b));
+}
+
+TEST_F(SharedStoreTest, ExactlyOneOfRacingStoresTakesTheLastConsumerSlot) {
+  auto a = OpenMirror(0);
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(a && b);
+  constexpr int kThreads = 8;
+  for (int round = 0; round < 3; ++round) {
+    const ClaimKey key = Key(absl::StrCat("slot-", round));
+    ASSERT_THAT(a->Put(ClaimJson("ns", key.name)), IsOk());
+    ASSERT_THAT(a->Allocate(key, Of({Exclusive(key.name)})), IsOk());
+    for (int i = 0; i < 255; ++i) {
+      ASSERT_THAT((i % 2 == 0 ? a : b)->Reserve(key, Pod(absl::StrCat("taken-", i))), IsOk());
+    }
+    std::vector<absl::Status> results(kThreads);
+    Race(kThreads, [&](int t) {
+      results[t] = (t % 2 == 0 ? a : b)->Reserve(key, Pod(absl::StrCat("racer-", t))).status();
+    });
+    int won = 0, exhausted = 0;
+    for (const absl::Status& s : results) {
+      if (s.ok()) ++won;
+      if (absl::IsResourceExhausted(s)) ++exhausted;
+    }
+    EXPECT_EQ(won, 1) << "round " << round;
+    EXPECT_EQ(exhausted, kThreads - 1) << "round " << round;
+    ASSERT_THAT(b->Refresh(), IsOk());
+    EXPECT_EQ(b->Get(key)->record.table().status()->reserved_for()->size(), 256u);
+  }
+}
+
+TEST_F(SharedStoreTest, ExactlyOneOfRacingStoresTakesADeviceAndLosersAreToldWhoHoldsIt) {
+  auto a = OpenMirror(0);
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(a && b);
+  constexpr int kThreads = 8;
+  for (int t = 0; t < kThreads; ++t) ASSERT_THAT(a->Put(ClaimJson("ns", absl::StrCat("c", t))), IsOk());
+  ASSERT_THAT(b->Refresh(), IsOk());
+  for (int round = 0; round < 4; ++round) {
+    const std::string device = absl::StrCat("gpu-", round);
+    std::vector<absl::Status> results(kThreads);
+    Race(kThreads, [&](int t) {
+      // Half ask for it exclusively, half for a share with one shareID:
+      // any winner excludes every other.
+      DeviceResult r = t % 2 == 0 ? Exclusive(device) : Share(device, 1, {});
+      results[t] = (t % 2 == 0 ? a : b)->Allocate(Key(absl::StrCat("c", t)), Of({r})).status();
+    });
+    int winner = -1;
+    for (int t = 0; t < kThreads; ++t) {
+      if (results[t].ok()) {
+        EXPECT_EQ(winner, -1) << "two winners in round " << round;
+        winner = t;
+      }
+    }
+    ASSERT_NE(winner, -1) << "no winner in round " << round;
+    for (int t = 0; t < kThreads; ++t) {
+      if (t == winner) continue;
+      EXPECT_THAT(results[t], StatusIs(absl::StatusCode::kAborted,
+                                       absl::StrCat("is allocated to claim ns/c", winner)));
+      EXPECT_EQ(ClaimsOf(results[t]), std::vector<ClaimKey>{Key(absl::StrCat("c", winner))});
+    }
+    ASSERT_THAT((winner % 2 == 0 ? b : a)->Deallocate(Key(absl::StrCat("c", winner))), IsOk());
+  }
+}
+
+TEST_F(SharedStoreTest, RacingSharesNeverOverCommitADeviceAcrossStores) {
+  auto a = OpenMirror(0);
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(a && b);
+  constexpr int kThreads = 8, kFit = 3;
+  for (int t = 0; t < kThreads; ++t) ASSERT_THAT(a->Put(ClaimJson("ns", absl::StrCat("c", t))), IsOk());
+  const std::vector<DeviceCapacity> limit = {
+      {kDriver, "pool-a", "gpu-0", {{"memory", absl::StrCat(kFit, "Gi")}}}};
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<int> won{0}, lost{0};
+    Race(kThreads, [&](int t) {
+      static const char* kForms[] = {"1Gi", "1024Mi", "1073741824", "1048576Ki"};
+      absl::StatusOr<WriteResult> r =
+          (t % 2 == 0 ? a : b)->Allocate(Key(absl::StrCat("c", t)),
+                                         Of({Share("gpu-0", t, {{"memory", kForms[t % 4]}})}), {},
+                                         limit);
+      if (r.ok()) {
+        ++won;
+      } else {
+        EXPECT_THAT(r.status(), StatusIs(absl::StatusCode::kAborted, "over-committed"));
+        ++lost;
+      }
+    });
+    EXPECT_EQ(won.load(), kFit) << "round " << round;
+    EXPECT_EQ(lost.load(), kThreads - kFit);
+    ASSERT_THAT(a->Refresh(), IsOk());
+    absl::StatusOr<AllocatedState> state = a->AllocatedDevices();
+    ASSERT_THAT(state.status(), IsOk());
+    const AllocatedDevice* d = state->Find(kDriver, "pool-a", "gpu-0");
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->shares.size(), static_cast<size_t>(kFit));
+    for (int t = 0; t < kThreads; ++t) {
+      ASSERT_THAT((t % 2 == 0 ? b : a)->Deallocate(Key(absl::StrCat("c", t))), IsOk());
+    }
+  }
+  ASSERT_THAT(a->Refresh(), IsOk());
+  EXPECT_EQ(a->AllocatedDevices()->Find(kDriver, "pool-a", "gpu-0"), nullptr);
+  absl::StatusOr<VerifyReport> report = a->Verify(false);
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_THAT(report->problems, ::testing::IsEmpty());
+}
+
+TEST_F(SharedStoreTest, AMirrorResumesAfterARestartAndRelistsWhenEtcdCompactedPastIt) {
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(b);
+  {
+    auto a = OpenMirror(0);
+    ASSERT_TRUE(a);
+    ASSERT_THAT(a->Put(ClaimJson("ns", "kept")), IsOk());
+    ASSERT_THAT(a->Put(ClaimJson("ns", "deleted-later")), IsOk());
+  }
+  // While a is closed: writes, a delete, and (second round) a compaction.
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_THAT(b->Put(ClaimJson("ns", absl::StrCat("new-", round))), IsOk());
+    ASSERT_THAT(b->Allocate(Key("kept"), Of({Exclusive(absl::StrCat("dev-", round))})), IsOk());
+    ASSERT_THAT(b->Deallocate(Key("kept")), IsOk());
+    if (round == 0) {
+      ASSERT_THAT(b->Delete(Key("deleted-later")), IsOk());
+    }
+    if (round == 1) {
+      internal::EtcdOptions eo;
+      eo.endpoints = TestCluster().Endpoints();
+      auto etcd = internal::EtcdClient::Connect(eo);
+      ASSERT_THAT(etcd.status(), IsOk());
+      ASSERT_THAT((*etcd)->Compact(static_cast<int64_t>(b->Stats()->revision)), IsOk());
+    }
+    auto a = OpenMirror(0);
+    ASSERT_TRUE(a);
+    ASSERT_THAT(b->Refresh(), IsOk());
+    EXPECT_EQ(Contents(*a), Contents(*b)) << "round " << round;
+    absl::StatusOr<VerifyReport> report = a->Verify(false);
+    ASSERT_THAT(report.status(), IsOk());
+    EXPECT_THAT(report->problems, ::testing::IsEmpty());
+  }
+}
+
+TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
+  auto a = OpenMirror(0);
+  ASSERT_TRUE(a);
+  EXPECT_THAT(a->Watch(0).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "not kept in the shared mode"));
+  EXPECT_THAT(a->PutAll({ClaimJson("ns", "x")}).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "PutAll is not supported"));
+  EXPECT_THAT(a->StartBulkLoad().status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "bulk load"));
+  // A mirror follows one cluster and prefix; a local store is no mirror.
+  a.reset();
+  Options other = SharedOptions();
+  other.etcd_prefix = prefix_ + "other/";
+  EXPECT_THAT(Store::Open(MirrorPath(0), other).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "this database mirrors"));
+  {
+    auto local = Store::Open(MirrorPath(2), Options{});
+    ASSERT_THAT(local.status(), IsOk());
+    ASSERT_THAT((*local)->Put(ClaimJson("ns", "x")), IsOk());
+  }
+  EXPECT_THAT(Store::Open(MirrorPath(2), SharedOptions()).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "is a local store"));
+  Options bad = SharedOptions();
+  bad.etcd_endpoints = {"https://127.0.0.1:1"};
+  EXPECT_THAT(Store::Open(MirrorPath(3), bad).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "TLS is not supported"));
+}
+
+}  // namespace
+}  // namespace claimstore
