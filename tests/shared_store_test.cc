@@ -25,6 +25,7 @@ namespace claimstore {
 namespace {
 
 using ::claimstore::testing::ClaimJson;
+using ::claimstore::testing::EtcdCluster;
 using ::claimstore::testing::IsOk;
 using ::claimstore::testing::Pod;
 using ::claimstore::testing::ScopedTempDir;
@@ -326,6 +327,55 @@ TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
   bad.etcd_endpoints = {"https://127.0.0.1:1"};
   EXPECT_THAT(Store::Open(MirrorPath(3), bad).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, "TLS is not supported"));
+}
+
+// Last in the binary: it stops two members.
+TEST_F(SharedStoreTest, WithoutAQuorumWritesFailInBoundedTimeAndReadsGoOnSayingHowStale) {
+  Options options = SharedOptions();
+  options.etcd_timeout = absl::Seconds(2);
+  auto opened = Store::Open(MirrorPath(0), options);
+  ASSERT_THAT(opened.status(), IsOk());
+  Store& a = **opened;
+  ASSERT_THAT(a.Put(ClaimJson("ns", "c1")), IsOk());
+  absl::StatusOr<StoreStats> before = a.Stats();
+  ASSERT_THAT(before.status(), IsOk());
+  EXPECT_TRUE(before->shared);
+  EXPECT_TRUE(before->etcd_following);
+  EtcdCluster& cluster = TestCluster();
+  const int lead = cluster.Leader();
+  cluster.Kill(lead);
+  cluster.Kill((lead + 1) % cluster.size());
+  const absl::Time start = absl::Now();
+  absl::StatusOr<WriteResult> w = a.Reserve(Key("c1"), Pod("p"));
+  EXPECT_THAT(w.status(), StatusIs(absl::StatusCode::kUnavailable, ""));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(8)) << w.status();
+  // Reads go on, from the mirror.
+  EXPECT_THAT(a.Get(Key("c1")).status(), IsOk());
+  // And the mirror says it is not following, since when, and why.
+  absl::StatusOr<StoreStats> stats;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  do {
+    absl::SleepFor(absl::Milliseconds(100));
+    stats = a.Stats();
+    ASSERT_THAT(stats.status(), IsOk());
+  } while (stats->etcd_following && absl::Now() < deadline);
+  EXPECT_FALSE(stats->etcd_following);
+  EXPECT_GE(stats->etcd_unreachable_since, start - absl::Seconds(1));
+  EXPECT_FALSE(stats->etcd_error.empty());
+  EXPECT_EQ(stats->revision, before->revision);
+  ASSERT_THAT(cluster.StartStopped(), IsOk());
+  // With the quorum back the mirror follows again and writes go on.
+  absl::StatusOr<WriteResult> again;
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  do {
+    again = a.Reserve(Key("c1"), Pod("p"));
+  } while (absl::IsUnavailable(again.status()) && absl::Now() < give_up);
+  EXPECT_THAT(again.status(), StatusIs(absl::StatusCode::kFailedPrecondition, "not allocated"));
+  do {
+    absl::SleepFor(absl::Milliseconds(100));
+    stats = a.Stats();
+  } while (!stats->etcd_following && absl::Now() < give_up);
+  EXPECT_TRUE(stats->etcd_following);
 }
 
 }  // namespace

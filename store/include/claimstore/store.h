@@ -242,6 +242,17 @@ struct StoreStats {
   // The resourceVersion of a followed Kubernetes watch stream applied last
   // (Store::ApplyClusterEvents; 0: none).
   uint64_t follow_resource_version = 0;
+  // The shared mode (Options::etcd_endpoints): `revision` is the etcd
+  // revision the mirror has applied, and reads show etcd as of it. While
+  // the mirror follows etcd, it lags etcd by the time a change takes to
+  // reach it (milliseconds); when it cannot (etcd unreachable, no quorum),
+  // reads go on and may be stale by as long as that has lasted:
+  // etcd_following is false, etcd_unreachable_since says since when, and
+  // etcd_error why. (Writes fail with Unavailable meanwhile.)
+  bool shared = false;
+  bool etcd_following = false;
+  absl::Time etcd_unreachable_since = absl::InfinitePast();
+  std::string etcd_error = {};
 };
 
 // A claim of a Kubernetes watch stream of ResourceClaims (ADDED, MODIFIED:

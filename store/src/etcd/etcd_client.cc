@@ -255,8 +255,8 @@ absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::Watch(
       if (first.status().code() == absl::StatusCode::kOutOfRange) return first.status();
       last = first.ok() ? absl::UnavailableError("etcd: a watch not confirmed") : first.status();
     } else {
-      w->stream_->WritesDone();
       last = FromGrpc(w->stream_->Finish(), m.endpoint, "watch");
+      w->stream_.reset();  // finished: the destructor must not finish it again
     }
     MoveOn(i);
     absl::SleepFor(absl::Milliseconds(50));

@@ -224,7 +224,6 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
   CS_RETURN_IF_ERROR(mirror()->ApplyMirrored(claims, revision));
   MutexLock lock(&mu_);
   applied_ = revision;
-  follow_error_ = absl::OkStatus();
   applied_cv_.NotifyAll();
   return absl::OkStatus();
 }
@@ -299,6 +298,8 @@ void SharedStore::Follow() {
         MutexLock lock(&mu_);
         if (stopping_.load()) return;
         watch_ = *std::move(watch);
+        follow_error_ = absl::OkStatus();
+        lost_since_ = absl::InfinitePast();
       }
       while (!stopping_.load()) {
         absl::StatusOr<etcdserverpb::WatchResponse> r = w->Next();
@@ -317,6 +318,7 @@ void SharedStore::Follow() {
     if (!s.ok()) {
       {
         MutexLock lock(&mu_);
+        if (lost_since_ == absl::InfinitePast()) lost_since_ = absl::Now();
         follow_error_ = s;
       }
       absl::SleepFor(absl::Milliseconds(100));
@@ -374,7 +376,15 @@ absl::StatusOr<std::unique_ptr<Watcher>> SharedStore::Watch(uint64_t, const Watc
       "the change feed is not kept in the shared mode yet: watch etcd's prefix ",
       layout_.prefix(), " instead"));
 }
-absl::StatusOr<StoreStats> SharedStore::Stats() const { return mirror_store_->Stats(); }
+absl::StatusOr<StoreStats> SharedStore::Stats() const {
+  CS_ASSIGN_OR_RETURN(StoreStats stats, mirror_store_->Stats());
+  stats.shared = true;
+  MutexLock lock(&mu_);
+  stats.etcd_following = watch_ != nullptr && lost_since_ == absl::InfinitePast();
+  stats.etcd_unreachable_since = stats.etcd_following ? absl::InfinitePast() : lost_since_;
+  if (!stats.etcd_following) stats.etcd_error = std::string(follow_error_.message());
+  return stats;
+}
 
 // --- Writes ---------------------------------------------------------------------
 

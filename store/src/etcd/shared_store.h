@@ -164,10 +164,12 @@ class SharedStore final : public Store {
 
   // The follower's state: the revision the mirror has applied, and the
   // follower's last error (reported by writes that wait for it).
-  Mutex mu_;
+  mutable Mutex mu_;
   CondVar applied_cv_;
   uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status follow_error_ ABSL_GUARDED_BY(mu_);
+  // Since when the follower has not been following (InfinitePast: it is).
+  absl::Time lost_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::unique_ptr<EtcdWatch> watch_ ABSL_GUARDED_BY(mu_);  // to cancel at close
   std::atomic<bool> stopping_{false};
   std::thread follower_;
