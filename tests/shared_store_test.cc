@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
@@ -327,6 +328,35 @@ TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
   bad.etcd_endpoints = {"https://127.0.0.1:1"};
   EXPECT_THAT(Store::Open(MirrorPath(3), bad).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, "TLS is not supported"));
+}
+
+// The tool in the shared mode: --etcd URL,URL,... and --etcd-prefix, with
+// --db naming this machine's mirror.
+TEST_F(SharedStoreTest, TheToolTakesEtcdEndpoints) {
+  auto a = OpenMirror(0);
+  ASSERT_TRUE(a);
+  ASSERT_THAT(a->Put(ClaimJson("ns", "c1")), IsOk());
+  ASSERT_THAT(a->Allocate(Key("c1"), Of({Exclusive("gpu-9")})), IsOk());
+  const std::string out = dir_.path() + "/out", err = dir_.path() + "/err";
+  auto tool = [&](const std::string& args) {
+    const std::string command = absl::StrCat(
+        CLAIMSTORE_CLI, " --db ", dir_.path(), "/tool-mirror --etcd ",
+        absl::StrJoin(TestCluster().Endpoints(), ","), " --etcd-prefix ", prefix_, " ", args,
+        " >", out, " 2>", err, " </dev/null");
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  ASSERT_EQ(tool("reserve ns/c1 --consumer pods/web-0/uid-web-0"), 0)
+      << testing::ReadFile(err);
+  EXPECT_THAT(testing::ReadFile(out), HasSubstr("reserved for"));
+  ASSERT_THAT(a->Refresh(), IsOk());
+  EXPECT_EQ(a->Get(Key("c1"))->record.table().status()->reserved_for()->size(), 1u);
+  ASSERT_EQ(tool("get ns/c1 -o jsonpath={.status.reservedFor[0].uid}"), 0)
+      << testing::ReadFile(err);
+  EXPECT_EQ(testing::ReadFile(out), "uid-web-0");
+  // What the mode does not take, the tool reports (and exits non-zero).
+  EXPECT_NE(tool("restore " + testing::K8sPath("fixtures/ResourceClaim.roundtrip.json")), 0);
+  EXPECT_THAT(testing::ReadFile(err), HasSubstr("not supported in the shared mode"));
 }
 
 // Last in the binary: it stops two members.

@@ -60,6 +60,21 @@ std::string Context::DbPath() const {
   return "./claimstore.db";
 }
 
+Options Context::WithShared(Options base) const {
+  std::string endpoints = etcd_flag;
+  if (endpoints.empty()) {
+    if (const char* env = getenv("CLAIMSTORE_ETCD"); env != nullptr) endpoints = env;
+  }
+  if (endpoints.empty()) return base;
+  base.etcd_endpoints = absl::StrSplit(endpoints, ',', absl::SkipEmpty());
+  if (!etcd_prefix_flag.empty()) base.etcd_prefix = etcd_prefix_flag;
+  // The mirror is written by this process: not read-only, and created
+  // when missing.
+  base.read_only = false;
+  base.create_if_missing = true;
+  return base;
+}
+
 CLI::App* AddCommand(CLI::App& app, const std::string& name, const std::string& usage,
                      const std::string& description) {
   CLI::App* command = app.add_subcommand(name, description);
@@ -131,8 +146,8 @@ int Usage(const std::string& message, const std::string& usage) {
 }
 
 absl::StatusOr<std::unique_ptr<Store>> OpenForReading(const Context& context) {
-  absl::StatusOr<std::unique_ptr<Store>> store =
-      Store::Open(context.DbPath(), {.create_if_missing = false, .read_only = true});
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(
+      context.DbPath(), context.WithShared({.create_if_missing = false, .read_only = true}));
   if (!store.ok()) return store.status();
   if (absl::Status s = (*store)->Refresh(); !s.ok()) return s;
   return store;
@@ -142,7 +157,9 @@ absl::StatusOr<std::unique_ptr<Store>> OpenForWriting(const Context& context, bo
   // One command and exit: the in-memory indexes are read only if the
   // command needs them (a reservation does not).
   return Store::Open(context.DbPath(),
-                     {.create_if_missing = create, .sync_writes = true, .defer_index_load = true});
+                     context.WithShared({.create_if_missing = create,
+                                         .sync_writes = true,
+                                         .defer_index_load = true}));
 }
 
 absl::Status CannotOpen(const std::string& path, int error) {

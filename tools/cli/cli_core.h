@@ -33,9 +33,16 @@ namespace claimstore::cli {
 // command that ran leaves.
 struct Context {
   std::string db_flag;  // --db, empty when not given
+  // --etcd URL[,URL...] and --etcd-prefix: the shared mode (the database
+  // is then this machine's mirror of etcd).
+  std::string etcd_flag;
+  std::string etcd_prefix_flag;
   int exit_code = 0;
   // The database: --db, else $CLAIMSTORE_DB, else ./claimstore.db.
   std::string DbPath() const;
+  // `base` with the shared mode's options when --etcd (else
+  // $CLAIMSTORE_ETCD) names endpoints.
+  Options WithShared(Options base) const;
 };
 
 // Adds subcommand `name` with its usage text (the first lines of its help)

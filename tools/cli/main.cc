@@ -21,6 +21,9 @@ namespace {
 constexpr char kUsage[] =
     "Usage: claimstore COMMAND [ARGS...] [--db DIR]   (--db, anywhere, defaults to "
     "$CLAIMSTORE_DB, else ./claimstore.db)\n"
+    "       claimstore COMMAND [ARGS...] --etcd URL[,URL...] [--etcd-prefix P] [--db DIR]\n"
+    "                          the shared mode: etcd holds the claims, --db is this machine's "
+    "mirror\n"
     "Commands:\n"
     "  restore [FILE...|-]     load claims (any form), all-or-nothing; creates the database\n"
     "  dump [-o json|jsonl|yaml]\n"
@@ -63,6 +66,11 @@ int Main(int argc, char** argv) {
   CLI::App app("claimstore", "claimstore");
   app.formatter(std::make_shared<HelpFormatter>());
   app.add_option("--db", context.db_flag, "the database (default $CLAIMSTORE_DB, else ./claimstore.db)");
+  app.add_option("--etcd", context.etcd_flag,
+                 "URL[,URL...]: the shared mode, etcd's client URLs (default $CLAIMSTORE_ETCD); "
+                 "the database is then this machine's mirror of etcd");
+  app.add_option("--etcd-prefix", context.etcd_prefix_flag,
+                 "the prefix of the store's keys in etcd (default /claimstore/)");
   // Global flags anywhere, before or after the command, as kubectl takes them.
   app.fallthrough();
   AddRestoreCommand(app, context);
