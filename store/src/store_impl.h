@@ -46,6 +46,7 @@
 #include "device_rule.h"
 #include "feed.h"
 #include "index_entries.h"
+#include "mutation_writes.h"
 #include "mutations.h"
 #include "published_state.h"
 #include "quantity.h"
@@ -60,7 +61,7 @@ struct Load;
 struct StoredPart;
 class TableWriter;
 
-class StoreImpl final : public Store {
+class StoreImpl final : public MutationWrites {
  public:
   // The store over `db`, a primary instance (store_open.cc): removes table
   // files of an interrupted bulk load and loads the published state.
@@ -83,21 +84,8 @@ class StoreImpl final : public Store {
   uint64_t LevelZeroFiles() const;
 
   // Writes (write_path.cc) -------------------------------------------------------
-  absl::StatusOr<WriteResult> Put(const ClaimRecord& record, const Preconditions& pre) override;
   absl::StatusOr<std::vector<WriteResult>> PutAll(
       absl::Span<const ClaimRecord> records) override;
-  absl::StatusOr<WriteResult> Delete(const ClaimKey& key, const Preconditions& pre) override;
-  absl::StatusOr<WriteResult> Reserve(const ClaimKey& key, const ConsumerRef& consumer,
-                                      const Preconditions& pre) override;
-  absl::StatusOr<WriteResult> Unreserve(const ClaimKey& key, absl::string_view consumer_uid,
-                                        const Preconditions& pre) override;
-  absl::StatusOr<WriteResult> Allocate(const ClaimKey& key, const Allocation& allocation,
-                                       const Preconditions& pre,
-                                       absl::Span<const DeviceCapacity> capacity) override;
-  absl::StatusOr<WriteResult> Deallocate(const ClaimKey& key, const Preconditions& pre) override;
-  absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
-                                              const DeviceStatuses& statuses,
-                                              const Preconditions& pre) override;
   absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(
       absl::Span<const ClusterEvent> events, uint64_t resource_version) override;
 
@@ -136,9 +124,6 @@ class StoreImpl final : public Store {
   absl::Status Backup(absl::string_view dir) override;
 
  private:
-  // A mutation of one claim: its current record (null: absent) to what the
-  // write does (mutations.h).
-  using MutateFn = absl::FunctionRef<absl::StatusOr<Mutation>(const ClaimRecord* current)>;
 
   // One mutation of one claim.
   struct WriteStep {
@@ -175,10 +160,10 @@ class StoreImpl final : public Store {
       size_t n, absl::FunctionRef<const ClaimRecord&(size_t)> record_of,
       absl::FunctionRef<absl::StatusOr<Mutation>(size_t, const ClaimRecord*)> mutate,
       std::optional<uint64_t> follow_resource_version);
-  // Queues a one-step write and returns its result.
+  // Queues a one-step write and returns its result (MutationWrites).
   absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre,
                                     MutateFn mutate,
-                                    const std::vector<CapacityLimit>* capacity = nullptr);
+                                    const std::vector<CapacityLimit>* capacity) override;
   // Commits `group` (WriteGroup's commit function): applies each write,
   // writes the batch, publishes.
   void CommitGroup(absl::Span<WriteGroup::Writer* const> group)

@@ -51,12 +51,6 @@ bool StoreImpl::PendingWrite::Changed() const {
 
 // The writes -------------------------------------------------------------------
 
-absl::StatusOr<WriteResult> StoreImpl::Put(const ClaimRecord& record, const Preconditions& pre) {
-  CS_RETURN_IF_ERROR(RequireClaimKey(record));
-  const ClaimKey key{std::string(record.claim_namespace()), std::string(record.name())};
-  return Write(key, pre, [&](const ClaimRecord* current) { return PutRecord(record, current); });
-}
-
 absl::StatusOr<std::vector<WriteResult>> StoreImpl::PutAll(absl::Span<const ClaimRecord> records) {
   return WriteEach(
       records.size(), [&](size_t i) -> const ClaimRecord& { return records[i]; },
@@ -99,47 +93,6 @@ absl::StatusOr<std::vector<WriteResult>> StoreImpl::WriteEach(
   results.reserve(write.steps.size());
   for (const WriteStep& step : write.steps) results.push_back(step.result);
   return results;
-}
-
-absl::StatusOr<WriteResult> StoreImpl::Delete(const ClaimKey& key, const Preconditions& pre) {
-  return Write(key, pre, [&](const ClaimRecord* current) { return DeleteClaim(key, current); });
-}
-
-absl::StatusOr<WriteResult> StoreImpl::Reserve(const ClaimKey& key, const ConsumerRef& consumer,
-                                               const Preconditions& pre) {
-  CS_RETURN_IF_ERROR(RequireConsumer(consumer));
-  return Write(key, pre,
-               [&](const ClaimRecord* current) { return AddConsumer(key, consumer, current); });
-}
-
-absl::StatusOr<WriteResult> StoreImpl::Unreserve(const ClaimKey& key,
-                                                 absl::string_view consumer_uid,
-                                                 const Preconditions& pre) {
-  return Write(key, pre, [&](const ClaimRecord* current) {
-    return RemoveConsumer(key, consumer_uid, current);
-  });
-}
-
-absl::StatusOr<WriteResult> StoreImpl::Allocate(const ClaimKey& key, const Allocation& allocation,
-                                                const Preconditions& pre,
-                                                absl::Span<const DeviceCapacity> capacity) {
-  CS_ASSIGN_OR_RETURN(const std::vector<CapacityLimit> limits,
-                      ParseCapacityLimits(allocation, capacity));
-  return Write(
-      key, pre, [&](const ClaimRecord* current) { return SetAllocation(key, allocation, current); },
-      limits.empty() ? nullptr : &limits);
-}
-
-absl::StatusOr<WriteResult> StoreImpl::Deallocate(const ClaimKey& key, const Preconditions& pre) {
-  return Write(key, pre, [&](const ClaimRecord* current) { return ClearAllocation(key, current); });
-}
-
-absl::StatusOr<WriteResult> StoreImpl::SetDeviceStatus(const ClaimKey& key,
-                                                       const DeviceStatuses& statuses,
-                                                       const Preconditions& pre) {
-  return Write(key, pre, [&](const ClaimRecord* current) {
-    return MergeDeviceStatuses(key, statuses, current);
-  });
 }
 
 absl::StatusOr<std::vector<WriteResult>> StoreImpl::ApplyClusterEvents(

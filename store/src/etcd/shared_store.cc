@@ -677,55 +677,6 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
                           cur.record.has_value() ? cur.record->mod_revision() : 0);
 }
 
-absl::StatusOr<WriteResult> SharedStore::Put(const ClaimRecord& record, const Preconditions& pre) {
-  CS_RETURN_IF_ERROR(RequireClaimKey(record));
-  const ClaimKey key{std::string(record.claim_namespace()), std::string(record.name())};
-  return Write(key, pre, [&](const ClaimRecord* current) { return PutRecord(record, current); });
-}
-
-absl::StatusOr<WriteResult> SharedStore::Delete(const ClaimKey& key, const Preconditions& pre) {
-  return Write(key, pre, [&](const ClaimRecord* current) { return DeleteClaim(key, current); });
-}
-
-absl::StatusOr<WriteResult> SharedStore::Reserve(const ClaimKey& key, const ConsumerRef& consumer,
-                                                 const Preconditions& pre) {
-  CS_RETURN_IF_ERROR(RequireConsumer(consumer));
-  return Write(key, pre,
-               [&](const ClaimRecord* current) { return AddConsumer(key, consumer, current); });
-}
-
-absl::StatusOr<WriteResult> SharedStore::Unreserve(const ClaimKey& key,
-                                                   absl::string_view consumer_uid,
-                                                   const Preconditions& pre) {
-  return Write(key, pre, [&](const ClaimRecord* current) {
-    return RemoveConsumer(key, consumer_uid, current);
-  });
-}
-
-absl::StatusOr<WriteResult> SharedStore::Allocate(const ClaimKey& key,
-                                                  const Allocation& allocation,
-                                                  const Preconditions& pre,
-                                                  absl::Span<const DeviceCapacity> capacity) {
-  CS_ASSIGN_OR_RETURN(const std::vector<CapacityLimit> limits,
-                      ParseCapacityLimits(allocation, capacity));
-  return Write(
-      key, pre, [&](const ClaimRecord* current) { return SetAllocation(key, allocation, current); },
-      limits.empty() ? nullptr : &limits);
-}
-
-absl::StatusOr<WriteResult> SharedStore::Deallocate(const ClaimKey& key,
-                                                    const Preconditions& pre) {
-  return Write(key, pre, [&](const ClaimRecord* current) { return ClearAllocation(key, current); });
-}
-
-absl::StatusOr<WriteResult> SharedStore::SetDeviceStatus(const ClaimKey& key,
-                                                         const DeviceStatuses& statuses,
-                                                         const Preconditions& pre) {
-  return Write(key, pre, [&](const ClaimRecord* current) {
-    return MergeDeviceStatuses(key, statuses, current);
-  });
-}
-
 namespace {
 absl::Status NotInSharedMode(absl::string_view what) {
   return absl::FailedPreconditionError(

@@ -57,13 +57,14 @@
 #include "device_rule.h"
 #include "etcd/etcd_client.h"
 #include "etcd/etcd_layout.h"
+#include "mutation_writes.h"
 #include "mutations.h"
 #include "mutex.h"
 #include "store_impl.h"
 
 namespace claimstore::internal {
 
-class SharedStore final : public Store {
+class SharedStore final : public MutationWrites {
  public:
   // Opens the mirror at `path`, connects to etcd, catches up (a list when
   // the mirror is new), starts the follower.
@@ -81,21 +82,9 @@ class SharedStore final : public Store {
   absl::StatusOr<std::unique_ptr<Watcher>> Watch(uint64_t from_revision,
                                                  const WatchOptions& options) override;
 
-  // Writes: etcd Txns.
-  absl::StatusOr<WriteResult> Put(const ClaimRecord& record, const Preconditions& pre) override;
+  // Writes: etcd Txns (Put, Delete, Reserve, ...: MutationWrites over
+  // Write).
   absl::StatusOr<std::vector<WriteResult>> PutAll(absl::Span<const ClaimRecord> records) override;
-  absl::StatusOr<WriteResult> Delete(const ClaimKey& key, const Preconditions& pre) override;
-  absl::StatusOr<WriteResult> Reserve(const ClaimKey& key, const ConsumerRef& consumer,
-                                      const Preconditions& pre) override;
-  absl::StatusOr<WriteResult> Unreserve(const ClaimKey& key, absl::string_view consumer_uid,
-                                        const Preconditions& pre) override;
-  absl::StatusOr<WriteResult> Allocate(const ClaimKey& key, const Allocation& allocation,
-                                       const Preconditions& pre,
-                                       absl::Span<const DeviceCapacity> capacity) override;
-  absl::StatusOr<WriteResult> Deallocate(const ClaimKey& key, const Preconditions& pre) override;
-  absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
-                                              const DeviceStatuses& statuses,
-                                              const Preconditions& pre) override;
   absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(
       absl::Span<const ClusterEvent> events, uint64_t resource_version) override;
 
@@ -113,7 +102,6 @@ class SharedStore final : public Store {
   absl::Status Backup(absl::string_view dir) override;
 
  private:
-  using MutateFn = absl::FunctionRef<absl::StatusOr<Mutation>(const ClaimRecord* current)>;
   // The claim as one source had it.
   struct Current {
     std::optional<ClaimRecord> record;  // with etcd's revisions
@@ -135,7 +123,7 @@ class SharedStore final : public Store {
   // The write: see the file comment.
   absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre,
                                     MutateFn mutate,
-                                    const std::vector<CapacityLimit>* capacity = nullptr);
+                                    const std::vector<CapacityLimit>* capacity) override;
   // The claim as etcd holds it now (a linearizable read).
   absl::StatusOr<Current> ReadClaim(const ClaimKey& key);
   // The claim of a KeyValue (revisions stamped from it).

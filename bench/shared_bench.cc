@@ -1,0 +1,206 @@
+// The shared mode (Options::etcd_endpoints) against a 3-member etcd cluster
+// this binary starts on loopback (tests/etcd_cluster.h):
+//
+//  - BM_ReserveVsBareTxn: a Reserve (and its Unreserve) through the store
+//    against a bare etcd Txn of the same size (compare the key's mod
+//    revision, put a value of the claim's size), interleaved write by
+//    write so that drift hits both alike; counters: microseconds per write
+//    of each and their ratio (target: store <= 1.3x bare).
+//  - BM_Throughput/writers:N: N writers over 4 stores, each with its own
+//    mirror and etcd connections (as 4 processes have), each writer
+//    reserving and unreserving its own claim; writes per second (target:
+//    16 writers >= 4x one).
+//  - BM_Get/local and BM_Get/shared: a Get of a random claim of 2,000 from
+//    a local store and from a shared store's mirror (target: shared within
+//    1.5x of local).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "benchmark/benchmark.h"
+#include "claimstore/allocation.h"
+#include "claimstore/codec.h"
+#include "claimstore/store.h"
+#include "etcd/etcd_client.h"
+#include "etcd_cluster.h"
+
+namespace claimstore {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+testing::EtcdCluster& Cluster() {
+  static testing::EtcdCluster* cluster = [] {
+    auto c = testing::EtcdCluster::Start(3);
+    if (!c.ok()) {
+      fprintf(stderr, "cannot start etcd: %s\n", c.status().ToString().c_str());
+      std::abort();
+    }
+    return c->release();  // stopped with the process (members die with it)
+  }();
+  return *cluster;
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/claimstore-shared-bench-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) std::abort();
+  return tmpl;
+}
+
+std::unique_ptr<Store> OpenShared(const std::string& dir, const std::string& prefix) {
+  Options o;
+  o.etcd_endpoints = Cluster().Endpoints();
+  o.etcd_prefix = prefix;
+  auto s = Store::Open(dir, o);
+  if (!s.ok()) {
+    fprintf(stderr, "open: %s\n", s.status().ToString().c_str());
+    std::abort();
+  }
+  return *std::move(s);
+}
+
+ClaimRecord AllocatedClaim(const std::string& name) {
+  const std::string json = absl::StrCat(
+      R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":")", name,
+      R"(","namespace":"ns","uid":"uid-)", name,
+      R"("},"status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.example.com","pool":"p","device":")",
+      name, R"("}]}}}})");
+  auto r = DecodeClaim(json);
+  if (!r.ok()) std::abort();
+  return *std::move(r);
+}
+
+void Check(const absl::Status& s) {
+  if (!s.ok()) {
+    fprintf(stderr, "%s\n", s.ToString().c_str());
+    std::abort();
+  }
+}
+
+int prefixes = 0;
+std::string NewPrefix() { return absl::StrCat("/bench-", getpid(), "-", ++prefixes, "/"); }
+
+void BM_ReserveVsBareTxn(benchmark::State& state) {
+  const std::string prefix = NewPrefix();
+  auto store = OpenShared(TempDir(), prefix);
+  const ClaimKey key{"ns", "claim"};
+  Check(store->Put(AllocatedClaim("claim")).status());
+  internal::EtcdOptions eo;
+  eo.endpoints = Cluster().Endpoints();
+  auto etcd = internal::EtcdClient::Connect(eo);
+  Check(etcd.status());
+  // The bare Txn's value: as large as the claim the Reserve writes.
+  Check(store->Reserve(key, {"", "pods", "pod-c", "uid-c"}).status());
+  const size_t value_size = store->Get(key)->record.bytes().size() + 40;
+  Check(store->Unreserve(key, "uid-c").status());
+  const std::string bare_key = prefix + "bare";
+  int64_t bare_mod = 0;
+  auto bare_txn = [&] {
+    etcdserverpb::TxnRequest txn;
+    auto* cmp = txn.add_compare();
+    cmp->set_key(bare_key);
+    cmp->set_target(etcdserverpb::Compare::MOD);
+    cmp->set_result(etcdserverpb::Compare::EQUAL);
+    cmp->set_mod_revision(bare_mod);
+    auto* put = txn.add_success()->mutable_request_put();
+    put->set_key(bare_key);
+    put->set_value(std::string(value_size, 'x'));
+    auto r = (*etcd)->Txn(txn);
+    Check(r.status());
+    if (!r->succeeded()) std::abort();
+    bare_mod = r->header().revision();
+  };
+  Clock::duration shared{}, bare{};
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    Check(store->Reserve(key, {"", "pods", "pod-c", "uid-c"}).status());
+    Check(store->Unreserve(key, "uid-c").status());
+    const auto t1 = Clock::now();
+    bare_txn();
+    bare_txn();
+    const auto t2 = Clock::now();
+    shared += t1 - t0;
+    bare += t2 - t1;
+  }
+  const double n = 2.0 * static_cast<double>(state.iterations());
+  const double shared_us = std::chrono::duration<double, std::micro>(shared).count() / n;
+  const double bare_us = std::chrono::duration<double, std::micro>(bare).count() / n;
+  state.counters["store_us_per_write"] = shared_us;
+  state.counters["bare_txn_us"] = bare_us;
+  state.counters["store_over_bare"] = shared_us / bare_us;
+}
+BENCHMARK(BM_ReserveVsBareTxn)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(3);
+
+void BM_Throughput(benchmark::State& state) {
+  const int writers = static_cast<int>(state.range(0));
+  constexpr int kStores = 4, kWritesPerWriter = 64;
+  const std::string prefix = NewPrefix();
+  std::vector<std::unique_ptr<Store>> stores;
+  for (int i = 0; i < kStores; ++i) stores.push_back(OpenShared(TempDir(), prefix));
+  for (int w = 0; w < writers; ++w) {
+    Check(stores[w % kStores]->Put(AllocatedClaim(absl::StrCat("w", w))).status());
+  }
+  int64_t writes = 0;
+  for (auto _ : state) {
+    std::vector<std::thread> threads;
+    for (int w = 0; w < writers; ++w) {
+      threads.emplace_back([&, w] {
+        Store& s = *stores[w % kStores];
+        const ClaimKey key{"ns", absl::StrCat("w", w)};
+        for (int i = 0; i < kWritesPerWriter / 2; ++i) {
+          Check(s.Reserve(key, {"", "pods", "p", absl::StrCat("uid-", w)}).status());
+          Check(s.Unreserve(key, absl::StrCat("uid-", w)).status());
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    writes += int64_t{writers} * kWritesPerWriter;
+  }
+  state.counters["writes_per_s"] =
+      benchmark::Counter(static_cast<double>(writes), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Throughput)->ArgName("writers")->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)
+    ->UseRealTime()->MinTime(3);
+
+constexpr int kReadClaims = 2000;
+
+void RunGets(benchmark::State& state, Store& store) {
+  std::mt19937 rng(7);
+  std::vector<ClaimKey> keys;
+  for (int i = 0; i < kReadClaims; ++i) keys.push_back({"ns", absl::StrCat("r", i)});
+  std::shuffle(keys.begin(), keys.end(), rng);
+  size_t i = 0;
+  for (auto _ : state) {
+    auto r = store.Get(keys[i++ % keys.size()]);
+    benchmark::DoNotOptimize(r);
+  }
+}
+
+void BM_Get(benchmark::State& state) {
+  static std::unique_ptr<Store> local, shared;
+  if (local == nullptr) {
+    auto l = Store::Open(TempDir(), {});
+    Check(l.status());
+    local = *std::move(l);
+    shared = OpenShared(TempDir(), NewPrefix());
+    for (int i = 0; i < kReadClaims; ++i) {
+      const ClaimRecord claim = AllocatedClaim(absl::StrCat("r", i));
+      Check(local->Put(claim).status());
+      Check(shared->Put(claim).status());
+    }
+  }
+  RunGets(state, state.range(0) == 0 ? *local : *shared);
+}
+BENCHMARK(BM_Get)->ArgName("shared")->Arg(0)->Arg(1)->MinTime(1);
+
+}  // namespace
+}  // namespace claimstore
+
+BENCHMARK_MAIN();
