@@ -9,7 +9,8 @@
 //  - BM_Throughput/writers:N: N writers over 4 stores, each with its own
 //    mirror and etcd connections (as 4 processes have), each writer
 //    reserving and unreserving its own claim; writes per second (target:
-//    16 writers >= 4x one).
+//    16 writers >= 4x one). BM_BareThroughput: the same from bare etcd
+//    Txns, what etcd itself takes from 1 and from 16 writers here.
 //  - BM_Get/local and BM_Get/shared: a Get of a random claim of 2,000 from
 //    a local store and from a shared store's mirror (target: shared within
 //    1.5x of local).
@@ -167,6 +168,55 @@ void BM_Throughput(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(writes), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Throughput)->ArgName("writers")->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)
+    ->UseRealTime()->MinTime(3);
+
+// The same from bare etcd Txns (each writer comparing and putting a key of
+// its own, values of a claim's size), over 4 clients: what etcd itself takes
+// from 1 and from 16 writers on this machine.
+void BM_BareThroughput(benchmark::State& state) {
+  const int writers = static_cast<int>(state.range(0));
+  constexpr int kClients = 4, kWritesPerWriter = 64;
+  const std::string prefix = NewPrefix();
+  std::vector<std::unique_ptr<internal::EtcdClient>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    internal::EtcdOptions eo;
+    eo.endpoints = Cluster().Endpoints();
+    auto c = internal::EtcdClient::Connect(eo);
+    Check(c.status());
+    clients.push_back(*std::move(c));
+  }
+  std::vector<int64_t> mods(writers, 0);
+  int64_t writes = 0;
+  for (auto _ : state) {
+    std::vector<std::thread> threads;
+    for (int w = 0; w < writers; ++w) {
+      threads.emplace_back([&, w] {
+        internal::EtcdClient& c = *clients[w % kClients];
+        const std::string key = absl::StrCat(prefix, "bare-", w);
+        for (int i = 0; i < kWritesPerWriter; ++i) {
+          etcdserverpb::TxnRequest txn;
+          auto* cmp = txn.add_compare();
+          cmp->set_key(key);
+          cmp->set_target(etcdserverpb::Compare::MOD);
+          cmp->set_result(etcdserverpb::Compare::EQUAL);
+          cmp->set_mod_revision(mods[w]);
+          auto* put = txn.add_success()->mutable_request_put();
+          put->set_key(key);
+          put->set_value(std::string(400, 'x'));
+          auto r = c.Txn(txn);
+          Check(r.status());
+          if (!r->succeeded()) std::abort();
+          mods[w] = r->header().revision();
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    writes += int64_t{writers} * kWritesPerWriter;
+  }
+  state.counters["writes_per_s"] =
+      benchmark::Counter(static_cast<double>(writes), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_BareThroughput)->ArgName("writers")->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)
     ->UseRealTime()->MinTime(3);
 
 constexpr int kReadClaims = 2000;

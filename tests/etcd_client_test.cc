@@ -205,7 +205,8 @@ TEST_F(EtcdClientTest, WritesGoOnWhenAMemberOrTheLeaderIsKilled) {
       }
     }
     EXPECT_GE(committed, 30) << "unknown outcomes: " << unknown;
-    ASSERT_TRUE(cluster.Restart(victim).ok());
+    const absl::Status restarted = cluster.Restart(victim);
+    ASSERT_TRUE(restarted.ok()) << restarted;
   }
 }
 
@@ -221,7 +222,8 @@ TEST_F(EtcdClientTest, WithoutAQuorumWritesFailWithinTheDeadline) {
   EXPECT_LT(took, absl::Seconds(5));
   auto r = ValueOf(client.get(), "noquorum/w");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
-  ASSERT_TRUE(cluster.StartStopped().ok());
+  const absl::Status started = cluster.StartStopped();
+  ASSERT_TRUE(started.ok()) << started;
   // The write either landed or not; with a quorum back, writes go on.
   auto again = client->Txn(CreateIfAbsent("noquorum/x", "v"));
   ASSERT_TRUE(again.ok()) << again.status();

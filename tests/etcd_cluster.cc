@@ -164,7 +164,10 @@ absl::Status EtcdCluster::WaitServing(int i) const {
   options.request_timeout = absl::Seconds(1);
   auto client = internal::EtcdClient::Connect(options);
   if (!client.ok()) return client.status();
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  // A member serves once it has published itself through the cluster;
+  // etcd retries a publish that found no leader after its request timeout
+  // (5 s + 2 election timeouts), so two or three of those may pass.
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
   absl::Status last;
   while (absl::Now() < deadline) {
     if (members_[i].pid > 0 && waitpid(members_[i].pid, nullptr, WNOHANG) == members_[i].pid) {
@@ -180,7 +183,7 @@ absl::Status EtcdCluster::WaitServing(int i) const {
     absl::SleepFor(absl::Milliseconds(50));
   }
   return absl::DeadlineExceededError(absl::StrCat("etcd member ", i,
-                                                 " did not serve within 30 s: ", last.message(),
+                                                 " did not serve within 60 s: ", last.message(),
                                                  "; its log ends:\n", LogTail(members_[i].log)));
 }
 
