@@ -167,6 +167,7 @@ class SharedProcessTest : public ::testing::Test {
                                             const std::function<void()>& during = nullptr,
                                             int kill_child_after_ms = -1) {
     const std::string start = absl::StrCat(dir_.path(), "/start-", scenario);
+    lines_read_.store(0);
     struct Proc {
       pid_t pid;
       FILE* out;
@@ -218,6 +219,7 @@ class SharedProcessTest : public ::testing::Test {
               r >= rounds || racer < 0 || racer >= kRacers) {
             continue;
           }
+          lines_read_.fetch_add(1);
           std::string message = f.size() > 4 ? f[4] : "";
           if (!message.empty() && message.back() == '\n') message.pop_back();
           std::lock_guard<std::mutex> lock(mu);
@@ -355,8 +357,33 @@ class SharedProcessTest : public ::testing::Test {
     EXPECT_THAT(report->problems, ::testing::IsEmpty());
   }
 
+  // Waits until the racers have reported a tenth of their results, kills
+  // a member (a follower, or the leader) with SIGKILL, and starts it again
+  // once they have reported another tenth (or after 3 s). The race must
+  // still be running when the member dies.
+  void KillAndRestart(bool leader, int rounds) {
+    const int total = rounds * kRacers;
+    const absl::Time deadline = absl::Now() + absl::Seconds(120);
+    while (lines_read_.load() < total / 10 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    EtcdCluster& cluster = TestCluster();
+    const int lead = cluster.Leader();
+    ASSERT_GE(lead, 0);
+    const int victim = leader ? lead : (lead + 1) % cluster.size();
+    cluster.Kill(victim);
+    const int at_kill = lines_read_.load();
+    EXPECT_LT(at_kill, total) << "the race was over before the member was killed";
+    const absl::Time restart_at = absl::Now() + absl::Seconds(3);
+    while (lines_read_.load() < at_kill + total / 10 && absl::Now() < restart_at) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    EXPECT_THAT(cluster.Restart(victim), IsOk());
+  }
+
   ScopedTempDir dir_;
   std::string prefix_, endpoints_;
+  std::atomic<int> lines_read_{0};
 };
 
 constexpr int kRounds = 100;
@@ -366,25 +393,14 @@ TEST_F(SharedProcessTest, OneDevice) { DeviceRace(kRounds); }
 TEST_F(SharedProcessTest, CapacityOfASharedDevice) { CapacityRace(kRounds); }
 
 // A member, then the leader, SIGKILLed and restarted while the racers run.
-void KillAndRestart(bool leader) {
-  EtcdCluster& cluster = TestCluster();
-  absl::SleepFor(absl::Milliseconds(300));
-  const int lead = cluster.Leader();
-  const int victim = leader ? lead : (lead + 1) % cluster.size();
-  cluster.Kill(victim);
-  absl::SleepFor(absl::Milliseconds(1500));
-  absl::Status s = cluster.Restart(victim);
-  EXPECT_THAT(s, IsOk());
-}
-
 TEST_F(SharedProcessTest, DeviceWithAFollowerKilled) {
-  DeviceRace(kRounds, [] { KillAndRestart(false); });
+  DeviceRace(kRounds, [this] { KillAndRestart(false, kRounds); });
 }
 TEST_F(SharedProcessTest, LastConsumerSlotWithTheLeaderKilled) {
-  SlotRace(kRounds, [] { KillAndRestart(true); });
+  SlotRace(kRounds, [this] { KillAndRestart(true, kRounds); });
 }
 TEST_F(SharedProcessTest, CapacityWithTheLeaderKilled) {
-  CapacityRace(kRounds, [] { KillAndRestart(true); });
+  CapacityRace(kRounds, [this] { KillAndRestart(true, kRounds); });
 }
 
 // The claims of a store, each as its key, revisions and JSON.

@@ -150,6 +150,11 @@ TEST_F(SharedStoreTest, WritesAreReadBackAtOnceAndSeenByOtherMirrors) {
   absl::StatusOr<WriteResult> again = b->Unreserve(Key("c1"), "pod-a");
   ASSERT_THAT(again.status(), IsOk());
   EXPECT_FALSE(again->changed);
+  // etcd's holding keys are what the claims hold (the no-op changed none).
+  ASSERT_THAT(a->Refresh(), IsOk());
+  absl::StatusOr<VerifyReport> verified = a->Verify(false);
+  ASSERT_THAT(verified.status(), IsOk());
+  EXPECT_THAT(verified->problems, ::testing::IsEmpty());
   // Indexes of the mirror follow.
   ASSERT_THAT(a->Refresh(), IsOk());
   absl::StatusOr<DeviceHoldings> held = a->ClaimsUsingDevice({kDriver, "pool-a", "gpu-0"});

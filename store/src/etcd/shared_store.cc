@@ -186,10 +186,12 @@ absl::Status SharedStore::CheckIdentity(uint64_t cluster_id) {
 // --- The follower ---------------------------------------------------------------
 
 absl::StatusOr<ClaimRecord> SharedStore::RecordOf(const ClaimKey& key,
-                                                  const mvccpb::KeyValue& kv) const {
+                                                  const mvccpb::KeyValue& kv,
+                                                  std::string* token_out) const {
   absl::string_view token, bytes;
   absl::Status s = DecodeClaimValue(kv.value(), &token, &bytes);
   if (!s.ok()) return CorruptClaim(key, s);
+  if (token_out != nullptr) *token_out = std::string(token);
   absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(bytes));
   if (!record.ok()) return CorruptClaim(key, record.status());
   return RecordFactory::FromBuilt(StampRevisions(record->bytes(),
@@ -228,33 +230,42 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
   return absl::OkStatus();
 }
 
-absl::Status SharedStore::Relist() {
-  std::vector<StoreImpl::MirroredClaim> claims;
-  absl::flat_hash_set<std::string> listed;
-  const std::string prefix = layout_.ClaimsPrefix();
+absl::StatusOr<std::vector<mvccpb::KeyValue>> SharedStore::ListPrefix(const std::string& prefix,
+                                                                      int64_t* revision) {
+  std::vector<mvccpb::KeyValue> out;
   etcdserverpb::RangeRequest page;
   page.set_key(prefix);
   page.set_range_end(PrefixRangeEnd(prefix));
   page.set_limit(kListPage);
-  int64_t at = 0;
+  page.set_revision(*revision);
   while (true) {
-    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse r, etcd_->Range(page));
-    if (at == 0) {
-      at = r.header().revision();
-      page.set_revision(at);  // every page at the revision of the first
+    CS_ASSIGN_OR_RETURN(etcdserverpb::RangeResponse r, etcd_->Range(page));
+    if (*revision == 0) {
+      *revision = r.header().revision();
+      page.set_revision(*revision);  // every page at the revision of the first
     }
-    for (const mvccpb::KeyValue& kv : r.kvs()) {
-      StoreImpl::MirroredClaim c;
-      if (!layout_.ParseClaim(kv.key(), &c.key)) continue;
-      c.stamps = {static_cast<uint64_t>(kv.create_revision()),
-                  static_cast<uint64_t>(kv.mod_revision()), static_cast<uint64_t>(kv.version())};
-      CS_ASSIGN_OR_RETURN(ClaimRecord record, RecordOf(c.key, kv));
-      c.record = std::move(record);
-      listed.insert(c.key.ToString());
-      claims.push_back(std::move(c));
-    }
+    for (mvccpb::KeyValue& kv : *r.mutable_kvs()) out.push_back(std::move(kv));
     if (!r.more() || r.kvs_size() == 0) break;
-    page.set_key(r.kvs(r.kvs_size() - 1).key() + std::string(1, '\0'));
+    page.set_key(out.back().key() + std::string(1, '\0'));
+  }
+  return out;
+}
+
+absl::Status SharedStore::Relist() {
+  std::vector<StoreImpl::MirroredClaim> claims;
+  absl::flat_hash_set<std::string> listed;
+  int64_t at = 0;
+  CS_ASSIGN_OR_RETURN(const std::vector<mvccpb::KeyValue> kvs,
+                      ListPrefix(layout_.ClaimsPrefix(), &at));
+  for (const mvccpb::KeyValue& kv : kvs) {
+    StoreImpl::MirroredClaim c;
+    if (!layout_.ParseClaim(kv.key(), &c.key)) continue;
+    c.stamps = {static_cast<uint64_t>(kv.create_revision()),
+                static_cast<uint64_t>(kv.mod_revision()), static_cast<uint64_t>(kv.version())};
+    CS_ASSIGN_OR_RETURN(ClaimRecord record, RecordOf(c.key, kv));
+    c.record = std::move(record);
+    listed.insert(c.key.ToString());
+    claims.push_back(std::move(c));
   }
   // Claims the mirror holds that etcd no longer does.
   ListOptions list;
@@ -388,21 +399,23 @@ absl::StatusOr<StoreStats> SharedStore::Stats() const {
 
 // --- Writes ---------------------------------------------------------------------
 
+absl::StatusOr<SharedStore::Current> SharedStore::CurrentOf(
+    const ClaimKey& key, const etcdserverpb::RangeResponse& range, int64_t revision) const {
+  Current c;
+  c.from_etcd = true;
+  c.read_revision = static_cast<uint64_t>(revision);
+  if (range.kvs_size() > 0) {
+    CS_ASSIGN_OR_RETURN(ClaimRecord record, RecordOf(key, range.kvs(0), &c.token));
+    c.record = std::move(record);
+  }
+  return c;
+}
+
 absl::StatusOr<SharedStore::Current> SharedStore::ReadClaim(const ClaimKey& key) {
   etcdserverpb::RangeRequest r;
   r.set_key(layout_.Claim(key));
   CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse got, etcd_->Range(r));
-  Current c;
-  c.from_etcd = true;
-  c.read_revision = static_cast<uint64_t>(got.header().revision());
-  if (got.kvs_size() > 0) {
-    CS_ASSIGN_OR_RETURN(ClaimRecord record, RecordOf(key, got.kvs(0)));
-    absl::string_view token, bytes;
-    CS_RETURN_IF_ERROR(DecodeClaimValue(got.kvs(0).value(), &token, &bytes));
-    c.token = std::string(token);
-    c.record = std::move(record);
-  }
-  return c;
+  return CurrentOf(key, got, got.header().revision());
 }
 
 absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Preconditions& pre,
@@ -450,18 +463,8 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
     if (responses.size() != static_cast<int>(1 + 2 * compared.size())) {
       return absl::InternalError("etcd answered a Txn with another number of reads");
     }
-    Current c;
-    c.from_etcd = true;
-    c.read_revision = static_cast<uint64_t>(response.header().revision());
-    const etcdserverpb::RangeResponse& claim = responses[0].response_range();
-    if (claim.kvs_size() > 0) {
-      CS_ASSIGN_OR_RETURN(ClaimRecord record, RecordOf(key, claim.kvs(0)));
-      absl::string_view t, bytes;
-      CS_RETURN_IF_ERROR(DecodeClaimValue(claim.kvs(0).value(), &t, &bytes));
-      c.token = std::string(t);
-      c.record = std::move(record);
-    }
-    cur = std::move(c);
+    CS_ASSIGN_OR_RETURN(cur, CurrentOf(key, responses[0].response_range(),
+                                       response.header().revision()));
     for (size_t d = 0; d < compared.size(); ++d) {
       DeviceState st;
       st.from_etcd = true;
@@ -528,9 +531,11 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
     } else if (mutation->kind == Mutation::Kind::kDelete) {
       AddDelete(&txn, claim_key);
     }
-    // The devices whose holdings by this claim change.
+    // The devices whose holdings by this claim change (none for a no-op).
     const auto before = HoldingsByDevice(old, key);
-    const auto after = HoldingsByDevice(next.has_value() ? &*next : nullptr, key);
+    const auto after = mutation->kind == Mutation::Kind::kNoop
+                           ? before
+                           : HoldingsByDevice(next.has_value() ? &*next : nullptr, key);
     std::set<std::string> names;
     for (const auto& [name, v] : before) names.insert(name);
     for (const auto& [name, v] : after) names.insert(name);
@@ -702,30 +707,54 @@ absl::StatusOr<std::unique_ptr<BulkLoad>> SharedStore::StartBulkLoad(const BulkL
 
 absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
   CS_ASSIGN_OR_RETURN(VerifyReport report, mirror_store_->Verify(repair));
-  // The mirror against etcd at the mirror's revision.
-  const uint64_t at = mirror()->CommittedRevision();
-  std::map<std::string, std::tuple<uint64_t, uint64_t, uint64_t>> in_etcd;
-  etcdserverpb::RangeRequest page;
-  page.set_key(layout_.ClaimsPrefix());
-  page.set_range_end(PrefixRangeEnd(layout_.ClaimsPrefix()));
-  page.set_limit(kListPage);
-  page.set_revision(static_cast<int64_t>(at));
-  while (true) {
-    absl::StatusOr<etcdserverpb::RangeResponse> r = etcd_->Range(page);
-    if (absl::IsOutOfRange(r.status())) {
-      report.problems.push_back(absl::StrCat(
-          "not compared with etcd: etcd has compacted the mirror's revision ", at));
-      return report;
-    }
-    CS_RETURN_IF_ERROR(r.status());
-    for (const mvccpb::KeyValue& kv : r->kvs()) {
-      ClaimKey key;
-      if (!layout_.ParseClaim(kv.key(), &key)) continue;
-      in_etcd[key.ToString()] = {kv.create_revision(), kv.mod_revision(), kv.version()};
-    }
-    if (!r->more() || r->kvs_size() == 0) break;
-    page.set_key(r->kvs(r->kvs_size() - 1).key() + std::string(1, '\0'));
+  // etcd at the mirror's revision: its claims against the mirror's, and its
+  // holding keys against what its claims hold.
+  int64_t at = static_cast<int64_t>(mirror()->CommittedRevision());
+  absl::StatusOr<std::vector<mvccpb::KeyValue>> claims = ListPrefix(layout_.ClaimsPrefix(), &at);
+  if (absl::IsOutOfRange(claims.status())) {
+    report.problems.push_back(
+        absl::StrCat("not compared with etcd: etcd has compacted the mirror's revision ", at));
+    return report;
   }
+  CS_RETURN_IF_ERROR(claims.status());
+  std::map<std::string, std::tuple<uint64_t, uint64_t, uint64_t>> in_etcd;
+  std::map<std::string, std::string> holdings;  // the holding keys the claims imply
+  std::map<std::string, std::vector<DeviceShare>> shares;
+  for (const mvccpb::KeyValue& kv : *claims) {
+    ClaimKey key;
+    if (!layout_.ParseClaim(kv.key(), &key)) continue;
+    in_etcd[key.ToString()] = {kv.create_revision(), kv.mod_revision(), kv.version()};
+    CS_ASSIGN_OR_RETURN(const ClaimRecord record, RecordOf(key, kv));
+    for (const auto& [name, held] : HoldingsByDevice(&record, key)) {
+      const auto& [id, mine] = held;
+      if (mine.exclusive) holdings[layout_.Exclusive(id.driver, id.pool, id.device)] = key.ToString();
+      auto& list = shares[layout_.Shares(id.driver, id.pool, id.device)];
+      list.insert(list.end(), mine.shares.begin(), mine.shares.end());
+    }
+  }
+  for (auto& [shares_key, list] : shares) {
+    if (!list.empty()) holdings[shares_key] = EncodeShares(std::move(list));
+  }
+  CS_ASSIGN_OR_RETURN(const std::vector<mvccpb::KeyValue> devices,
+                      ListPrefix(layout_.prefix() + "devices/", &at));
+  for (const mvccpb::KeyValue& kv : devices) {
+    auto it = holdings.find(kv.key());
+    if (it == holdings.end()) {
+      report.problems.push_back(absl::StrCat("etcd key ", kv.key(), " holds a device no claim holds"));
+    } else {
+      if (it->second != kv.value()) {
+        report.problems.push_back(absl::StrCat("etcd key ", kv.key(), " holds \"",
+                                               absl::CEscape(kv.value()), "\", the claims \"",
+                                               absl::CEscape(it->second), "\""));
+      }
+      holdings.erase(it);
+    }
+  }
+  for (const auto& [key, value] : holdings) {
+    report.problems.push_back(absl::StrCat("etcd key ", key, " is missing (the claims hold \"",
+                                           absl::CEscape(value), "\")"));
+  }
+  // The mirror's claims against etcd's.
   ListOptions list;
   list.limit = 1000;
   std::set<std::string> seen;
@@ -752,7 +781,6 @@ absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
       report.problems.push_back(absl::StrCat("claim ", key, " is in etcd, not in the mirror"));
     }
   }
-  report.records = std::max<uint64_t>(report.records, seen.size());
   return report;
 }
 

@@ -88,8 +88,9 @@ class SharedStore final : public MutationWrites {
   absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(
       absl::Span<const ClusterEvent> events, uint64_t resource_version) override;
 
-  // The mirror's Verify, then the mirror compared with etcd at the
-  // mirror's revision (a difference is a problem; repair re-lists).
+  // The mirror's Verify; then, at the mirror's revision, etcd's claims
+  // against the mirror's (keys and revisions) and etcd's holding keys
+  // against what its claims hold (each difference is a problem).
   absl::StatusOr<VerifyReport> Verify(bool repair) override;
   // The mirror's, with etcd's revision when it answers.
   absl::StatusOr<StoreStats> Stats() const override;
@@ -126,13 +127,22 @@ class SharedStore final : public MutationWrites {
                                     const std::vector<CapacityLimit>* capacity) override;
   // The claim as etcd holds it now (a linearizable read).
   absl::StatusOr<Current> ReadClaim(const ClaimKey& key);
-  // The claim of a KeyValue (revisions stamped from it).
-  absl::StatusOr<ClaimRecord> RecordOf(const ClaimKey& key, const mvccpb::KeyValue& kv) const;
+  // The claim of a KeyValue (revisions stamped from it), and the token of
+  // the write that wrote it.
+  absl::StatusOr<ClaimRecord> RecordOf(const ClaimKey& key, const mvccpb::KeyValue& kv,
+                                       std::string* token = nullptr) const;
+  // The claim as a Range (of its key alone) read it at `revision`.
+  absl::StatusOr<Current> CurrentOf(const ClaimKey& key, const etcdserverpb::RangeResponse& range,
+                                    int64_t revision) const;
   // Waits until the mirror has applied `revision`.
   absl::Status WaitApplied(uint64_t revision, absl::string_view what);
 
   // The follower (the mirror's feed from etcd).
   void Follow();
+  // Every key under `prefix` at *revision (0: now, then set to the
+  // revision read), a page at a time. OutOfRange when it was compacted.
+  absl::StatusOr<std::vector<mvccpb::KeyValue>> ListPrefix(const std::string& prefix,
+                                                           int64_t* revision);
   // Lists every claim at one revision and makes the mirror hold exactly
   // those (a new mirror, or one etcd compacted past).
   absl::Status Relist();
