@@ -5,6 +5,10 @@
 // quorum.
 #include "etcd/etcd_client.h"
 
+#include <algorithm>
+
+#include "etcd/etcd_layout.h"
+
 #include <atomic>
 #include <memory>
 #include <string>
@@ -228,6 +232,50 @@ TEST_F(EtcdClientTest, WithoutAQuorumWritesFailWithinTheDeadline) {
   auto again = client->Txn(CreateIfAbsent("noquorum/x", "v"));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(again->succeeded());
+}
+
+// The layouts of etcd's keys and values (no cluster needed).
+TEST(EtcdLayoutTest, KeysAndValuesRoundTrip) {
+  for (const std::string& c : {std::string("plain-name.x"), std::string("a/b%c d"),
+                              std::string("\t\n\x01\xff"), std::string()}) {
+    std::string back;
+    ASSERT_TRUE(UnescapeComponent(EscapeComponent(c), &back)) << c;
+    EXPECT_EQ(back, c);
+    EXPECT_EQ(EscapeComponent(c).find('/'), std::string::npos);
+  }
+  std::string out;
+  EXPECT_FALSE(UnescapeComponent("%2", &out));
+  EXPECT_FALSE(UnescapeComponent("%41", &out));  // 'A' is never escaped
+  const EtcdLayout layout("/p");
+  EXPECT_EQ(layout.Claim({"ns", "a.b"}), "/p/claims/ns/a.b");
+  ClaimKey key;
+  ASSERT_TRUE(layout.ParseClaim(layout.Claim({"ns", "x/y"}), &key));
+  EXPECT_EQ(key, (ClaimKey{"ns", "x/y"}));
+  EXPECT_FALSE(layout.ParseClaim("/p/claims/ns", &key));
+  EXPECT_FALSE(layout.ParseClaim(layout.Claim({"ns", "n"}) + std::string(1, '\0') + "s", &key));
+  EXPECT_EQ(layout.Exclusive("d", "pool/1", "dev"), "/p/devices/d/pool%2F1/dev/exclusive");
+  // Shares: any bytes in a field survive, '=' and tabs included, and the
+  // encoding does not depend on the order given.
+  std::vector<DeviceShare> shares = {
+      {"s2", {"ns", "b"}, {{"mem=x", "1Gi"}, {"a\tb", "2"}}},
+      {"s1", {"ns", "a"}, {{"=a", "=3da"}}},
+  };
+  const std::string encoded = EncodeShares(shares);
+  std::reverse(shares.begin(), shares.end());
+  EXPECT_EQ(EncodeShares(shares), encoded);
+  absl::StatusOr<std::vector<DeviceShare>> decoded = DecodeShares(encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->size(), 2u);
+  EXPECT_EQ((*decoded)[0].share_id, "s1");
+  EXPECT_EQ((*decoded)[0].consumed_capacity[0].name, "=a");
+  EXPECT_EQ((*decoded)[0].consumed_capacity[0].quantity, "=3da");
+  EXPECT_EQ((*decoded)[1].consumed_capacity[0].name, "a\tb");  // sorted by name
+  EXPECT_EQ((*decoded)[1].consumed_capacity[1].name, "mem=x");
+  absl::string_view token, record;
+  ASSERT_TRUE(DecodeClaimValue(EncodeClaimValue("tok", "REC"), &token, &record).ok());
+  EXPECT_EQ(token, "tok");
+  EXPECT_EQ(record, "REC");
+  EXPECT_EQ(DecodeClaimValue("x", &token, &record).code(), absl::StatusCode::kDataLoss);
 }
 
 }  // namespace

@@ -335,6 +335,70 @@ TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
               StatusIs(absl::StatusCode::kInvalidArgument, "TLS is not supported"));
 }
 
+// Writes whose Txn's outcome etcd did not report (the reply lost after the
+// commit, or the connection broken before sending) are resolved from etcd's
+// history of the claim: never reported failed when they landed, never
+// written twice, and not fooled by another writer acting meanwhile.
+TEST_F(SharedStoreTest, UnknownOutcomesAreResolvedFromEtcdsHistory) {
+  auto a = OpenMirror(0);
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(a && b);
+  ASSERT_THAT(a->Put(ClaimJson("ns", "u1")), IsOk());
+  ASSERT_THAT(a->Allocate(Key("u1"), Of({Exclusive("gpu-u")})), IsOk());
+  auto version = [&]() { return a->Get(Key("u1"))->record.version(); };
+  const uint64_t v0 = version();
+  // Landed, the reply lost: reported as the write it was, once.
+  internal::FailNextTxnForTesting("claims/ns/u1", /*sent=*/true, nullptr);
+  absl::StatusOr<WriteResult> r1 = a->Reserve(Key("u1"), Pod("p1"));
+  ASSERT_THAT(r1.status(), IsOk());
+  EXPECT_TRUE(r1->changed);
+  EXPECT_EQ(version(), v0 + 1);
+  // Never sent: run again, once.
+  internal::FailNextTxnForTesting("claims/ns/u1", /*sent=*/false, nullptr);
+  ASSERT_THAT(a->Reserve(Key("u1"), Pod("p2")), IsOk());
+  EXPECT_EQ(version(), v0 + 2);
+  // Landed, and another store changed the claim before the reply would
+  // have come: the history's first change after the compared revision is
+  // this write's.
+  internal::FailNextTxnForTesting("claims/ns/u1", /*sent=*/true, [&] {
+    ASSERT_THAT(b->Reserve(Key("u1"), Pod("p4")), IsOk());
+  });
+  absl::StatusOr<WriteResult> r3 = a->Reserve(Key("u1"), Pod("p3"));
+  ASSERT_THAT(r3.status(), IsOk());
+  EXPECT_TRUE(r3->changed);
+  ASSERT_THAT(a->Refresh(), IsOk());
+  EXPECT_EQ(version(), v0 + 4);
+  const auto* reserved = a->Get(Key("u1"))->record.table().status()->reserved_for();
+  ASSERT_EQ(reserved->size(), 4u);
+  EXPECT_EQ(reserved->Get(2)->uid()->str(), "p3");
+  EXPECT_EQ(reserved->Get(3)->uid()->str(), "p4");
+  // A delete that landed unreported while the claim was made again: it is
+  // not run again (the new claim stays).
+  for (const char* uid : {"p1", "p2", "p3", "p4"}) ASSERT_THAT(a->Unreserve(Key("u1"), uid), IsOk());
+  ASSERT_THAT(a->Deallocate(Key("u1")), IsOk());
+  internal::FailNextTxnForTesting("claims/ns/u1", /*sent=*/true, [&] {
+    ASSERT_THAT(b->Put(ClaimJson("ns", "u1")), IsOk());
+  });
+  ASSERT_THAT(a->Delete(Key("u1")), IsOk());
+  ASSERT_THAT(a->Refresh(), IsOk());
+  absl::StatusOr<ClaimRead> again = a->Get(Key("u1"));
+  ASSERT_THAT(again.status(), IsOk());
+  EXPECT_EQ(again->record.version(), 1u);
+  // A create that landed unreported, then was changed by another.
+  internal::FailNextTxnForTesting("claims/ns/u2", /*sent=*/true, [&] {
+    ASSERT_THAT(b->Refresh(), IsOk());
+    ASSERT_THAT(b->Allocate(Key("u2"), Of({Exclusive("gpu-u2")})), IsOk());
+  });
+  absl::StatusOr<WriteResult> created = a->Put(ClaimJson("ns", "u2"));
+  ASSERT_THAT(created.status(), IsOk());
+  EXPECT_TRUE(created->changed);
+  ASSERT_THAT(a->Refresh(), IsOk());
+  EXPECT_EQ(a->Get(Key("u2"))->record.version(), 2u);
+  absl::StatusOr<VerifyReport> report = a->Verify(false);
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_THAT(report->problems, ::testing::IsEmpty());
+}
+
 // The tool in the shared mode: --etcd URL,URL,... and --etcd-prefix, with
 // --db naming this machine's mirror.
 TEST_F(SharedStoreTest, TheToolTakesEtcdEndpoints) {

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/cord.h"
@@ -38,6 +39,7 @@ bool RefusedBeforeProposal(absl::string_view message) {
 bool TryAnotherMember(const grpc::Status& s) {
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return true;
   return absl::StartsWith(s.error_message(), "etcdserver: no leader") ||
+         absl::StartsWith(s.error_message(), "etcdserver: too many requests") ||
          absl::StartsWith(s.error_message(), "etcdserver: not capable") ||
          absl::StartsWith(s.error_message(), "etcdserver: rpc not supported for learner");
 }
@@ -45,6 +47,12 @@ bool TryAnotherMember(const grpc::Status& s) {
 absl::Status FromGrpc(const grpc::Status& s, absl::string_view endpoint, absl::string_view what) {
   const std::string message =
       absl::StrCat("etcd ", endpoint, ": ", what, ": ", s.error_message());
+  // etcd's transient refusals (RESOURCE_EXHAUSTED, FAILED_PRECONDITION):
+  // try again, not a bad request.
+  if (absl::StartsWith(s.error_message(), "etcdserver: too many requests") ||
+      absl::StartsWith(s.error_message(), "etcdserver: not capable")) {
+    return absl::UnavailableError(message);
+  }
   switch (s.error_code()) {
     case grpc::StatusCode::OK:
       return absl::OkStatus();
@@ -63,7 +71,31 @@ absl::Status FromGrpc(const grpc::Status& s, absl::string_view endpoint, absl::s
   }
 }
 
+struct TxnFault {
+  std::mutex mu;
+  std::string key_part;  // empty: none armed
+  bool sent = false;
+  std::function<void()> between;
+};
+
+TxnFault& Fault() {
+  static auto* fault = new TxnFault;
+  return *fault;
+}
+
+absl::Status UnknownOutcome(absl::Status s) {
+  s.SetPayload(kOutcomeUnknownUrl, absl::Cord("1"));
+  return s;
+}
+
 }  // namespace
+
+void FailNextTxnForTesting(std::string key_part, bool sent, std::function<void()> between) {
+  std::lock_guard<std::mutex> lock(Fault().mu);
+  Fault().key_part = std::move(key_part);
+  Fault().sent = sent;
+  Fault().between = std::move(between);
+}
 
 bool OutcomeUnknown(const absl::Status& status) {
   return status.GetPayload(kOutcomeUnknownUrl).has_value();
@@ -113,6 +145,13 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdOption
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetMaxReceiveMessageSize(64 << 20);
+    // Keepalive pings while calls are open (the follower's watch always
+    // is), so that a member gone silent (a dropped network, not a closed
+    // connection) breaks its watch within seconds instead of TCP's
+    // minutes. Not more often than etcd's --grpc-keepalive-min-time (5 s)
+    // allows.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
     // A distinct channel per client: members are not shared with other
     // clients of the process (their stalls are not ours).
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -137,6 +176,31 @@ void EtcdClient::MoveOn(size_t from) {
 
 absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(
     const etcdserverpb::TxnRequest& request) {
+  // The test fault (FailNextTxnForTesting), when it matches this Txn.
+  bool faulty = false, fault_sent = false;
+  std::function<void()> between;
+  if (request.compare_size() > 0) {
+    TxnFault& fault = Fault();
+    std::lock_guard<std::mutex> lock(fault.mu);
+    if (!fault.key_part.empty() &&
+        request.compare(0).key().find(fault.key_part) != std::string::npos) {
+      faulty = true;
+      fault_sent = fault.sent;
+      between = std::move(fault.between);
+      fault.key_part.clear();
+    }
+  }
+  if (faulty) {
+    absl::Status lost = UnknownOutcome(
+        absl::UnavailableError("etcd: the connection broke (a test fault; outcome unknown)"));
+    if (fault_sent) {
+      faulty = false;  // send it, then drop the reply
+      absl::StatusOr<etcdserverpb::TxnResponse> sent_reply = Txn(request);
+      (void)sent_reply;
+    }
+    if (between) between();
+    return lost;
+  }
   const absl::Time deadline = absl::Now() + options_.request_timeout;
   // A Txn is sent to a connected member only (waiting up to a second for
   // one to connect, then trying the next), so that a member that is down
@@ -167,8 +231,8 @@ absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(
     }
     if (mapped.code() == absl::StatusCode::kUnavailable) {
       MoveOn(i);
-      mapped = absl::UnavailableError(absl::StrCat(mapped.message(), " (outcome unknown)"));
-      mapped.SetPayload(kOutcomeUnknownUrl, absl::Cord("1"));
+      mapped = UnknownOutcome(
+          absl::UnavailableError(absl::StrCat(mapped.message(), " (outcome unknown)")));
     }
     return mapped;
   }

@@ -29,6 +29,7 @@
 #define CLAIMSTORE_SRC_ETCD_ETCD_CLIENT_H_
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -121,6 +122,12 @@ class EtcdClient {
   std::vector<Member> members_;
   std::atomic<size_t> preferred_{0};
 };
+
+// Tests: the next Txn whose first compare's key contains `key_part` fails
+// as an unknown outcome: sent, committed and its reply dropped (`sent`),
+// or never sent. `between`, when set, runs before the error is returned
+// (another writer acting meanwhile). Once.
+void FailNextTxnForTesting(std::string key_part, bool sent, std::function<void()> between);
 
 // Keys: the end of the range of every key starting with `prefix` (etcd's
 // clientv3.GetPrefixRangeEnd).

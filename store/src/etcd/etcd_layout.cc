@@ -24,9 +24,10 @@ int HexValue(char c) {
 }
 
 // A field of a shares line: C-escaped (tabs and newlines too), and '='
-// as \x3d, so that NAME=QUANTITY splits at its one '='.
+// as \075 (octal: a hex escape would swallow the hex digits after it), so
+// that NAME=QUANTITY splits at its one '='.
 std::string EscapeField(absl::string_view s) {
-  return absl::StrReplaceAll(absl::CEscape(s), {{"=", "\\x3d"}});
+  return absl::StrReplaceAll(absl::CEscape(s), {{"=", "\\075"}});
 }
 
 }  // namespace

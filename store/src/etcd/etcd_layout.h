@@ -73,7 +73,7 @@ absl::Status DecodeClaimValue(absl::string_view value, absl::string_view* token,
 // The shares key's value: one line per share, sorted by shareID then
 // claim: the shareID, "NS/NAME", then NAME=QUANTITY per capacity the share
 // consumes, sorted by name; fields separated by tabs, each C-escaped (and
-// '=' as \x3d). Quantities as the records hold them (the codec's canonical
+// '=' as \075). Quantities as the records hold them (the codec's canonical
 // text), so that equal lists encode alike whoever encodes them: from a
 // record (ResultHoldingsOf) or from the allocated state.
 std::string EncodeShares(std::vector<DeviceShare> shares);

@@ -201,6 +201,7 @@ absl::StatusOr<ClaimRecord> SharedStore::RecordOf(const ClaimKey& key,
 }
 
 absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& response) {
+  MutexLock apply(&apply_mu_);
   std::vector<StoreImpl::MirroredClaim> claims;
   uint64_t revision = 0;
   for (const mvccpb::Event& e : response.events()) {
@@ -213,8 +214,16 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
                 static_cast<uint64_t>(e.kv().mod_revision()),
                 static_cast<uint64_t>(e.kv().version())};
     if (e.type() == mvccpb::Event::PUT) {
-      CS_ASSIGN_OR_RETURN(ClaimRecord record, RecordOf(c.key, e.kv()));
-      c.record = std::move(record);
+      absl::StatusOr<ClaimRecord> record = RecordOf(c.key, e.kv());
+      if (!record.ok()) {
+        // Not a claim this store wrote (etcdctl put?): left out of the
+        // mirror, and said in Stats, rather than stopping it for good.
+        MutexLock lock(&mu_);
+        skipped_ = absl::StrCat("etcd revision ", e.kv().mod_revision(), ": ",
+                                record.status().message());
+        continue;
+      }
+      c.record = *std::move(record);
     }
     claims.push_back(std::move(c));
   }
@@ -252,6 +261,7 @@ absl::StatusOr<std::vector<mvccpb::KeyValue>> SharedStore::ListPrefix(const std:
 }
 
 absl::Status SharedStore::Relist() {
+  MutexLock apply(&apply_mu_);
   std::vector<StoreImpl::MirroredClaim> claims;
   absl::flat_hash_set<std::string> listed;
   int64_t at = 0;
@@ -262,8 +272,13 @@ absl::Status SharedStore::Relist() {
     if (!layout_.ParseClaim(kv.key(), &c.key)) continue;
     c.stamps = {static_cast<uint64_t>(kv.create_revision()),
                 static_cast<uint64_t>(kv.mod_revision()), static_cast<uint64_t>(kv.version())};
-    CS_ASSIGN_OR_RETURN(ClaimRecord record, RecordOf(c.key, kv));
-    c.record = std::move(record);
+    absl::StatusOr<ClaimRecord> record = RecordOf(c.key, kv);
+    if (!record.ok()) {
+      MutexLock lock(&mu_);
+      skipped_ = absl::StrCat("etcd revision ", kv.mod_revision(), ": ", record.status().message());
+      continue;
+    }
+    c.record = *std::move(record);
     listed.insert(c.key.ToString());
     claims.push_back(std::move(c));
   }
@@ -394,6 +409,10 @@ absl::StatusOr<StoreStats> SharedStore::Stats() const {
   stats.etcd_following = watch_ != nullptr && lost_since_ == absl::InfinitePast();
   stats.etcd_unreachable_since = stats.etcd_following ? absl::InfinitePast() : lost_since_;
   if (!stats.etcd_following) stats.etcd_error = std::string(follow_error_.message());
+  if (!skipped_.empty()) {
+    absl::StrAppend(&stats.etcd_error, stats.etcd_error.empty() ? "" : "; ",
+                    "a value under the prefix is no claim and is not mirrored: ", skipped_);
+  }
   return stats;
 }
 
@@ -416,6 +435,111 @@ absl::StatusOr<SharedStore::Current> SharedStore::ReadClaim(const ClaimKey& key)
   r.set_key(layout_.Claim(key));
   CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse got, etcd_->Range(r));
   return CurrentOf(key, got, got.header().revision());
+}
+
+absl::StatusOr<SharedStore::Outcome> SharedStore::ResolveOutcome(const ClaimKey& key,
+                                                                 const ClaimRecord* old,
+                                                                 uint64_t read_revision,
+                                                                 absl::string_view token,
+                                                                 Mutation::Kind kind) {
+  CS_ASSIGN_OR_RETURN(Current now, ReadClaim(key));
+  Outcome out;
+  if (now.record.has_value() && now.token == token) {
+    out.landed = true;
+    out.revision = now.record->mod_revision();
+    return out;
+  }
+  // The Txn compared the claim's mod revision M (or, for a create, that it
+  // did not exist): if it landed, it was the first change after M. The
+  // claim's first event after M settles it.
+  uint64_t from = 0;
+  if (old != nullptr) {
+    if (now.record.has_value() && now.record->mod_revision() == old->mod_revision()) {
+      out.current = std::move(now);  // no change since M: it did not land
+      return out;
+    }
+    from = old->mod_revision() + 1;
+  } else if (now.record.has_value()) {
+    // A create lands as version 1 of an incarnation: the current one's
+    // first version says whose create it was.
+    etcdserverpb::RangeRequest at_create;
+    at_create.set_key(layout_.Claim(key));
+    at_create.set_revision(static_cast<int64_t>(now.record->create_revision()));
+    absl::StatusOr<etcdserverpb::RangeResponse> first = etcd_->Range(at_create);
+    if (first.ok() && first->kvs_size() > 0) {
+      std::string first_token;
+      CS_RETURN_IF_ERROR(RecordOf(key, first->kvs(0), &first_token).status());
+      if (first_token == token) {
+        out.landed = true;
+        out.revision = now.record->create_revision();
+        return out;
+      }
+      if (now.record->create_revision() > read_revision) {
+        // Another incarnation came first; ours was refused then, or came
+        // before it and was deleted: only the history says.
+        from = read_revision + 1;
+      } else {
+        out.current = std::move(now);
+        return out;
+      }
+    } else if (!first.ok() && !absl::IsOutOfRange(first.status())) {
+      return first.status();
+    } else {
+      from = read_revision + 1;
+    }
+  } else {
+    from = read_revision + 1;
+  }
+  // The history from `from` on: the first event (an update or a delete),
+  // or, for a create, any event with this write's token. The watch covers
+  // the claim's key and a sentinel key after it (the key, a NUL, the
+  // token: no claim key), put once the watch runs: its event ends the
+  // history read so far.
+  const std::string claim_key = layout_.Claim(key);
+  const std::string sentinel = absl::StrCat(claim_key, std::string(1, '\0'), "outcome-", token);
+  etcdserverpb::WatchCreateRequest create;
+  create.set_key(claim_key);
+  create.set_range_end(absl::StrCat(claim_key, std::string(1, '\1')));
+  create.set_start_revision(static_cast<int64_t>(from));
+  CS_ASSIGN_OR_RETURN(std::unique_ptr<EtcdWatch> watch, etcd_->Watch(create));
+  etcdserverpb::TxnRequest put_sentinel;
+  AddPut(&put_sentinel, sentinel, "");
+  CS_RETURN_IF_ERROR(etcd_->Txn(put_sentinel).status());
+  bool decided = false;
+  while (!decided) {
+    CS_ASSIGN_OR_RETURN(const etcdserverpb::WatchResponse r, watch->Next());
+    for (const mvccpb::Event& e : r.events()) {
+      if (decided) break;
+      if (e.kv().key() == sentinel) {
+        decided = true;  // the history up to now: it did not land
+        break;
+      }
+      if (e.type() == mvccpb::Event::PUT) {
+        std::string event_token;
+        if (RecordOf(key, e.kv(), &event_token).ok() && event_token == token) {
+          out.landed = true;
+          out.revision = static_cast<uint64_t>(e.kv().mod_revision());
+          decided = true;
+          break;
+        }
+      } else if (old != nullptr && kind == Mutation::Kind::kDelete) {
+        // The first change after M deleted the claim, as this write does:
+        // this write, or one of the same effect (a delete has no token).
+        out.landed = true;
+        out.revision = static_cast<uint64_t>(e.kv().mod_revision());
+        decided = true;
+        break;
+      }
+      if (old != nullptr) decided = true;  // the first change after M was another's
+    }
+  }
+  etcdserverpb::TxnRequest drop_sentinel;
+  AddDelete(&drop_sentinel, sentinel);
+  etcd_->Txn(drop_sentinel).status().IgnoreError();  // best effort: an empty key
+  if (!out.landed) {
+    CS_ASSIGN_OR_RETURN(out.current, ReadClaim(key));
+  }
+  return out;
 }
 
 absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Preconditions& pre,
@@ -485,15 +609,12 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
     }
     return absl::OkStatus();
   };
-  bool sent_unknown = false;  // a Txn of this write may have landed unseen
-  absl::Status last_unknown;
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
-    // A write of ours that landed (found after an unknown outcome or a
-    // failed compare): done.
-    if (sent_unknown && cur.from_etcd && cur.record.has_value() && cur.token == token) {
-      const uint64_t rev = cur.record->mod_revision();
-      CS_RETURN_IF_ERROR(WaitApplied(rev, "the write"));
-      return WriteResult{rev, true};
+    // A Txn of this write landed after all (one whose outcome was unknown
+    // and that arrived late): the token is this write's alone.
+    if (cur.from_etcd && cur.record.has_value() && cur.token == token) {
+      CS_RETURN_IF_ERROR(WaitApplied(cur.record->mod_revision(), "the write"));
+      return WriteResult{cur.record->mod_revision(), true};
     }
     const ClaimRecord* old = cur.record.has_value() ? &*cur.record : nullptr;
     const absl::Status met = CheckPreconditions(key, pre, old);
@@ -503,6 +624,12 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
       if (cur.from_etcd) return mutation.status();
       CS_ASSIGN_OR_RETURN(cur, ReadClaim(key));
       continue;
+    }
+    if (mutation->kind == Mutation::Kind::kNoop && cur.from_etcd) {
+      // Nothing to do, on etcd's claim: the mirror shows it once it has
+      // applied what was read.
+      CS_RETURN_IF_ERROR(WaitApplied(cur.read_revision, "the read"));
+      return WriteResult{old != nullptr ? old->mod_revision() : cur.read_revision, false};
     }
     etcdserverpb::TxnRequest txn;
     // The claim's compare comes first, and its read first in the failure
@@ -514,18 +641,20 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
       AddAbsent(&txn, claim_key);
     }
     AddFailureRange(&txn, claim_key);
-    if (mutation->kind == Mutation::Kind::kNoop) {
-      if (cur.from_etcd) {
-        return WriteResult{old != nullptr ? old->mod_revision() : cur.read_revision, false};
-      }
-      // Confirmed by a Txn that only compares (a linearizable read).
-    }
+    // (A no-op on the mirror's claim is confirmed by a Txn that only
+    // compares: a linearizable read.)
     std::optional<ClaimRecord> next;
     if (mutation->kind == Mutation::Kind::kWrite) {
       std::string bytes = std::move(mutation->bytes);
       IndexEntries after;
-      CS_RETURN_IF_ERROR(PrepareRecord(old != nullptr && !mutation->as_state ? &old->table() : nullptr,
-                                       &bytes, &after));
+      absl::Status prepared = PrepareRecord(
+          old != nullptr && !mutation->as_state ? &old->table() : nullptr, &bytes, &after);
+      if (!prepared.ok()) {
+        // A rule about the change: only on etcd's claim.
+        if (cur.from_etcd) return prepared;
+        CS_ASSIGN_OR_RETURN(cur, ReadClaim(key));
+        continue;
+      }
       next = RecordFactory::FromBuilt(std::move(bytes));
       AddPut(&txn, claim_key, EncodeClaimValue(token, next->bytes()));
     } else if (mutation->kind == Mutation::Kind::kDelete) {
@@ -601,15 +730,15 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
             absl::btree_map<std::string, Quantity> asked, consumed;
             for (const DeviceShare& s : will.shares) {
               for (const CapacityValue& c : s.consumed_capacity) {
-                CS_RETURN_IF_ERROR(AddConsumed(name, c.name, c.quantity, &asked));
+                if (refusal.ok()) refusal = AddConsumed(name, c.name, c.quantity, &asked);
               }
             }
             for (const DeviceShare& s : list) {
               for (const CapacityValue& c : s.consumed_capacity) {
-                CS_RETURN_IF_ERROR(AddConsumed(name, c.name, c.quantity, &consumed));
+                if (refusal.ok()) refusal = AddConsumed(name, c.name, c.quantity, &consumed);
               }
             }
-            refusal = CheckLimits(limit, asked, consumed);
+            if (refusal.ok()) refusal = CheckLimits(limit, asked, consumed);
             if (!refusal.ok()) refusal_confirmed = st->from_etcd;
           }
         }
@@ -641,21 +770,22 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
     absl::StatusOr<etcdserverpb::TxnResponse> r = etcd_->Txn(txn);
     if (!r.ok()) {
       if (!OutcomeUnknown(r.status())) return r.status();
-      // Did it land? Read the claim back.
-      sent_unknown = true;
-      last_unknown = r.status();
-      absl::StatusOr<Current> back = ReadClaim(key);
-      if (!back.ok()) {
-        return absl::UnavailableError(absl::StrCat(
-            "the write's outcome is unknown (", r.status().message(),
-            ") and etcd could not be read to learn it: ", back.status().message()));
+      // Did it land? etcd's history of the claim says.
+      absl::StatusOr<Outcome> outcome =
+          ResolveOutcome(key, old, cur.read_revision, token, mutation->kind);
+      if (!outcome.ok()) {
+        return absl::UnavailableError(absl::StrCat("the write's outcome is unknown (",
+                                                   r.status().message(), "): ",
+                                                   outcome.status().message()));
       }
-      cur = *std::move(back);
-      if (mutation->kind == Mutation::Kind::kDelete && !cur.record.has_value()) {
-        CS_RETURN_IF_ERROR(WaitApplied(cur.read_revision, "the delete"));
-        return WriteResult{cur.read_revision, true};
+      if (outcome->landed) {
+        CS_RETURN_IF_ERROR(WaitApplied(outcome->revision, "the write"));
+        return WriteResult{outcome->revision, true};
       }
-      // Its devices are read again too, with the next failed compare.
+      // It did not land, and never will (a later change of the claim, or
+      // this write's next Txn, fails its compare): run again on etcd's
+      // claim; its devices are read again with the next failed compare.
+      cur = std::move(outcome->current);
       continue;
     }
     if (r->succeeded()) {
@@ -668,14 +798,6 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
     }
     // A compare failed: run again on what the failure branch read.
     CS_RETURN_IF_ERROR(absorb(*r, compared_devices));
-    if (mutation->kind == Mutation::Kind::kDelete && sent_unknown && !cur.record.has_value()) {
-      CS_RETURN_IF_ERROR(WaitApplied(cur.read_revision, "the delete"));
-      return WriteResult{cur.read_revision, true};
-    }
-  }
-  if (sent_unknown) {
-    return absl::UnavailableError(
-        absl::StrCat("the write's outcome is unknown: ", last_unknown.message()));
   }
   return RevisionMismatch(key,
                           absl::StrCat("it kept changing: ", kMaxAttempts, " attempts failed"),
@@ -706,6 +828,8 @@ absl::StatusOr<std::unique_ptr<BulkLoad>> SharedStore::StartBulkLoad(const BulkL
 // --- Maintenance ----------------------------------------------------------------
 
 absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
+  // The mirror stays at one revision meanwhile: its follower waits.
+  MutexLock apply(&apply_mu_);
   CS_ASSIGN_OR_RETURN(VerifyReport report, mirror_store_->Verify(repair));
   // etcd at the mirror's revision: its claims against the mirror's, and its
   // holding keys against what its claims hold.
@@ -723,8 +847,13 @@ absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
   for (const mvccpb::KeyValue& kv : *claims) {
     ClaimKey key;
     if (!layout_.ParseClaim(kv.key(), &key)) continue;
+    absl::StatusOr<ClaimRecord> decoded = RecordOf(key, kv);
+    if (!decoded.ok()) {
+      report.problems.push_back(std::string(decoded.status().message()));
+      continue;
+    }
     in_etcd[key.ToString()] = {kv.create_revision(), kv.mod_revision(), kv.version()};
-    CS_ASSIGN_OR_RETURN(const ClaimRecord record, RecordOf(key, kv));
+    const ClaimRecord& record = *decoded;
     for (const auto& [name, held] : HoldingsByDevice(&record, key)) {
       const auto& [id, mine] = held;
       if (mine.exclusive) holdings[layout_.Exclusive(id.driver, id.pool, id.device)] = key.ToString();

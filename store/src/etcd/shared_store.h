@@ -125,6 +125,20 @@ class SharedStore final : public MutationWrites {
   absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre,
                                     MutateFn mutate,
                                     const std::vector<CapacityLimit>* capacity) override;
+  // What became of a Txn whose outcome etcd did not report.
+  struct Outcome {
+    bool landed = false;
+    uint64_t revision = 0;  // landed: its revision
+    Current current;        // not landed: the claim as etcd holds it now
+  };
+  // Reads etcd's history of the claim after what the Txn compared (`old`'s
+  // mod revision; null: a create, the claim absent at `read_revision`):
+  // the Txn landed if its token is there (a delete: if the first change
+  // after it deleted the claim). Unavailable when that history was
+  // compacted or etcd cannot be read.
+  absl::StatusOr<Outcome> ResolveOutcome(const ClaimKey& key, const ClaimRecord* old,
+                                         uint64_t read_revision, absl::string_view token,
+                                         Mutation::Kind kind);
   // The claim as etcd holds it now (a linearizable read).
   absl::StatusOr<Current> ReadClaim(const ClaimKey& key);
   // The claim of a KeyValue (revisions stamped from it), and the token of
@@ -166,6 +180,11 @@ class SharedStore final : public MutationWrites {
   CondVar applied_cv_;
   uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status follow_error_ ABSL_GUARDED_BY(mu_);
+  // The last value under the claims prefix that is no claim (not mirrored).
+  std::string skipped_ ABSL_GUARDED_BY(mu_);
+  // Held while the mirror is written (the follower) and while Verify reads
+  // it, so that Verify sees one revision.
+  Mutex apply_mu_;
   // Since when the follower has not been following (InfinitePast: it is).
   absl::Time lost_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::unique_ptr<EtcdWatch> watch_ ABSL_GUARDED_BY(mu_);  // to cancel at close
