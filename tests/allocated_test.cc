@@ -24,7 +24,12 @@ namespace claimstore {
 namespace {
 
 using ::claimstore::internal::Quantity;
+using ::claimstore::testing::Admin;
 using ::claimstore::testing::ClaimJson;
+using ::claimstore::testing::Exclusive;
+using ::claimstore::testing::Of;
+using ::claimstore::testing::Share;
+using ::claimstore::testing::Uuid;
 using ::claimstore::testing::IsOk;
 using ::claimstore::testing::Pod;
 using ::claimstore::testing::ScopedTempDir;
@@ -32,29 +37,6 @@ using ::claimstore::testing::StatusIs;
 using ::claimstore::testing::StoreFixture;
 
 constexpr char kDriver[] = "gpu.example.com";
-
-std::string Uuid(int n) { return absl::StrFormat("%08x-0000-4000-8000-000000000000", n); }
-
-DeviceResult Exclusive(const std::string& device, const std::string& pool = "pool-a") {
-  return DeviceResult{"req", kDriver, pool, device};
-}
-DeviceResult Share(const std::string& device, int share, std::vector<CapacityValue> consumed,
-                   const std::string& pool = "pool-a") {
-  DeviceResult r{"req", kDriver, pool, device};
-  r.share_id = Uuid(share);
-  r.consumed_capacity = std::move(consumed);
-  return r;
-}
-DeviceResult Admin(const std::string& device, const std::string& pool = "pool-a") {
-  DeviceResult r{"req", kDriver, pool, device};
-  r.admin_access = true;
-  return r;
-}
-Allocation Of(std::vector<DeviceResult> results) {
-  AllocationBuilder builder;
-  for (DeviceResult& r : results) builder.AddResult(std::move(r));
-  return builder.Build();
-}
 
 ClaimKey Key(const std::string& name) { return ClaimKey{"ns", name}; }
 

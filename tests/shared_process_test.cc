@@ -45,6 +45,7 @@ namespace claimstore {
 namespace {
 
 using ::claimstore::testing::ClaimJson;
+using ::claimstore::testing::Uuid;
 using ::claimstore::testing::EtcdCluster;
 using ::claimstore::testing::IsOk;
 using ::claimstore::testing::Pod;
@@ -55,7 +56,6 @@ constexpr char kDriver[] = "gpu.example.com";
 constexpr int kProcesses = 4, kThreads = 4, kRacers = kProcesses * kThreads;
 constexpr int kFit = 5;  // shares of 1Gi that fit the capacity race's device
 
-std::string Uuid(int n) { return absl::StrFormat("%08x-0000-4000-8000-000000000000", n); }
 
 Options SharedOptions(const std::string& endpoints, const std::string& prefix) {
   Options o;

@@ -26,6 +26,9 @@ namespace claimstore {
 namespace {
 
 using ::claimstore::testing::ClaimJson;
+using ::claimstore::testing::Exclusive;
+using ::claimstore::testing::Of;
+using ::claimstore::testing::Share;
 using ::claimstore::testing::EtcdCluster;
 using ::claimstore::testing::IsOk;
 using ::claimstore::testing::Pod;
@@ -36,22 +39,6 @@ using ::testing::HasSubstr;
 
 constexpr char kDriver[] = "gpu.example.com";
 
-std::string Uuid(int n) { return absl::StrFormat("%08x-0000-4000-8000-000000000000", n); }
-
-DeviceResult Exclusive(const std::string& device) {
-  return DeviceResult{"req", kDriver, "pool-a", device};
-}
-DeviceResult Share(const std::string& device, int share, std::vector<CapacityValue> consumed) {
-  DeviceResult r{"req", kDriver, "pool-a", device};
-  r.share_id = Uuid(share);
-  r.consumed_capacity = std::move(consumed);
-  return r;
-}
-Allocation Of(std::vector<DeviceResult> results) {
-  AllocationBuilder builder;
-  for (DeviceResult& r : results) builder.AddResult(std::move(r));
-  return builder.Build();
-}
 ClaimKey Key(const std::string& name) { return ClaimKey{"ns", name}; }
 
 // Runs `body(t)` on `n` threads that start together.

@@ -1,6 +1,9 @@
 #include "store_test_util.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace claimstore::testing {
 
@@ -31,6 +34,32 @@ std::string ShareId(int n) {
 }
 
 ConsumerRef Pod(const std::string& uid) { return ConsumerRef{"", "pods", "pod-" + uid, uid}; }
+
+std::string Uuid(int n) { return absl::StrFormat("%08x-0000-4000-8000-000000000000", n); }
+
+DeviceResult Exclusive(const std::string& device, const std::string& pool) {
+  return DeviceResult{"req", "gpu.example.com", pool, device};
+}
+
+DeviceResult Share(const std::string& device, int share, std::vector<CapacityValue> consumed,
+                   const std::string& pool) {
+  DeviceResult r{"req", "gpu.example.com", pool, device};
+  r.share_id = Uuid(share);
+  r.consumed_capacity = std::move(consumed);
+  return r;
+}
+
+DeviceResult Admin(const std::string& device, const std::string& pool) {
+  DeviceResult r{"req", "gpu.example.com", pool, device};
+  r.admin_access = true;
+  return r;
+}
+
+Allocation Of(std::vector<DeviceResult> results) {
+  AllocationBuilder builder;
+  for (DeviceResult& r : results) builder.AddResult(std::move(r));
+  return builder.Build();
+}
 
 void StoreFixture::Reopen(const Options& options) {
   store_.reset();

@@ -39,6 +39,17 @@ ClaimRecord ClaimJson(const std::string& ns, const std::string& name,
 
 ConsumerRef Pod(const std::string& uid);
 
+// The n-th UUID-shaped shareID ("0000000n-0000-4000-8000-000000000000", in hex).
+std::string Uuid(int n);
+// Device results of gpu.example.com, request "req": the device held
+// exclusively, shared as Uuid(share) consuming `consumed`, with admin
+// access; and an allocation of results.
+DeviceResult Exclusive(const std::string& device, const std::string& pool = "pool-a");
+DeviceResult Share(const std::string& device, int share, std::vector<CapacityValue> consumed,
+                   const std::string& pool = "pool-a");
+DeviceResult Admin(const std::string& device, const std::string& pool = "pool-a");
+Allocation Of(std::vector<DeviceResult> results);
+
 // A store in a fresh directory, reopened on demand.
 class StoreFixture : public ::testing::Test {
  protected:
