@@ -11,6 +11,10 @@
 //    reserving and unreserving its own claim; writes per second (target:
 //    16 writers >= 4x one). BM_BareThroughput: the same from bare etcd
 //    Txns, what etcd itself takes from 1 and from 16 writers here.
+//  - BM_SharedDevice/one_device:1 against :0: what the capacity check's
+//    hot key (one device's shares list, compared and rewritten by every
+//    share allocation) costs 16 writers sharing one device, against 16
+//    devices.
 //  - BM_Get/local and BM_Get/shared: a Get of a random claim of 2,000 from
 //    a local store and from a shared store's mirror (target: shared within
 //    1.5x of local).
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "benchmark/benchmark.h"
 #include "claimstore/allocation.h"
@@ -217,6 +222,55 @@ void BM_BareThroughput(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(writes), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_BareThroughput)->ArgName("writers")->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)
+    ->UseRealTime()->MinTime(3);
+
+// The capacity check's hot key: 16 writers over 4 stores each allocating a
+// share of ONE device with a capacity limit (that fits them all) and
+// deallocating it, so that every write compares and rewrites that device's
+// shares key; against the same writers sharing 16 different devices.
+// Allocations per second.
+void BM_SharedDevice(benchmark::State& state) {
+  const bool one_device = state.range(0) == 1;
+  constexpr int kStores = 4, kWriters = 16, kPairs = 8;
+  const std::string prefix = NewPrefix();
+  std::vector<std::unique_ptr<Store>> stores;
+  for (int i = 0; i < kStores; ++i) stores.push_back(OpenShared(TempDir(), prefix));
+  for (int w = 0; w < kWriters; ++w) {
+    const std::string json = absl::StrCat(
+        R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"s)", w,
+        R"(","namespace":"ns","uid":"uid-s)", w, R"("},"status":{}})");
+    auto claim = DecodeClaim(json);
+    Check(claim.status());
+    Check(stores[w % kStores]->Put(*claim).status());
+  }
+  int64_t allocations = 0;
+  for (auto _ : state) {
+    std::vector<std::thread> threads;
+    for (int w = 0; w < kWriters; ++w) {
+      threads.emplace_back([&, w] {
+        Store& s = *stores[w % kStores];
+        const ClaimKey key{"ns", absl::StrCat("s", w)};
+        const std::string device = one_device ? "shared-0" : absl::StrCat("shared-", w);
+        for (int i = 0; i < kPairs; ++i) {
+          AllocationBuilder b;
+          DeviceResult r{"req", "gpu.example.com", "p", device};
+          r.share_id = absl::StrFormat("%08x-0000-4000-8000-000000000000", w);
+          r.consumed_capacity = {{"memory", "1Gi"}};
+          b.AddResult(std::move(r));
+          const std::vector<DeviceCapacity> limit = {
+              {"gpu.example.com", "p", device, {{"memory", "64Gi"}}}};
+          Check(s.Allocate(key, b.Build(), {}, limit).status());
+          Check(s.Deallocate(key).status());
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    allocations += int64_t{kWriters} * kPairs;
+  }
+  state.counters["allocations_per_s"] =
+      benchmark::Counter(static_cast<double>(allocations), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SharedDevice)->ArgName("one_device")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)
     ->UseRealTime()->MinTime(3);
 
 constexpr int kReadClaims = 2000;

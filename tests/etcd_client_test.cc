@@ -272,7 +272,8 @@ TEST(EtcdLayoutTest, KeysAndValuesRoundTrip) {
   EXPECT_EQ((*decoded)[1].consumed_capacity[0].name, "a\tb");  // sorted by name
   EXPECT_EQ((*decoded)[1].consumed_capacity[1].name, "mem=x");
   absl::string_view token, record;
-  ASSERT_TRUE(DecodeClaimValue(EncodeClaimValue("tok", "REC"), &token, &record).ok());
+  const std::string value = EncodeClaimValue("tok", "REC");  // the views point into it
+  ASSERT_TRUE(DecodeClaimValue(value, &token, &record).ok());
   EXPECT_EQ(token, "tok");
   EXPECT_EQ(record, "REC");
   EXPECT_EQ(DecodeClaimValue("x", &token, &record).code(), absl::StatusCode::kDataLoss);
