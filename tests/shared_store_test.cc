@@ -386,6 +386,35 @@ TEST_F(SharedStoreTest, UnknownOutcomesAreResolvedFromEtcdsHistory) {
   EXPECT_THAT(report->problems, ::testing::IsEmpty());
 }
 
+// A value under the claims prefix that this store did not write (an
+// etcdctl put) is left out of every mirror and named in Stats; the mirror
+// goes on following.
+TEST_F(SharedStoreTest, AValueThatIsNoClaimIsLeftOutAndNamed) {
+  auto a = OpenMirror(0);
+  ASSERT_TRUE(a);
+  internal::EtcdOptions eo;
+  eo.endpoints = TestCluster().Endpoints();
+  auto etcd = internal::EtcdClient::Connect(eo);
+  ASSERT_THAT(etcd.status(), IsOk());
+  etcdserverpb::TxnRequest put;
+  auto* op = put.add_success()->mutable_request_put();
+  op->set_key(internal::EtcdLayout(prefix_).Claim(Key("foreign")));
+  op->set_value("{\"not\": \"a claim\"}");
+  ASSERT_THAT((*etcd)->Txn(put).status(), IsOk());
+  ASSERT_THAT(a->Put(ClaimJson("ns", "after")), IsOk());
+  EXPECT_THAT(a->Get(Key("foreign")).status(), StatusIs(absl::StatusCode::kNotFound, ""));
+  EXPECT_THAT(a->Get(Key("after")).status(), IsOk());
+  absl::StatusOr<StoreStats> stats = a->Stats();
+  ASSERT_THAT(stats.status(), IsOk());
+  EXPECT_TRUE(stats->etcd_following);
+  EXPECT_THAT(stats->etcd_error, HasSubstr("is no claim and is not mirrored"));
+  // A new mirror (a re-list) leaves it out too.
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(b);
+  EXPECT_THAT(b->Get(Key("foreign")).status(), StatusIs(absl::StatusCode::kNotFound, ""));
+  EXPECT_THAT(b->Stats()->etcd_error, HasSubstr("is no claim and is not mirrored"));
+}
+
 // The tool in the shared mode: --etcd URL,URL,... and --etcd-prefix, with
 // --db naming this machine's mirror.
 TEST_F(SharedStoreTest, TheToolTakesEtcdEndpoints) {
