@@ -71,13 +71,21 @@ std::string ModelOutcome::ToString() const {
                       read.has_value() ? absl::StrCat(" ", read->ToString()) : "");
 }
 
-ModelOutcome ClaimModel::Apply(const ModelOp& op) {
+ModelOutcome ClaimModel::Apply(const ModelOp& op) { return ApplyAt(op, revision_ + 1, revision_); }
+
+ModelOutcome ClaimModel::ApplyObserved(const ModelOp& op, const ModelOutcome& observed) {
+  return ApplyAt(op, std::max(revision_ + 1, observed.revision),
+                 std::max(revision_, observed.revision));
+}
+
+ModelOutcome ClaimModel::ApplyAt(const ModelOp& op, uint64_t next_revision,
+                                 uint64_t read_revision) {
   using Kind = ModelOp::Kind;
   auto it = claims_.find(op.claim);
   ModelClaim* claim = it == claims_.end() ? nullptr : &it->second;
   // A write that changes the claim: the next store revision.
   const auto commit = [&](ModelClaim* c) {
-    c->mod_revision = ++revision_;
+    c->mod_revision = revision_ = next_revision;
     ++c->version;
     return ModelOutcome{absl::StatusCode::kOk, true, revision_, std::nullopt};
   };
@@ -93,20 +101,21 @@ ModelOutcome ClaimModel::Apply(const ModelOp& op) {
       next.create_revision = claim->create_revision;
       next.version = claim->version;
     } else {
-      next.create_revision = revision_ + 1;
+      next.create_revision = next_revision;
     }
     ModelClaim& stored = claims_[op.claim] = std::move(next);
     return commit(&stored);
   }
   if (op.kind == Kind::kGet) {
     if (claim == nullptr) return Error(absl::StatusCode::kNotFound);
+    revision_ = read_revision;  // what changes later comes after it
     return ModelOutcome{absl::StatusCode::kOk, false, revision_, *claim};
   }
   if (claim == nullptr) return Error(absl::StatusCode::kNotFound);
   switch (op.kind) {
     case Kind::kDelete:
       claims_.erase(it);
-      ++revision_;
+      revision_ = next_revision;
       return ModelOutcome{absl::StatusCode::kOk, true, revision_, std::nullopt};
     case Kind::kAllocate:
       if (!claim->device.empty()) return Error(absl::StatusCode::kFailedPrecondition);

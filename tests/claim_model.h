@@ -68,8 +68,17 @@ class ClaimModel {
   // (they are never named by its operations).
   explicit ClaimModel(uint64_t revision = 0) : revision_(revision) {}
 
-  // Applies `op` as the store specifies it and returns what the call returns.
+  // Applies `op` as the store specifies it and returns what the call
+  // returns. A change takes the next store revision (revisions are dense, as
+  // a local store's are).
   ModelOutcome Apply(const ModelOp& op);
+
+  // The same, with revisions as observed: a change takes `observed`'s
+  // revision when it is past the model's (etcd's revisions in the shared
+  // mode, which other keys' writes also advance), else the next one (which
+  // then does not match `observed`); a read is at `observed`'s revision when
+  // that is not before the model's, and later changes come after it.
+  ModelOutcome ApplyObserved(const ModelOp& op, const ModelOutcome& observed);
 
   uint64_t revision() const { return revision_; }
   const std::map<std::string, ModelClaim>& claims() const { return claims_; }
@@ -81,6 +90,10 @@ class ClaimModel {
   friend bool operator==(const ClaimModel&, const ClaimModel&) = default;
 
  private:
+  // `op`, with `next_revision` (past revision_) for a change and
+  // `read_revision` (not before revision_) for a read.
+  ModelOutcome ApplyAt(const ModelOp& op, uint64_t next_revision, uint64_t read_revision);
+
   std::map<std::string, ModelClaim> claims_;
   uint64_t revision_ = 0;
 };

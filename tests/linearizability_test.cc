@@ -1,85 +1,29 @@
 // Linearizability: thousands of short concurrent histories of reserve,
 // unreserve, allocate, deallocate and get on two claims that compete for
 // two devices, each call recorded with its call and return times and what
-// it returned. A history passes when some order of its calls (a) respects
-// real time: a call that returned before another was called comes first,
-// and (b) replayed through the sequential model (claim_model.h) gives every
-// call exactly what it returned: status code, changed or not, and revision.
-// The search is Wing & Gong's, with memoised (calls done, model state)
-// pairs as in Lowe's and Porcupine's checkers.
+// it returned, each checked by history_checker.h. Also: the checker
+// rejects what is not linearizable.
 #include <atomic>
 #include <barrier>
-#include <chrono>
 #include <random>
-#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "claim_model.h"
 #include "gtest/gtest.h"
+#include "history_checker.h"
 #include "store_test_util.h"
 
 namespace claimstore::testing {
 namespace {
 
-struct Call {
-  int thread = 0;
-  ModelOp op;
-  int64_t call_ns = 0, return_ns = 0;
-  ModelOutcome outcome;
-};
-
-std::string Fingerprint(const ClaimModel& model) {
-  std::string out = absl::StrCat(model.revision());
-  for (const auto& [name, claim] : model.claims()) absl::StrAppend(&out, ";", name, claim.ToString());
-  return out;
-}
-
-class Checker {
- public:
-  Checker(const ClaimModel& start, const std::vector<Call>& calls) : start_(start), calls_(calls) {}
-
-  // True when the history is linearizable.
-  bool Check() { return Search(start_, 0); }
-
- private:
-  bool Search(const ClaimModel& model, uint64_t done) {
-    if (done == (uint64_t{1} << calls_.size()) - 1) return true;
-    if (!seen_.insert({done, Fingerprint(model)}).second) return false;
-    // Calls that may go next: not done, and called before every call not
-    // done returned.
-    int64_t first_return = INT64_MAX;
-    for (size_t i = 0; i < calls_.size(); ++i) {
-      if (!(done >> i & 1)) first_return = std::min(first_return, calls_[i].return_ns);
-    }
-    for (size_t i = 0; i < calls_.size(); ++i) {
-      if ((done >> i & 1) || calls_[i].call_ns > first_return) continue;
-      ClaimModel next = model;
-      if (next.Apply(calls_[i].op) == calls_[i].outcome && Search(next, done | uint64_t{1} << i)) {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  const ClaimModel& start_;
-  const std::vector<Call>& calls_;
-  std::set<std::pair<uint64_t, std::string>> seen_;
-};
-
-std::string Describe(const std::vector<Call>& calls) {
-  std::vector<std::string> lines;
-  for (const Call& c : calls) {
-    lines.push_back(absl::StrCat("  t", c.thread, " [", c.call_ns, ", ", c.return_ns, "] ",
-                                 c.op.ToString(), " -> ", c.outcome.ToString()));
-  }
-  return absl::StrJoin(lines, "\n");
-}
-
 // --- The checker rejects what is not linearizable. -------------------------
 
 ModelOutcome Changed(uint64_t revision) { return {absl::StatusCode::kOk, true, revision, {}}; }
+ModelOutcome Unchanged(uint64_t revision) { return {absl::StatusCode::kOk, false, revision, {}}; }
+ModelOutcome Failed(absl::StatusCode code) { return {code, false, 0, {}}; }
+const ModelOutcome kUnknown = Failed(absl::StatusCode::kUnavailable);
 
 class CheckerTest : public ::testing::Test {
  protected:
@@ -88,7 +32,9 @@ class CheckerTest : public ::testing::Test {
     start_.Apply({ModelOp::Kind::kPut, "b", "uid-b"});         // 2
     start_.Apply({ModelOp::Kind::kAllocate, "a", "gpu-0"});    // 3
   }
-  bool Linearizable(const std::vector<Call>& calls) { return Checker(start_, calls).Check(); }
+  bool Linearizable(const std::vector<Call>& calls) {
+    return testing::Linearizable(start_, calls, Revisions::kDense);
+  }
   ClaimModel start_;
 };
 
@@ -131,11 +77,11 @@ TEST_F(CheckerTest, RejectsOneDeviceAllocatedTwice) {
       {0, {ModelOp::Kind::kAllocate, "a", "gpu-0"}, 0, 10, Changed(3)},
       {1, {ModelOp::Kind::kAllocate, "b", "gpu-0"}, 0, 10, Changed(4)},
   };
-  EXPECT_FALSE(Checker(start, calls).Check());
+  EXPECT_FALSE(testing::Linearizable(start, calls, Revisions::kDense));
   std::vector<Call> one_wins = calls;
   one_wins[0].outcome = {absl::StatusCode::kAborted, false, 0, {}};
   one_wins[1].outcome = Changed(3);
-  EXPECT_TRUE(Checker(start, one_wins).Check());
+  EXPECT_TRUE(testing::Linearizable(start, one_wins, Revisions::kDense));
 }
 
 TEST_F(CheckerTest, RejectsALostReservation) {
@@ -152,16 +98,95 @@ TEST_F(CheckerTest, RejectsALostReservation) {
   EXPECT_FALSE(Linearizable(calls));
 }
 
+// Observed revisions (the shared mode's, etcd's): gaps are fine, order
+// against real time and repeats are not.
+TEST_F(CheckerTest, ObservedRevisionsMayHaveGaps) {
+  const std::vector<Call> calls = {
+      {0, {ModelOp::Kind::kReserve, "a", "pod-0"}, 0, 5, Changed(10)},
+      {1, {ModelOp::Kind::kReserve, "a", "pod-1"}, 6, 9, Changed(14)},
+      {2, {ModelOp::Kind::kReserve, "a", "pod-1"}, 10, 11, Unchanged(14)},
+  };
+  EXPECT_TRUE(testing::Linearizable(start_, calls, Revisions::kObserved));
+  // Dense revisions have none.
+  EXPECT_FALSE(Linearizable(calls));
+  // The no-op must report the claim's revision.
+  std::vector<Call> wrong = calls;
+  wrong[2].outcome = Unchanged(13);
+  EXPECT_FALSE(testing::Linearizable(start_, wrong, Revisions::kObserved));
+}
+
+TEST_F(CheckerTest, ObservedRevisionsFollowRealTime) {
+  const std::vector<Call> calls = {
+      {0, {ModelOp::Kind::kReserve, "a", "pod-0"}, 0, 5, Changed(14)},
+      {1, {ModelOp::Kind::kReserve, "a", "pod-1"}, 6, 9, Changed(10)},
+  };
+  EXPECT_FALSE(testing::Linearizable(start_, calls, Revisions::kObserved));
+  std::vector<Call> overlapping = calls;
+  overlapping[1].call_ns = 4;
+  EXPECT_TRUE(testing::Linearizable(start_, overlapping, Revisions::kObserved));
+  // Two changes never share a revision, nor go back before the start.
+  overlapping[1].outcome = Changed(14);
+  EXPECT_FALSE(testing::Linearizable(start_, overlapping, Revisions::kObserved));
+  overlapping[1].outcome = Changed(2);
+  EXPECT_FALSE(testing::Linearizable(start_, overlapping, Revisions::kObserved));
+}
+
+TEST_F(CheckerTest, ObservedRevisionsRejectOneDeviceAllocatedTwice) {
+  ClaimModel start;
+  start.ApplyObserved({ModelOp::Kind::kPut, "a", "uid-a"}, Changed(100));
+  start.ApplyObserved({ModelOp::Kind::kPut, "b", "uid-b"}, Changed(120));
+  const std::vector<Call> calls = {
+      {0, {ModelOp::Kind::kAllocate, "a", "gpu-0"}, 0, 10, Changed(130)},
+      {1, {ModelOp::Kind::kAllocate, "b", "gpu-0"}, 0, 10, Changed(131)},
+  };
+  EXPECT_FALSE(testing::Linearizable(start, calls, Revisions::kObserved));
+  std::vector<Call> one_wins = calls;
+  one_wins[0].outcome = Failed(absl::StatusCode::kAborted);
+  EXPECT_TRUE(testing::Linearizable(start, one_wins, Revisions::kObserved));
+}
+
+// A call whose outcome is unknown (Unavailable) may have taken effect, at
+// any time after it was called, or not at all; it licenses nothing else.
+TEST_F(CheckerTest, AnUnknownOutcomeMayHaveLandedOrNot) {
+  ModelClaim landed = start_.claims().at("a");
+  landed.reserved = {"pod-0"};
+  landed.mod_revision = 4;
+  ++landed.version;
+  const ModelClaim not_landed = start_.claims().at("a");
+  const Call unknown{0, {ModelOp::Kind::kReserve, "a", "pod-0"}, 0, 5, kUnknown};
+  const auto read = [](const ModelClaim& c, int64_t at) {
+    return Call{1, {ModelOp::Kind::kGet, "a", ""}, at, at + 1,
+                {absl::StatusCode::kOk, false, c.mod_revision, c}};
+  };
+  EXPECT_TRUE(Linearizable({unknown, read(landed, 6)}));
+  EXPECT_TRUE(Linearizable({unknown, read(not_landed, 6)}));
+  // Even after the call gave up: a Txn in flight may land later.
+  EXPECT_TRUE(Linearizable({unknown, read(not_landed, 6), read(landed, 8)}));
+  // But once seen, it stays.
+  ModelClaim later = landed;
+  EXPECT_FALSE(Linearizable({unknown, read(landed, 6), read(not_landed, 8)}));
+  // And it does nothing else.
+  later.reserved = {"pod-1"};
+  EXPECT_FALSE(Linearizable({unknown, read(later, 6)}));
+}
+
+TEST_F(CheckerTest, AnUnknownOutcomeTakesTheRevisionALaterNoOpReports) {
+  // The write landed at 17 (etcd's revisions have gaps); a retry found it
+  // done and reported the claim's revision.
+  const std::vector<Call> calls = {
+      {0, {ModelOp::Kind::kReserve, "a", "pod-0"}, 0, 5, kUnknown},
+      {0, {ModelOp::Kind::kReserve, "a", "pod-0"}, 6, 9, Unchanged(17)},
+      {1, {ModelOp::Kind::kReserve, "a", "pod-1"}, 10, 12, Changed(20)},
+  };
+  EXPECT_TRUE(testing::Linearizable(start_, calls, Revisions::kObserved));
+  // Without the unknown call, the no-op reports a change nobody made.
+  EXPECT_FALSE(testing::Linearizable(start_, {calls[1], calls[2]}, Revisions::kObserved));
+}
+
 // --- Histories of the store. ------------------------------------------------
 
 constexpr int kThreads = 3;
 constexpr int kCallsPerThread = 4;
-
-int64_t Now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 struct HistoryStats {
   int histories = 0, overlapping = 0, calls = 0;
@@ -194,9 +219,9 @@ std::string RunHistories(Store& store, int histories, int overlapping, uint64_t 
         ready.fetch_add(1);
         while (ready.load() % kThreads != 0) std::this_thread::yield();
         for (const ModelOp& op : plan[t]) {
-          Call call{t, op, Now(), 0, {}};
+          Call call{t, op, NowNs(), 0, {}};
           call.outcome = RunOnStore(store, op);
-          call.return_ns = Now();
+          call.return_ns = NowNs();
           recorded[t].push_back(std::move(call));
         }
         sync.arrive_and_wait();  // done
@@ -247,7 +272,7 @@ std::string RunHistories(Store& store, int histories, int overlapping, uint64_t 
     sync.arrive_and_wait();  // all returned
     std::vector<Call> calls;
     for (const std::vector<Call>& r : recorded) calls.insert(calls.end(), r.begin(), r.end());
-    if (!Checker(model, calls).Check()) {
+    if (!testing::Linearizable(model, calls, Revisions::kDense)) {
       failure = absl::StrCat("history ", h, " is not linearizable (start revision ",
                              model.revision(), "):\n", Describe(calls));
       break;
