@@ -6,7 +6,11 @@
 // racing process killed mid-write. Every round has exactly its winners
 // (one; or as many shares as fit), every loser is told why, no write that
 // was acknowledged is lost, and a fresh mirror of the end state verifies
-// clean.
+// clean. And histories: the same processes and threads make random calls on
+// two claims competing for two devices, each call recorded with its times
+// (one clock for the machine) and what it returned; every round's history
+// of all processes passes the linearizability checker (history_checker.h),
+// with the leader or a follower killed mid-race too.
 //
 // The processes are this binary, run with --child (main below).
 #include <fcntl.h>
@@ -15,11 +19,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <barrier>
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -31,6 +37,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "claim_model.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
@@ -38,13 +45,18 @@
 #include "etcd_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "history_checker.h"
 #include "store_test_util.h"
 #include "test_util.h"
 
 namespace claimstore {
 namespace {
 
+using ::claimstore::testing::Call;
 using ::claimstore::testing::ClaimJson;
+using ::claimstore::testing::ClaimModel;
+using ::claimstore::testing::ModelOp;
+using ::claimstore::testing::ModelOutcome;
 using ::claimstore::testing::Uuid;
 using ::claimstore::testing::EtcdCluster;
 using ::claimstore::testing::IsOk;
@@ -55,6 +67,15 @@ using ::claimstore::testing::TestCluster;
 constexpr char kDriver[] = "gpu.example.com";
 constexpr int kProcesses = 4, kThreads = 4, kRacers = kProcesses * kThreads;
 constexpr int kFit = 5;  // shares of 1Gi that fit the capacity race's device
+constexpr int kHistoryCalls = 2;  // per racer and round of a history
+
+// The two claims and two devices of a history's round.
+std::string HistoryClaim(int round, char which) {
+  return absl::StrCat("hist-", round, "-", std::string(1, which));
+}
+std::string HistoryDevice(int round, char which) {
+  return absl::StrCat("hist-dev-", round, "-", std::string(1, which));
+}
 
 
 Options SharedOptions(const std::string& endpoints, const std::string& prefix) {
@@ -94,6 +115,42 @@ absl::Status Race(Store& store, const std::string& scenario, int r, int racer) {
 // Prints "R round racer code message" per racer and round; retries what
 // etcd could not take (Unavailable): a retry of a write that landed is a
 // no-op, which counts as the win it was.
+// A racer's calls in a round of a history: writes only (a mirror's reads
+// are not linearizable across machines, by design), on the round's claims
+// (claim_model.h's language). Prints "H round racer call_ns return_ns code
+// changed revision op" per call; a call that etcd could not take
+// (Unavailable: its outcome unknown) is printed, then made again.
+void History(Store& store, int r, int racer, std::mutex& out) {
+  std::mt19937_64 rng(static_cast<uint64_t>(r) * kRacers + racer);
+  for (int i = 0; i < kHistoryCalls; ++i) {
+    ModelOp op;
+    op.claim = HistoryClaim(r, rng() % 2 == 0 ? 'a' : 'b');
+    const std::string pod = absl::StrCat("pod-", rng() % 3);
+    switch (rng() % 6) {
+      case 0:
+      case 1: op.kind = ModelOp::Kind::kReserve, op.arg = pod; break;
+      case 2: op.kind = ModelOp::Kind::kUnreserve, op.arg = pod; break;
+      case 3:
+      case 4: op.kind = ModelOp::Kind::kAllocate, op.arg = HistoryDevice(r, rng() % 2 == 0 ? 'x' : 'y'); break;
+      default: op.kind = ModelOp::Kind::kDeallocate;
+    }
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    while (true) {
+      const int64_t called = testing::NowNs();
+      const ModelOutcome got = testing::RunOnStore(store, op);
+      const int64_t returned = testing::NowNs();
+      {
+        std::lock_guard<std::mutex> lock(out);
+        printf("H %d %d %lld %lld %d %d %llu %s\n", r, racer, static_cast<long long>(called),
+               static_cast<long long>(returned), static_cast<int>(got.code), got.changed ? 1 : 0,
+               static_cast<unsigned long long>(got.revision), op.ToString().c_str());
+        fflush(stdout);
+      }
+      if (got.code != absl::StatusCode::kUnavailable || absl::Now() > give_up) break;
+    }
+  }
+}
+
 int Child(const std::string& endpoints, const std::string& prefix, const std::string& mirror,
           const std::string& scenario, int process, int rounds, const std::string& start_file) {
   absl::StatusOr<std::unique_ptr<Store>> opened = Store::Open(mirror, SharedOptions(endpoints, prefix));
@@ -103,7 +160,7 @@ int Child(const std::string& endpoints, const std::string& prefix, const std::st
   }
   Store& store = **opened;
   // The claims of this process's racers.
-  if (scenario != "slot") {
+  if (scenario != "slot" && scenario != "history") {
     for (int r = 0; r < rounds; ++r) {
       for (int t = 0; t < kThreads; ++t) {
         const std::string name = absl::StrCat(scenario, "-", r, "-", process * kThreads + t);
@@ -123,10 +180,30 @@ int Child(const std::string& endpoints, const std::string& prefix, const std::st
   while (access(start_file.c_str(), F_OK) != 0) absl::SleepFor(absl::Milliseconds(1));
   std::mutex out;
   std::vector<std::thread> threads;
+  // A history's round starts on every thread of every process at once (or
+  // nearly: a process that does not arrive within 10 s is not waited for).
+  int round = 0;
+  std::barrier round_start(kThreads, [&]() noexcept {
+    const std::string mine = absl::StrCat(start_file, ".", round, ".", process);
+    { std::ofstream(mine) << "here"; }
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    for (int p = 0; p < kProcesses && absl::Now() < give_up; ++p) {
+      while (access(absl::StrCat(start_file, ".", round, ".", p).c_str(), F_OK) != 0 &&
+             absl::Now() < give_up) {
+        absl::SleepFor(absl::Microseconds(200));
+      }
+    }
+    ++round;
+  });
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       const int racer = process * kThreads + t;
       for (int r = 0; r < rounds; ++r) {
+        if (scenario == "history") {
+          round_start.arrive_and_wait();
+          History(store, r, racer, out);
+          continue;
+        }
         absl::Status s;
         const absl::Time give_up = absl::Now() + absl::Seconds(60);
         do {
@@ -168,6 +245,7 @@ class SharedProcessTest : public ::testing::Test {
                                             int kill_child_after_ms = -1) {
     const std::string start = absl::StrCat(dir_.path(), "/start-", scenario);
     lines_read_.store(0);
+    history_lines_.clear();
     struct Proc {
       pid_t pid;
       FILE* out;
@@ -211,6 +289,12 @@ class SharedProcessTest : public ::testing::Test {
       readers.emplace_back([&, i] {
         char line[4096];
         while (fgets(line, sizeof(line), procs[i].out) != nullptr) {
+          if (line[0] == 'H') {
+            lines_read_.fetch_add(1);
+            std::lock_guard<std::mutex> lock(mu);
+            history_lines_.push_back(line);
+            continue;
+          }
           std::vector<std::string> f =
               absl::StrSplit(absl::string_view(line), absl::MaxSplits(' ', 4));
           int r = 0, racer = 0, code = 0;
@@ -297,29 +381,43 @@ class SharedProcessTest : public ::testing::Test {
     absl::StatusOr<AllocatedState> state = fresh->AllocatedDevices();
     ASSERT_THAT(state.status(), IsOk());
     for (int r = 0; r < rounds; ++r) {
-      int won = -1;
-      for (int racer = 0; racer < kRacers; ++racer) {
-        if (outcomes[r][racer].code == absl::StatusCode::kOk) {
-          EXPECT_EQ(won, -1) << "round " << r << ": two winners";
-          won = racer;
-        }
-      }
+      const auto [won, holder] = CheckDeviceRound(outcomes, *state, r);
       ASSERT_NE(won, -1) << "round " << r << ": no winner";
-      const std::string holder = absl::StrCat("ns/device-", r, "-", won);
+      EXPECT_EQ(holder, RacerClaim(r, won)) << "round " << r;
       for (int racer = 0; racer < kRacers; ++racer) {
         if (racer == won) continue;
         EXPECT_EQ(outcomes[r][racer].code, absl::StatusCode::kAborted) << outcomes[r][racer].message;
-        EXPECT_THAT(outcomes[r][racer].message, ::testing::HasSubstr("allocated to claim " + holder));
+        EXPECT_THAT(outcomes[r][racer].message,
+                    ::testing::HasSubstr("allocated to claim " + holder.ToString()));
       }
-      const AllocatedDevice* d = state->Find(kDriver, "pool-a", absl::StrCat("device-dev-", r));
-      ASSERT_NE(d, nullptr) << "round " << r;
-      const size_t holders = (d->exclusive.has_value() ? 1 : 0) + d->shares.size();
-      EXPECT_EQ(holders, 1u) << "round " << r << ": the device is held " << holders << " times";
-      const ClaimKey expected{"ns", absl::StrCat("device-", r, "-", won)};
-      EXPECT_TRUE(d->exclusive == expected || (!d->shares.empty() && d->shares[0].claim == expected))
-          << "round " << r;
     }
     ExpectVerifiesClean(*fresh);
+  }
+
+  static ClaimKey RacerClaim(int round, int racer) {
+    return {"ns", absl::StrCat("device-", round, "-", racer)};
+  }
+
+  // Round `r` of the device race: at most one racer reported a win, and
+  // the device is held exactly once. Returns the winner (-1: none
+  // reported) and the holder.
+  static std::pair<int, ClaimKey> CheckDeviceRound(const std::vector<std::vector<Outcome>>& outcomes,
+                                                   const AllocatedState& state, int r) {
+    int won = -1;
+    for (int racer = 0; racer < kRacers; ++racer) {
+      if (outcomes[r][racer].code == absl::StatusCode::kOk) {
+        EXPECT_EQ(won, -1) << "round " << r << ": two winners";
+        won = racer;
+      }
+    }
+    const AllocatedDevice* d = state.Find(kDriver, "pool-a", absl::StrCat("device-dev-", r));
+    EXPECT_NE(d, nullptr) << "round " << r << ": nobody holds the device";
+    if (d == nullptr) return {won, {}};
+    const size_t holders = (d->exclusive.has_value() ? 1 : 0) + d->shares.size();
+    EXPECT_EQ(holders, 1u) << "round " << r << ": the device is held " << holders << " times";
+    return {won, d->exclusive.has_value() ? *d->exclusive
+                 : d->shares.empty()      ? ClaimKey{}
+                                          : d->shares[0].claim};
   }
 
   void CapacityRace(int rounds, const std::function<void()>& during = nullptr) {
@@ -357,12 +455,11 @@ class SharedProcessTest : public ::testing::Test {
     EXPECT_THAT(report->problems, ::testing::IsEmpty());
   }
 
-  // Waits until the racers have reported a tenth of their results, kills
-  // a member (a follower, or the leader) with SIGKILL, and starts it again
-  // once they have reported another tenth (or after 3 s). The race must
-  // still be running when the member dies.
-  void KillAndRestart(bool leader, int rounds) {
-    const int total = rounds * kRacers;
+  // Waits until the racers have reported a tenth of their `total` lines,
+  // kills a member (a follower, or the leader) with SIGKILL, and starts it
+  // again once they have reported another tenth (or after 3 s). The race
+  // must still be running when the member dies.
+  void KillAndRestart(bool leader, int total) {
     const absl::Time deadline = absl::Now() + absl::Seconds(120);
     while (lines_read_.load() < total / 10 && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(1));
@@ -381,9 +478,102 @@ class SharedProcessTest : public ::testing::Test {
     EXPECT_THAT(cluster.Restart(victim), IsOk());
   }
 
+  // Rounds of random calls by every racer on two claims competing for two
+  // devices (one of them allocated to start), through etcd; every round's
+  // history of all processes is linearizable, and a fresh mirror's reads
+  // of the claims at the end are part of it (no acknowledged write lost).
+  void HistoryRace(int rounds, const std::function<void()>& during = nullptr) {
+    auto setup = Fresh("setup-history");
+    ASSERT_TRUE(setup);
+    std::vector<ClaimModel> start(rounds);
+    for (int r = 0; r < rounds; ++r) {
+      for (const ModelOp& op : {ModelOp{ModelOp::Kind::kPut, HistoryClaim(r, 'a'), "uid-a"},
+                                ModelOp{ModelOp::Kind::kPut, HistoryClaim(r, 'b'), "uid-b"},
+                                ModelOp{ModelOp::Kind::kAllocate, HistoryClaim(r, 'a'),
+                                        HistoryDevice(r, 'x')}}) {
+        const ModelOutcome got = testing::RunOnStore(*setup, op);
+        ASSERT_EQ(start[r].ApplyObserved(op, got), got) << op.ToString();
+      }
+    }
+    RunRace("history", rounds, during);
+    std::vector<std::vector<Call>> calls(rounds);
+    for (const std::string& line : history_lines_) {
+      // H round racer call_ns return_ns code changed revision op...
+      std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(' ', 8));
+      int r = 0, racer = 0, code = 0, changed = 0;
+      Call call;
+      ASSERT_EQ(f.size(), 9u) << line;
+      if (!f[8].empty() && f[8].back() == '\n') f[8].pop_back();
+      std::optional<ModelOp> op = ModelOp::Parse(f[8]);
+      ASSERT_TRUE(absl::SimpleAtoi(f[1], &r) && absl::SimpleAtoi(f[2], &racer) &&
+                  absl::SimpleAtoi(f[3], &call.call_ns) && absl::SimpleAtoi(f[4], &call.return_ns) &&
+                  absl::SimpleAtoi(f[5], &code) && absl::SimpleAtoi(f[6], &changed) &&
+                  absl::SimpleAtoi(f[7], &call.outcome.revision) && op.has_value() && r >= 0 &&
+                  r < rounds)
+          << line;
+      call.thread = racer;
+      call.op = *std::move(op);
+      call.outcome.code = static_cast<absl::StatusCode>(code);
+      call.outcome.changed = changed != 0;
+      calls[r].push_back(std::move(call));
+    }
+    // A fresh mirror reads the claims after every call returned.
+    auto fresh = Fresh("check-history");
+    ASSERT_TRUE(fresh);
+    std::map<std::string, int> outcomes;
+    int unknown = 0, across = 0;
+    for (int r = 0; r < rounds; ++r) {
+      EXPECT_GE(calls[r].size(), static_cast<size_t>(kRacers * kHistoryCalls)) << "round " << r;
+      for (char which : {'a', 'b'}) {
+        Call read{-1, {ModelOp::Kind::kGet, HistoryClaim(r, which), ""}, testing::NowNs(), 0, {}};
+        read.outcome = testing::RunOnStore(*fresh, read.op);
+        read.return_ns = testing::NowNs();
+        calls[r].push_back(std::move(read));
+      }
+      EXPECT_TRUE(testing::Linearizable(start[r], calls[r], testing::Revisions::kObserved))
+          << "round " << r << " is not linearizable; from " << start[r].revision() << ", "
+          << absl::StrJoin(start[r].claims(), ", ",
+                           [](std::string* out, const auto& c) {
+                             absl::StrAppend(out, c.first, " ", c.second.ToString());
+                           })
+          << ":\n"
+          << testing::Describe(calls[r]);
+      bool overlap = false;
+      for (const Call& x : calls[r]) {
+        for (const Call& y : calls[r]) {
+          overlap |= x.thread >= 0 && y.thread >= 0 && x.thread / kThreads != y.thread / kThreads &&
+                     x.call_ns < y.return_ns && y.call_ns < x.return_ns;
+        }
+        if (x.thread < 0) continue;
+        unknown += x.outcome.code == absl::StatusCode::kUnavailable ? 1 : 0;
+        const std::string verb = x.op.ToString().substr(0, x.op.ToString().find(' '));
+        ++outcomes[absl::StrCat(verb, " ",
+                                x.outcome.code == absl::StatusCode::kOk
+                                    ? (x.outcome.changed ? "changed" : "ok")
+                                    : absl::StatusCodeToString(x.outcome.code))];
+      }
+      across += overlap ? 1 : 0;
+    }
+    // The races were real: calls of different processes overlapped in
+    // most rounds, and the calls met the outcomes the model tells apart,
+    // the losers' included.
+    EXPECT_GE(across, rounds / 2);
+    for (const char* seen : {"reserve changed", "reserve FAILED_PRECONDITION", "allocate changed",
+                             "allocate ABORTED", "allocate FAILED_PRECONDITION",
+                             "deallocate changed", "deallocate FAILED_PRECONDITION"}) {
+      EXPECT_GT(outcomes[seen], 0) << seen;
+    }
+    std::vector<std::string> lines;
+    for (const auto& [what, n] : outcomes) lines.push_back(absl::StrCat(what, ": ", n));
+    std::printf("%d rounds, %d with calls of different processes overlapping, %d outcomes unknown\n  %s\n",
+                rounds, across, unknown, absl::StrJoin(lines, "\n  ").c_str());
+    ExpectVerifiesClean(*fresh);
+  }
+
   ScopedTempDir dir_;
   std::string prefix_, endpoints_;
   std::atomic<int> lines_read_{0};
+  std::vector<std::string> history_lines_;  // the children's "H" lines
 };
 
 constexpr int kRounds = 100;
@@ -394,13 +584,23 @@ TEST_F(SharedProcessTest, CapacityOfASharedDevice) { CapacityRace(kRounds); }
 
 // A member, then the leader, SIGKILLed and restarted while the racers run.
 TEST_F(SharedProcessTest, DeviceWithAFollowerKilled) {
-  DeviceRace(kRounds, [this] { KillAndRestart(false, kRounds); });
+  DeviceRace(kRounds, [this] { KillAndRestart(false, kRounds * kRacers); });
 }
 TEST_F(SharedProcessTest, LastConsumerSlotWithTheLeaderKilled) {
-  SlotRace(kRounds, [this] { KillAndRestart(true, kRounds); });
+  SlotRace(kRounds, [this] { KillAndRestart(true, kRounds * kRacers); });
 }
 TEST_F(SharedProcessTest, CapacityWithTheLeaderKilled) {
-  CapacityRace(kRounds, [this] { KillAndRestart(true, kRounds); });
+  CapacityRace(kRounds, [this] { KillAndRestart(true, kRounds * kRacers); });
+}
+
+// Histories of all processes, linearizable; also with a follower, and with
+// the leader, killed and restarted mid-race.
+TEST_F(SharedProcessTest, HistoriesAreLinearizable) { HistoryRace(kRounds); }
+TEST_F(SharedProcessTest, HistoriesWithAFollowerKilled) {
+  HistoryRace(kRounds, [this] { KillAndRestart(false, kRounds * kRacers * kHistoryCalls); });
+}
+TEST_F(SharedProcessTest, HistoriesWithTheLeaderKilled) {
+  HistoryRace(kRounds, [this] { KillAndRestart(true, kRounds * kRacers * kHistoryCalls); });
 }
 
 // The claims of a store, each as its key, revisions and JSON.
@@ -439,26 +639,13 @@ TEST_F(SharedProcessTest, ARacerKilledMidWriteCatchesUpWhenRestarted) {
   ASSERT_THAT(state.status(), IsOk());
   int killed_unreported = 0;
   for (int r = 0; r < kRounds; ++r) {
-    int won = -1;
-    for (int racer = 0; racer < kRacers; ++racer) {
-      if (outcomes[r][racer].code == absl::StatusCode::kOk) {
-        EXPECT_EQ(won, -1) << "round " << r << ": two winners";
-        won = racer;
-      }
-    }
-    const AllocatedDevice* d = state->Find(kDriver, "pool-a", absl::StrCat("device-dev-", r));
-    ASSERT_NE(d, nullptr) << "round " << r << ": nobody holds the device";
-    const size_t holders = (d->exclusive.has_value() ? 1 : 0) + d->shares.size();
-    EXPECT_EQ(holders, 1u) << "round " << r;
-    const ClaimKey holder = d->exclusive.has_value() ? *d->exclusive : d->shares[0].claim;
+    const auto [won, holder] = CheckDeviceRound(outcomes, *state, r);
     if (won >= 0) {
-      EXPECT_EQ(holder, ClaimKey({"ns", absl::StrCat("device-", r, "-", won)})) << "round " << r;
+      EXPECT_EQ(holder, RacerClaim(r, won)) << "round " << r;
     } else {
       ++killed_unreported;
       bool of_killed = false;
-      for (int t = 0; t < kThreads; ++t) {
-        of_killed |= holder == ClaimKey{"ns", absl::StrCat("device-", r, "-", t)};
-      }
+      for (int t = 0; t < kThreads; ++t) of_killed |= holder == RacerClaim(r, t);
       EXPECT_TRUE(of_killed) << "round " << r << ": held by " << holder.ToString()
                              << ", whose win nobody reported";
     }
