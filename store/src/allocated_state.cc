@@ -128,6 +128,15 @@ std::vector<ResultHolding> ResultHoldingsOf(const ClaimRecord& record) {
   return out;
 }
 
+DeviceShare ShareOf(const ClaimKey& claim, const ResultHolding& h) {
+  DeviceShare share{std::string(h.share_id), claim, {}};
+  share.consumed_capacity.reserve(h.consumed.size());
+  for (const CapacityView& c : h.consumed) {
+    share.consumed_capacity.push_back({std::string(c.name), std::string(c.quantity)});
+  }
+  return share;
+}
+
 namespace {
 
 // Sums the shares' consumed capacity into `device`.
@@ -155,15 +164,9 @@ void AddHolding(AllocatedDevice* device, const ClaimKey& claim, const ResultHold
     case HoldingKind::kAdmin:
       device->admin_access.push_back(claim);
       break;
-    case HoldingKind::kShare: {
-      DeviceShare share{std::string(h.share_id), claim, {}};
-      share.consumed_capacity.reserve(h.consumed.size());
-      for (const CapacityView& c : h.consumed) {
-        share.consumed_capacity.push_back({std::string(c.name), std::string(c.quantity)});
-      }
-      device->shares.push_back(std::move(share));
+    case HoldingKind::kShare:
+      device->shares.push_back(ShareOf(claim, h));
       break;
-    }
   }
 }
 
@@ -456,6 +459,10 @@ void AllocatedBuilder::Add(const ClaimRecord& record) {
 }
 
 std::shared_ptr<const AllocatedVersion> AllocatedBuilder::Finish(uint64_t revision) && {
+  return BuildVersion(revision, std::move(*this).Devices());
+}
+
+std::vector<DevicePtr> AllocatedBuilder::Devices() && {
   std::sort(held_.begin(), held_.end(), [](const Held& a, const Held& b) {
     return std::tie(a.holding.driver, a.holding.pool, a.holding.device) <
            std::tie(b.holding.driver, b.holding.pool, b.holding.device);
@@ -479,7 +486,7 @@ std::shared_ptr<const AllocatedVersion> AllocatedBuilder::Finish(uint64_t revisi
   }
   held_.clear();
   records_.clear();
-  return BuildVersion(revision, std::move(devices));
+  return devices;
 }
 
 }  // namespace internal

@@ -93,6 +93,9 @@ struct ResultHolding {
 // shareID); empty when it has none.
 std::vector<ResultHolding> ResultHoldingsOf(const ClaimRecord& record);
 
+// A share holding (kind kShare) as the device lists it.
+DeviceShare ShareOf(const ClaimKey& claim, const ResultHolding& h);
+
 // The device `old` (null: not held) with `claim`'s holdings of it replaced
 // by `holdings` (all of the same device); null when nobody holds it after.
 DevicePtr WithHoldings(const AllocatedDevice* old, const ClaimKey& claim,
@@ -120,6 +123,8 @@ class AllocatedBuilder {
  public:
   void Add(const ClaimRecord& record);
   std::shared_ptr<const AllocatedVersion> Finish(uint64_t revision) &&;
+  // The devices alone, in key order.
+  std::vector<DevicePtr> Devices() &&;
 
  private:
   struct Held {

@@ -94,13 +94,7 @@ std::map<std::string, std::pair<DeviceId, Mine>> HoldingsByDevice(const ClaimRec
     if (h.kind == HoldingKind::kExclusive) {
       mine.exclusive = true;
     } else {
-      DeviceShare share;
-      share.share_id = std::string(h.share_id);
-      share.claim = claim;
-      for (const CapacityView& c : h.consumed) {
-        share.consumed_capacity.push_back({std::string(c.name), std::string(c.quantity)});
-      }
-      mine.shares.push_back(std::move(share));
+      mine.shares.push_back(ShareOf(claim, h));
     }
   }
   return out;
@@ -842,8 +836,7 @@ absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
   }
   CS_RETURN_IF_ERROR(claims.status());
   std::map<std::string, std::tuple<uint64_t, uint64_t, uint64_t>> in_etcd;
-  std::map<std::string, std::string> holdings;  // the holding keys the claims imply
-  std::map<std::string, std::vector<DeviceShare>> shares;
+  AllocatedBuilder held;  // what etcd's claims hold
   for (const mvccpb::KeyValue& kv : *claims) {
     ClaimKey key;
     if (!layout_.ParseClaim(kv.key(), &key)) continue;
@@ -853,16 +846,17 @@ absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
       continue;
     }
     in_etcd[key.ToString()] = {kv.create_revision(), kv.mod_revision(), kv.version()};
-    const ClaimRecord& record = *decoded;
-    for (const auto& [name, held] : HoldingsByDevice(&record, key)) {
-      const auto& [id, mine] = held;
-      if (mine.exclusive) holdings[layout_.Exclusive(id.driver, id.pool, id.device)] = key.ToString();
-      auto& list = shares[layout_.Shares(id.driver, id.pool, id.device)];
-      list.insert(list.end(), mine.shares.begin(), mine.shares.end());
-    }
+    held.Add(*decoded);
   }
-  for (auto& [shares_key, list] : shares) {
-    if (!list.empty()) holdings[shares_key] = EncodeShares(std::move(list));
+  // The holding keys those claims imply (admin access has none).
+  std::map<std::string, std::string> holdings;
+  for (const DevicePtr& d : std::move(held).Devices()) {
+    if (d->exclusive.has_value()) {
+      holdings[layout_.Exclusive(d->driver, d->pool, d->device)] = d->exclusive->ToString();
+    }
+    if (!d->shares.empty()) {
+      holdings[layout_.Shares(d->driver, d->pool, d->device)] = EncodeShares(d->shares);
+    }
   }
   CS_ASSIGN_OR_RETURN(const std::vector<mvccpb::KeyValue> devices,
                       ListPrefix(layout_.prefix() + "devices/", &at));
