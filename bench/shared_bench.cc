@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -144,6 +145,20 @@ void BM_ReserveVsBareTxn(benchmark::State& state) {
 }
 BENCHMARK(BM_ReserveVsBareTxn)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(3);
 
+// Runs `writers` threads per iteration, each calling `run(w)` (which makes
+// `per_writer` writes), and reports their rate as the counter `counter`.
+void RunWriters(benchmark::State& state, int writers, int per_writer, const char* counter,
+                const std::function<void(int w)>& run) {
+  int64_t writes = 0;
+  for (auto _ : state) {
+    std::vector<std::thread> threads;
+    for (int w = 0; w < writers; ++w) threads.emplace_back(run, w);
+    for (std::thread& t : threads) t.join();
+    writes += int64_t{writers} * per_writer;
+  }
+  state.counters[counter] = benchmark::Counter(static_cast<double>(writes), benchmark::Counter::kIsRate);
+}
+
 void BM_Throughput(benchmark::State& state) {
   const int writers = static_cast<int>(state.range(0));
   constexpr int kStores = 4, kWritesPerWriter = 64;
@@ -153,24 +168,14 @@ void BM_Throughput(benchmark::State& state) {
   for (int w = 0; w < writers; ++w) {
     Check(stores[w % kStores]->Put(AllocatedClaim(absl::StrCat("w", w))).status());
   }
-  int64_t writes = 0;
-  for (auto _ : state) {
-    std::vector<std::thread> threads;
-    for (int w = 0; w < writers; ++w) {
-      threads.emplace_back([&, w] {
-        Store& s = *stores[w % kStores];
-        const ClaimKey key{"ns", absl::StrCat("w", w)};
-        for (int i = 0; i < kWritesPerWriter / 2; ++i) {
-          Check(s.Reserve(key, {"", "pods", "p", absl::StrCat("uid-", w)}).status());
-          Check(s.Unreserve(key, absl::StrCat("uid-", w)).status());
-        }
-      });
+  RunWriters(state, writers, kWritesPerWriter, "writes_per_s", [&](int w) {
+    Store& s = *stores[w % kStores];
+    const ClaimKey key{"ns", absl::StrCat("w", w)};
+    for (int i = 0; i < kWritesPerWriter / 2; ++i) {
+      Check(s.Reserve(key, {"", "pods", "p", absl::StrCat("uid-", w)}).status());
+      Check(s.Unreserve(key, absl::StrCat("uid-", w)).status());
     }
-    for (std::thread& t : threads) t.join();
-    writes += int64_t{writers} * kWritesPerWriter;
-  }
-  state.counters["writes_per_s"] =
-      benchmark::Counter(static_cast<double>(writes), benchmark::Counter::kIsRate);
+  });
 }
 BENCHMARK(BM_Throughput)->ArgName("writers")->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)
     ->UseRealTime()->MinTime(3);
@@ -191,35 +196,25 @@ void BM_BareThroughput(benchmark::State& state) {
     clients.push_back(*std::move(c));
   }
   std::vector<int64_t> mods(writers, 0);
-  int64_t writes = 0;
-  for (auto _ : state) {
-    std::vector<std::thread> threads;
-    for (int w = 0; w < writers; ++w) {
-      threads.emplace_back([&, w] {
-        internal::EtcdClient& c = *clients[w % kClients];
-        const std::string key = absl::StrCat(prefix, "bare-", w);
-        for (int i = 0; i < kWritesPerWriter; ++i) {
-          etcdserverpb::TxnRequest txn;
-          auto* cmp = txn.add_compare();
-          cmp->set_key(key);
-          cmp->set_target(etcdserverpb::Compare::MOD);
-          cmp->set_result(etcdserverpb::Compare::EQUAL);
-          cmp->set_mod_revision(mods[w]);
-          auto* put = txn.add_success()->mutable_request_put();
-          put->set_key(key);
-          put->set_value(std::string(400, 'x'));
-          auto r = c.Txn(txn);
-          Check(r.status());
-          if (!r->succeeded()) std::abort();
-          mods[w] = r->header().revision();
-        }
-      });
+  RunWriters(state, writers, kWritesPerWriter, "writes_per_s", [&](int w) {
+    internal::EtcdClient& c = *clients[w % kClients];
+    const std::string key = absl::StrCat(prefix, "bare-", w);
+    for (int i = 0; i < kWritesPerWriter; ++i) {
+      etcdserverpb::TxnRequest txn;
+      auto* cmp = txn.add_compare();
+      cmp->set_key(key);
+      cmp->set_target(etcdserverpb::Compare::MOD);
+      cmp->set_result(etcdserverpb::Compare::EQUAL);
+      cmp->set_mod_revision(mods[w]);
+      auto* put = txn.add_success()->mutable_request_put();
+      put->set_key(key);
+      put->set_value(std::string(400, 'x'));
+      auto r = c.Txn(txn);
+      Check(r.status());
+      if (!r->succeeded()) std::abort();
+      mods[w] = r->header().revision();
     }
-    for (std::thread& t : threads) t.join();
-    writes += int64_t{writers} * kWritesPerWriter;
-  }
-  state.counters["writes_per_s"] =
-      benchmark::Counter(static_cast<double>(writes), benchmark::Counter::kIsRate);
+  });
 }
 BENCHMARK(BM_BareThroughput)->ArgName("writers")->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)
     ->UseRealTime()->MinTime(3);
@@ -243,32 +238,22 @@ void BM_SharedDevice(benchmark::State& state) {
     Check(claim.status());
     Check(stores[w % kStores]->Put(*claim).status());
   }
-  int64_t allocations = 0;
-  for (auto _ : state) {
-    std::vector<std::thread> threads;
-    for (int w = 0; w < kWriters; ++w) {
-      threads.emplace_back([&, w] {
-        Store& s = *stores[w % kStores];
-        const ClaimKey key{"ns", absl::StrCat("s", w)};
-        const std::string device = one_device ? "shared-0" : absl::StrCat("shared-", w);
-        for (int i = 0; i < kPairs; ++i) {
-          AllocationBuilder b;
-          DeviceResult r{"req", "gpu.example.com", "p", device};
-          r.share_id = absl::StrFormat("%08x-0000-4000-8000-000000000000", w);
-          r.consumed_capacity = {{"memory", "1Gi"}};
-          b.AddResult(std::move(r));
-          const std::vector<DeviceCapacity> limit = {
-              {"gpu.example.com", "p", device, {{"memory", "64Gi"}}}};
-          Check(s.Allocate(key, b.Build(), {}, limit).status());
-          Check(s.Deallocate(key).status());
-        }
-      });
+  RunWriters(state, kWriters, kPairs, "allocations_per_s", [&](int w) {
+    Store& s = *stores[w % kStores];
+    const ClaimKey key{"ns", absl::StrCat("s", w)};
+    const std::string device = one_device ? "shared-0" : absl::StrCat("shared-", w);
+    for (int i = 0; i < kPairs; ++i) {
+      AllocationBuilder b;
+      DeviceResult r{"req", "gpu.example.com", "p", device};
+      r.share_id = absl::StrFormat("%08x-0000-4000-8000-000000000000", w);
+      r.consumed_capacity = {{"memory", "1Gi"}};
+      b.AddResult(std::move(r));
+      const std::vector<DeviceCapacity> limit = {
+          {"gpu.example.com", "p", device, {{"memory", "64Gi"}}}};
+      Check(s.Allocate(key, b.Build(), {}, limit).status());
+      Check(s.Deallocate(key).status());
     }
-    for (std::thread& t : threads) t.join();
-    allocations += int64_t{kWriters} * kPairs;
-  }
-  state.counters["allocations_per_s"] =
-      benchmark::Counter(static_cast<double>(allocations), benchmark::Counter::kIsRate);
+  });
 }
 BENCHMARK(BM_SharedDevice)->ArgName("one_device")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)
     ->UseRealTime()->MinTime(3);
