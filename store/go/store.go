@@ -58,6 +58,21 @@ type Options struct {
 	DisableFeed                            bool
 	// FeedRecordsBefore: Modified events carry the claim before the change.
 	FeedRecordsBefore bool
+
+	// The shared mode (README "Shared mode"): etcd's client URLs
+	// ("http://10.0.0.1:2379"). When set, etcd holds the claims and the
+	// device holdings, and the database at dir is this process's mirror,
+	// fed by an etcd watch: reads stay local; each write is one etcd
+	// compare-and-set that returns once the mirror has applied it.
+	// Revisions are etcd's, the same on every machine. Watch is not yet
+	// available in this mode (ErrRefused).
+	EtcdEndpoints []string
+	// The prefix of the store's keys in etcd (default "/claimstore/").
+	EtcdPrefix string
+	// The deadline of one etcd request, and of a write's wait for the
+	// mirror (default 5s): without a quorum, writes fail with
+	// ErrUnavailable within it.
+	EtcdTimeout time.Duration
 }
 
 // Preconditions a write must meet; nil members are not checked.
@@ -136,6 +151,18 @@ func Open(dir string, opts Options) (*Store, error) {
 		C.claimstore_options_set_feed_history_revisions(o, 0)
 	}
 	C.claimstore_options_set_feed_records_before(o, cBool(opts.FeedRecordsBefore))
+	for _, url := range opts.EtcdEndpoints {
+		C.claimstore_options_add_etcd_endpoint(o, str(url))
+	}
+	if opts.EtcdPrefix != "" {
+		C.claimstore_options_set_etcd_prefix(o, str(opts.EtcdPrefix))
+	}
+	if opts.EtcdTimeout < 0 {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "Options.EtcdTimeout: negative"}
+	}
+	if opts.EtcdTimeout != 0 {
+		C.claimstore_options_set_etcd_timeout_ms(o, C.uint64_t((opts.EtcdTimeout+time.Millisecond-1)/time.Millisecond))
+	}
 
 	var db *C.claimstore_t
 	var e *C.claimstore_error_t
@@ -594,6 +621,11 @@ type Stats struct {
 	// The feed holds revisions FeedCompactRevision+1 through Revision.
 	FeedCompactRevision   uint64
 	FollowResourceVersion uint64
+	// The shared mode: whether the mirror follows etcd; if not, since when
+	// it cannot (zero when it never could not). Reads show etcd as of
+	// Revision meanwhile.
+	EtcdFollowing        bool
+	EtcdUnreachableSince time.Time
 }
 
 // Stats returns the store's counts at one snapshot.
@@ -607,9 +639,17 @@ func (s *Store) Stats() (Stats, error) {
 	if code := C.claimstore_stats(s.db, &st, C.size_t(unsafe.Sizeof(st)), &e); code != 0 {
 		return Stats{}, fromC(code, e)
 	}
-	return Stats{uint64(st.claims), uint64(st.allocated), uint64(st.reserved), uint64(st.unvalidated),
-		uint64(st.consumer_entries), uint64(st.device_entries), uint64(st.revision),
-		uint64(st.size_on_disk_bytes), uint64(st.feed_compact_revision), uint64(st.follow_resource_version)}, nil
+	out := Stats{
+		Claims: uint64(st.claims), Allocated: uint64(st.allocated), Reserved: uint64(st.reserved),
+		Unvalidated: uint64(st.unvalidated), ConsumerEntries: uint64(st.consumer_entries),
+		DeviceEntries: uint64(st.device_entries), Revision: uint64(st.revision),
+		SizeOnDiskBytes: uint64(st.size_on_disk_bytes), FeedCompactRevision: uint64(st.feed_compact_revision),
+		FollowResourceVersion: uint64(st.follow_resource_version), EtcdFollowing: st.etcd_following != 0,
+	}
+	if st.etcd_unreachable_since_unix_ns != 0 {
+		out.EtcdUnreachableSince = time.Unix(0, int64(st.etcd_unreachable_since_unix_ns))
+	}
+	return out, nil
 }
 
 // Backup writes a consistent copy of the database to dir (which must not
@@ -626,7 +666,8 @@ func (s *Store) Backup(dir string) error {
 	return nil
 }
 
-// Refresh catches a read-only store up with its writer (a no-op otherwise).
+// Refresh catches a read-only store up with its writer, and a shared-mode
+// mirror up with etcd (a no-op otherwise).
 func (s *Store) Refresh() error {
 	if !s.lock() {
 		return ErrClosed

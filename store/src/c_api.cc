@@ -2,6 +2,8 @@
 // in handles, and no exception out.
 #include "claimstore/c.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -43,6 +45,7 @@ struct claimstore_error_t {
 struct claimstore_options_t {
   claimstore::Options options;
   int compression = CLAIMSTORE_COMPRESSION_LZ4;
+  bool out_of_memory = false;  // a setter could not copy its string
 };
 
 struct claimstore_t {
@@ -323,6 +326,25 @@ void claimstore_options_set_feed_history_bytes(claimstore_options_t* o, uint64_t
 void claimstore_options_set_feed_records_before(claimstore_options_t* o, int v) {
   o->options.feed_records_before = v != 0;
 }
+// The string setters cannot report: an allocation that fails is reported
+// by claimstore_open.
+void claimstore_options_add_etcd_endpoint(claimstore_options_t* o, claimstore_slice_t url) {
+  try {
+    o->options.etcd_endpoints.push_back(String(url));
+  } catch (...) {
+    o->out_of_memory = true;
+  }
+}
+void claimstore_options_set_etcd_prefix(claimstore_options_t* o, claimstore_slice_t prefix) {
+  try {
+    o->options.etcd_prefix = String(prefix);
+  } catch (...) {
+    o->out_of_memory = true;
+  }
+}
+void claimstore_options_set_etcd_timeout_ms(claimstore_options_t* o, uint64_t ms) {
+  o->options.etcd_timeout = absl::Milliseconds(static_cast<int64_t>(std::min<uint64_t>(ms, INT64_MAX)));
+}
 
 // --- The store ---
 
@@ -332,6 +354,9 @@ int claimstore_open(const claimstore_options_t* options, claimstore_slice_t path
     if (absl::Status s = Required(out, "out"); !s.ok()) return s;
     claimstore::Options o;
     if (options != nullptr) {
+      if (options->out_of_memory) {
+        return absl::ResourceExhaustedError("options: out of memory while an option was set");
+      }
       o = options->options;
       switch (options->compression) {
         case CLAIMSTORE_COMPRESSION_NONE: o.compression = claimstore::Compression::kNone; break;
@@ -815,6 +840,11 @@ int claimstore_stats(claimstore_t* store, claimstore_stats_t* out, size_t out_si
     full.size_on_disk_bytes = stats->size_on_disk_bytes;
     full.feed_compact_revision = stats->feed_compact_revision;
     full.follow_resource_version = stats->follow_resource_version;
+    full.etcd_following = stats->etcd_following ? 1 : 0;
+    full.etcd_unreachable_since_unix_ns =
+        stats->etcd_unreachable_since == absl::InfinitePast()
+            ? 0
+            : absl::ToUnixNanos(stats->etcd_unreachable_since);
     std::memcpy(out, &full, out_size < sizeof(full) ? out_size : sizeof(full));
     return absl::OkStatus();
   });

@@ -153,6 +153,15 @@ void claimstore_options_set_defer_index_load(claimstore_options_t* options, int 
 void claimstore_options_set_feed_history_revisions(claimstore_options_t* options, uint64_t value);
 void claimstore_options_set_feed_history_bytes(claimstore_options_t* options, uint64_t value);
 void claimstore_options_set_feed_records_before(claimstore_options_t* options, int value);
+/* The shared mode (README "Shared mode"): etcd holds the claims, the
+ * database at the path is this process's mirror. Each call adds one etcd
+ * client URL ("http://10.0.0.1:2379"); any added turns the mode on. */
+void claimstore_options_add_etcd_endpoint(claimstore_options_t* options, claimstore_slice_t url);
+/* The prefix of the store's keys in etcd (default "/claimstore/"). */
+void claimstore_options_set_etcd_prefix(claimstore_options_t* options, claimstore_slice_t prefix);
+/* The deadline of one etcd request, and of a write's wait for the mirror
+ * (default 5000 ms). */
+void claimstore_options_set_etcd_timeout_ms(claimstore_options_t* options, uint64_t ms);
 
 /* --- The store --- */
 
@@ -457,6 +466,10 @@ typedef struct claimstore_stats_t {
   uint64_t size_on_disk_bytes;
   uint64_t feed_compact_revision;
   uint64_t follow_resource_version;
+  /* The shared mode: 1 while the mirror follows etcd; else, since when it
+   * cannot (Unix time in nanoseconds; 0 when it never could not). */
+  uint64_t etcd_following;
+  int64_t etcd_unreachable_since_unix_ns;
 } claimstore_stats_t;
 int claimstore_stats(claimstore_t* store, claimstore_stats_t* out, size_t out_size,
                      claimstore_error_t** err);

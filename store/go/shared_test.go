@@ -1,0 +1,239 @@
+package claimstore_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"claimstore.dev/claimstore"
+)
+
+// etcdMember is a one-member etcd on loopback: free ports, a temporary data
+// directory, killed when the test ends (or when this process dies).
+type etcdMember struct {
+	url string
+	cmd *exec.Cmd
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startEtcd runs $CLAIMSTORE_TEST_ETCD (ctest sets it to etcd-server's
+// binary; without it the test is skipped) and waits until it serves.
+func startEtcd(t *testing.T) *etcdMember {
+	t.Helper()
+	bin := os.Getenv("CLAIMSTORE_TEST_ETCD")
+	if bin == "" {
+		t.Skip("CLAIMSTORE_TEST_ETCD is not set (ctest sets it to etcd's binary)")
+	}
+	client := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
+	peer := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(bin, "--name", "m0", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "m0="+peer, "--initial-cluster-state", "new",
+		"--logger", "zap", "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	m := &etcdMember{url: client, cmd: cmd}
+	t.Cleanup(m.kill)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(client + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return m
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd at %s did not serve within 60 s: %v", client, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (m *etcdMember) kill() {
+	if m.cmd.ProcessState == nil {
+		m.cmd.Process.Kill()
+		m.cmd.Wait()
+	}
+}
+
+// The shared mode from Go: two stores (two mirrors, as two schedulers on
+// two machines would have) share claims through etcd. Writes on one are
+// read on the other at the same revisions, goroutines on both race for
+// one device and exactly one wins, a stale compare-and-set loses, and with
+// etcd gone writes fail with ErrUnavailable within the timeout while reads
+// go on and Stats says since when the mirror is stale.
+func TestSharedModeThroughEtcd(t *testing.T) {
+	etcd := startEtcd(t)
+	opts := claimstore.Options{EtcdEndpoints: []string{etcd.url}, EtcdPrefix: "/gotest/",
+		EtcdTimeout: 2 * time.Second}
+	a, _ := open(t, opts)
+	b, _ := open(t, opts)
+	for g := 0; g < 16; g++ {
+		put(t, a, "ns", "c"+strconv.Itoa(g), "{}")
+	}
+	// Read on the other mirror once it has caught up: the same revisions.
+	if err := b.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := a.Get(claimstore.Key{"ns", "c0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := b.Get(claimstore.Key{"ns", "c0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca.ModRevision() != cb.ModRevision() || ca.CreateRevision() != cb.CreateRevision() || ca.Version() != cb.Version() {
+		t.Fatalf("revisions differ: %d/%d/%d and %d/%d/%d", ca.CreateRevision(), ca.ModRevision(), ca.Version(),
+			cb.CreateRevision(), cb.ModRevision(), cb.Version())
+	}
+
+	// 16 goroutines over the two stores race for one device.
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	start := make(chan struct{})
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			<-start
+			s := a
+			if g%2 == 1 {
+				s = b
+			}
+			_, errs[g] = s.Allocate(claimstore.Key{"ns", "c" + strconv.Itoa(g)},
+				[]claimstore.DeviceResult{{Request: "req", Driver: driver, Pool: pool, Device: "gpu-shared"}},
+				claimstore.AllocateOptions{}, claimstore.Preconditions{})
+		}(g)
+	}
+	close(start)
+	wg.Wait()
+	winner := claimstore.Key{}
+	for g, err := range errs {
+		if err == nil {
+			if winner.Name != "" {
+				t.Fatalf("two winners: %v and c%d", winner, g)
+			}
+			winner = claimstore.Key{"ns", "c" + strconv.Itoa(g)}
+		}
+	}
+	if winner.Name == "" {
+		t.Fatalf("no winner: %v", errs)
+	}
+	for _, err := range errs {
+		var ce *claimstore.ConflictError
+		if err != nil && (!errors.As(err, &ce) || len(ce.Holders) != 1 || ce.Holders[0] != winner) {
+			t.Fatalf("a loser was told %v; the winner is %v", err, winner)
+		}
+	}
+	// The device is taken on both mirrors.
+	for _, s := range []*claimstore.Store{a, b} {
+		state, err := s.AllocatedDevices()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, ok := state.Find(driver, pool, "gpu-shared")
+		state.Close()
+		if !ok || d.Exclusive == nil || *d.Exclusive != winner {
+			t.Fatalf("the allocated state shows %+v, want held by %v", d, winner)
+		}
+	}
+
+	// Compare-and-set on a revision one mirror saw before the other wrote.
+	seen, err := b.Get(winner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	won, err := a.Reserve(winner, pod("p1"), claimstore.Preconditions{ModRevision: u64(seen.ModRevision())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Reserve(winner, pod("p2"), claimstore.Preconditions{ModRevision: u64(seen.ModRevision())})
+	var ce *claimstore.ConflictError
+	if !errors.As(err, &ce) || ce.CurrentRevision != won.Revision {
+		t.Fatalf("a stale compare-and-set returned %v, want a conflict at revision %d", err, won.Revision)
+	}
+
+	// The change feed is not kept in this mode yet: refused, saying so.
+	if _, err := a.Watch(context.Background(), 0, claimstore.WatchOptions{}); !errors.Is(err, claimstore.ErrRefused) {
+		t.Fatalf("Watch returned %v, want ErrRefused", err)
+	}
+	for _, s := range []*claimstore.Store{a, b} {
+		st, err := s.Stats()
+		if err != nil || !st.EtcdFollowing || !st.EtcdUnreachableSince.IsZero() || st.Claims != 16 {
+			t.Fatalf("Stats: %+v, %v", st, err)
+		}
+	}
+
+	// etcd gone: writes fail within the timeout, reads go on, Stats says
+	// since when the mirror cannot follow.
+	etcd.kill()
+	began := time.Now()
+	_, err = a.Unreserve(winner, "p1", claimstore.Preconditions{})
+	if !errors.Is(err, claimstore.ErrUnavailable) {
+		t.Fatalf("a write without etcd returned %v, want ErrUnavailable", err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Fatalf("the write failed after %v; the timeout is 2s", took)
+	}
+	if c, err := a.Get(winner); err != nil || c.NumReservedFor() != 1 {
+		t.Fatalf("a read without etcd: %v", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := a.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.EtcdFollowing && !st.EtcdUnreachableSince.IsZero() && !st.EtcdUnreachableSince.After(time.Now()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Stats still says the mirror follows etcd: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Options the shared mode cannot take are refused at Open.
+func TestSharedModeOptions(t *testing.T) {
+	_, err := claimstore.Open(filepath.Join(t.TempDir(), "db"), claimstore.Options{
+		EtcdEndpoints: []string{"http://127.0.0.1:1"}, EtcdTimeout: -time.Second})
+	if !errors.Is(err, claimstore.ErrInvalid) {
+		t.Fatalf("a negative EtcdTimeout: %v", err)
+	}
+	// No etcd at the endpoint: Open fails within the timeout, naming it.
+	began := time.Now()
+	_, err = claimstore.Open(filepath.Join(t.TempDir(), "db"), claimstore.Options{
+		EtcdEndpoints: []string{"http://127.0.0.1:1"}, EtcdTimeout: 300 * time.Millisecond})
+	if !errors.Is(err, claimstore.ErrUnavailable) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("Open without etcd: %v", err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Fatalf("Open without etcd failed after %v", took)
+	}
+}
