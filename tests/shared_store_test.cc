@@ -2,6 +2,7 @@
 // cluster on loopback: stores of separate mirrors race through etcd as
 // schedulers on separate machines would, and exactly one wins each race.
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -297,8 +298,6 @@ TEST_F(SharedStoreTest, AMirrorResumesAfterARestartAndRelistsWhenEtcdCompactedPa
 TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
   auto a = OpenMirror(0);
   ASSERT_TRUE(a);
-  EXPECT_THAT(a->Watch(0).status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition, "not kept in the shared mode"));
   EXPECT_THAT(a->PutAll({ClaimJson("ns", "x")}).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, "PutAll is not supported"));
   EXPECT_THAT(a->StartBulkLoad().status(),
@@ -320,6 +319,139 @@ TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
   bad.etcd_endpoints = {"https://127.0.0.1:1"};
   EXPECT_THAT(Store::Open(MirrorPath(3), bad).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, "TLS is not supported"));
+}
+
+// The change feed in the shared mode is etcd's history of the claims: a
+// watcher on one mirror sees every change made through any, in revision
+// order, at the revisions the writes returned, with the claim as written
+// (a deletion: as it was), whatever its own mirror has applied.
+TEST_F(SharedStoreTest, AWatcherSeesEveryChangeOfEveryMirrorAtEtcdsRevisions) {
+  auto a = OpenMirror(0);
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(a && b);
+  ASSERT_THAT(a->Put(ClaimJson("ns", "before")), IsOk());
+  ASSERT_THAT(b->Refresh(), IsOk());
+  // From a List's revision + 1, as from a local store.
+  absl::StatusOr<ListPage> listed = b->List({});
+  ASSERT_THAT(listed.status(), IsOk());
+  absl::StatusOr<std::unique_ptr<Watcher>> all = b->Watch(listed->revision + 1);
+  ASSERT_THAT(all.status(), IsOk());
+  absl::StatusOr<std::unique_ptr<Watcher>> only_c2 = b->Watch(listed->revision + 1, {.key_prefix = "ns/c2"});
+  ASSERT_THAT(only_c2.status(), IsOk());
+  EXPECT_EQ((*all)->next_revision(), listed->revision + 1);
+  std::vector<std::pair<WatchEventType, uint64_t>> want;
+  std::vector<uint64_t> last_write;  // of the event's claim before it
+  std::map<std::string, uint64_t> written;
+  auto wrote = [&](WatchEventType type, const absl::StatusOr<WriteResult>& r,
+                   const std::string& name) {
+    ASSERT_THAT(r.status(), IsOk());
+    want.push_back({type, r->revision});
+    last_write.push_back(written[name]);
+    written[name] = r->revision;
+  };
+  wrote(WatchEventType::kAdded, a->Put(ClaimJson("ns", "c1")), "c1");
+  wrote(WatchEventType::kModified, b->Allocate(Key("c1"), Of({Exclusive("gpu-w")})), "c1");
+  wrote(WatchEventType::kAdded, b->Put(ClaimJson("ns", "c2")), "c2");
+  wrote(WatchEventType::kModified, a->Reserve(Key("c1"), Pod("p1")), "c1");
+  wrote(WatchEventType::kModified, a->Unreserve(Key("c1"), "p1"), "c1");
+  wrote(WatchEventType::kModified, b->Deallocate(Key("c1")), "c1");
+  wrote(WatchEventType::kDeleted, b->Delete(Key("c1")), "c1");
+  wrote(WatchEventType::kDeleted, a->Delete(Key("c2")), "c2");
+  ASSERT_THAT(a->Refresh(), IsOk());  // a sync key: not a claim, no event
+  for (size_t i = 0; i < want.size(); ++i) {
+    absl::StatusOr<WatchEvent> e = (*all)->Next(absl::Seconds(10));
+    ASSERT_THAT(e.status(), IsOk()) << "event " << i;
+    EXPECT_EQ(e->type, want[i].first) << "event " << i;
+    EXPECT_EQ(e->revision, want[i].second) << "event " << i;
+    ASSERT_TRUE(e->record.has_value());
+    if (e->type == WatchEventType::kDeleted) {
+      // The claim as it was: its last write's revisions.
+      EXPECT_EQ(e->record->mod_revision(), last_write[i]) << "event " << i;
+      ASSERT_TRUE(e->before.has_value());
+      EXPECT_EQ(e->before->bytes(), e->record->bytes());
+    } else {
+      EXPECT_EQ(e->record->mod_revision(), e->revision) << "event " << i;
+    }
+    EXPECT_EQ((*all)->next_revision(), e->revision + 1);
+  }
+  EXPECT_THAT((*all)->Next(absl::Milliseconds(200)).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, "no event"));
+  // The other watcher selects c2's two events alone.
+  for (uint64_t revision : {want[2].second, want[7].second}) {
+    absl::StatusOr<WatchEvent> e = (*only_c2)->Next(absl::Seconds(10));
+    ASSERT_THAT(e.status(), IsOk());
+    EXPECT_EQ(e->key, Key("c2"));
+    EXPECT_EQ(e->revision, revision);
+  }
+  // From 0: the changes after the call only.
+  absl::StatusOr<std::unique_ptr<Watcher>> from_now = a->Watch(0);
+  ASSERT_THAT(from_now.status(), IsOk());
+  wrote(WatchEventType::kAdded, b->Put(ClaimJson("ns", "c3")), "c3");
+  absl::StatusOr<WatchEvent> e = (*from_now)->Next(absl::Seconds(10));
+  ASSERT_THAT(e.status(), IsOk());
+  EXPECT_EQ(e->key, Key("c3"));
+  EXPECT_EQ(e->revision, want.back().second);
+  // Cancel from another thread wakes a waiting Next.
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    (*from_now)->Cancel();
+  });
+  const absl::Time waited = absl::Now();
+  EXPECT_THAT((*from_now)->Next(absl::Seconds(30)).status(),
+              StatusIs(absl::StatusCode::kCancelled, ""));
+  EXPECT_LT(absl::Now() - waited, absl::Seconds(10));
+  canceller.join();
+}
+
+// A watcher goes on through the loss of each member in turn (its stream
+// breaks; it watches again from the next revision, through another
+// member), and a watch of revisions etcd compacted is told so, as a local
+// one is: OutOfRange with the compact revision.
+TEST_F(SharedStoreTest, AWatcherGoesOnThroughMemberKillsAndIsToldOfCompaction) {
+  auto a = OpenMirror(0);
+  ASSERT_TRUE(a);
+  absl::StatusOr<WriteResult> first = a->Put(ClaimJson("ns", "w"));
+  ASSERT_THAT(first.status(), IsOk());
+  absl::StatusOr<std::unique_ptr<Watcher>> watcher = a->Watch(first->revision);
+  ASSERT_THAT(watcher.status(), IsOk());
+  std::vector<uint64_t> want = {first->revision};
+  EtcdCluster& cluster = TestCluster();
+  for (int i = 0; i < cluster.size(); ++i) {
+    cluster.Kill(i);
+    absl::StatusOr<WriteResult> w;
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    do {
+      w = a->Allocate(Key("w"), Of({Exclusive(absl::StrCat("gpu-k", i))}));
+    } while (absl::IsUnavailable(w.status()) && absl::Now() < give_up);
+    ASSERT_THAT(w.status(), IsOk()) << "member " << i << " down";
+    want.push_back(w->revision);
+    do {
+      w = a->Deallocate(Key("w"));
+    } while (absl::IsUnavailable(w.status()) && absl::Now() < give_up);
+    ASSERT_THAT(w.status(), IsOk());
+    want.push_back(w->revision);
+    ASSERT_THAT(cluster.Restart(i), IsOk());
+  }
+  for (uint64_t revision : want) {
+    absl::StatusOr<WatchEvent> e = (*watcher)->Next(absl::Seconds(30));
+    ASSERT_THAT(e.status(), IsOk());
+    EXPECT_EQ(e->revision, revision);
+  }
+  // Compacted: a watch from before the compaction is refused at once...
+  internal::EtcdOptions eo;
+  eo.endpoints = cluster.Endpoints();
+  auto etcd = internal::EtcdClient::Connect(eo);
+  ASSERT_THAT(etcd.status(), IsOk());
+  const int64_t compact = static_cast<int64_t>(want.back());
+  ASSERT_THAT((*etcd)->Compact(compact), IsOk());
+  absl::StatusOr<std::unique_ptr<Watcher>> old = a->Watch(first->revision);
+  EXPECT_THAT(old.status(), StatusIs(absl::StatusCode::kOutOfRange, ""));
+  EXPECT_EQ(CompactRevision(old.status()), std::optional<uint64_t>(compact));
+  // ...and one that had read past it goes on.
+  ASSERT_THAT(a->Put(ClaimJson("ns", "after")), IsOk());
+  absl::StatusOr<WatchEvent> e = (*watcher)->Next(absl::Seconds(10));
+  ASSERT_THAT(e.status(), IsOk());
+  EXPECT_EQ(e->key, Key("after"));
 }
 
 // Writes whose Txn's outcome etcd did not report (the reply lost after the

@@ -83,7 +83,8 @@ func (m *etcdMember) kill() {
 // The shared mode from Go: two stores (two mirrors, as two schedulers on
 // two machines would have) share claims through etcd. Writes on one are
 // read on the other at the same revisions, goroutines on both race for
-// one device and exactly one wins, a stale compare-and-set loses, and with
+// one device and exactly one wins, a stale compare-and-set loses, a
+// watcher on one sees the other's writes at their revisions, and with
 // etcd gone writes fail with ErrUnavailable within the timeout while reads
 // go on and Stats says since when the mirror is stale.
 func TestSharedModeThroughEtcd(t *testing.T) {
@@ -178,13 +179,32 @@ func TestSharedModeThroughEtcd(t *testing.T) {
 		t.Fatalf("a stale compare-and-set returned %v, want a conflict at revision %d", err, won.Revision)
 	}
 
-	// The change feed is not kept in this mode yet: refused, saying so.
-	if _, err := a.Watch(context.Background(), 0, claimstore.WatchOptions{}); !errors.Is(err, claimstore.ErrRefused) {
-		t.Fatalf("Watch returned %v, want ErrRefused", err)
+	// A watcher on one mirror sees the other's writes, at the revisions
+	// they returned (etcd's, with gaps).
+	w, err := a.Watch(context.Background(), 0, claimstore.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var wrote []uint64
+	for _, name := range []string{"w1", "w2"} {
+		wrote = append(wrote, put(t, b, "ns", name, "{}").Revision)
+	}
+	for i, name := range []string{"w1", "w2"} {
+		e, err := w.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type != claimstore.EventAdded || e.Key.Name != name || e.Revision != wrote[i] || e.Claim.ModRevision() != wrote[i] {
+			t.Fatalf("event %d: %v %v at %d, want %s added at %d", i, e.Type, e.Key, e.Revision, name, wrote[i])
+		}
 	}
 	for _, s := range []*claimstore.Store{a, b} {
+		if err := s.Refresh(); err != nil {
+			t.Fatal(err)
+		}
 		st, err := s.Stats()
-		if err != nil || !st.EtcdFollowing || !st.EtcdUnreachableSince.IsZero() || st.Claims != 16 {
+		if err != nil || !st.EtcdFollowing || !st.EtcdUnreachableSince.IsZero() || st.Claims != 18 {
 			t.Fatalf("Stats: %+v, %v", st, err)
 		}
 	}

@@ -64,8 +64,8 @@ type Options struct {
 	// device holdings, and the database at dir is this process's mirror,
 	// fed by an etcd watch: reads stay local; each write is one etcd
 	// compare-and-set that returns once the mirror has applied it.
-	// Revisions are etcd's, the same on every machine. Watch is not yet
-	// available in this mode (ErrRefused).
+	// Revisions are etcd's, the same on every machine, and Watch hands
+	// over etcd's history of the claims (revisions with gaps).
 	EtcdEndpoints []string
 	// The prefix of the store's keys in etcd (default "/claimstore/").
 	EtcdPrefix string

@@ -493,6 +493,10 @@ class Store {
   // (Options::feed_history_revisions = 0, or a read-only store of a
   // database written before the feed existed).
   //
+  // In the shared mode (Options::etcd_endpoints) the events are etcd's
+  // history of the claims, at etcd's revisions (which have gaps: holding
+  // keys advance them too), the same on every machine.
+  //
   // Writers never wait for watchers: a commit appends its events to a
   // bounded in-memory list (the latest 4,096) under a lock held for that
   // alone and wakes the watchers; a watcher further behind reads the feed

@@ -13,6 +13,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "allocated_state.h"
+#include "etcd/shared_watcher.h"
 #include "index_entries.h"
 #include "keys.h"
 #include "record_edit.h"
@@ -391,10 +392,62 @@ absl::StatusOr<DeviceHoldings> SharedStore::ClaimsUsingDevice(const DeviceQuery&
 absl::StatusOr<AllocatedState> SharedStore::AllocatedDevices() const {
   return mirror_store_->AllocatedDevices();
 }
-absl::StatusOr<std::unique_ptr<Watcher>> SharedStore::Watch(uint64_t, const WatchOptions&) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the change feed is not kept in the shared mode yet: watch etcd's prefix ",
-      layout_.prefix(), " instead"));
+absl::StatusOr<std::unique_ptr<Watcher>> SharedStore::Watch(uint64_t from_revision,
+                                                            const WatchOptions& options) {
+  // etcd's revision now; 0 watches from the next one. A watch of a
+  // compacted revision is refused by Watch, as the local feed refuses it
+  // (etcd confirms the watch, then cancels it): a read at that revision is
+  // refused the same way. (A compaction after this check is reported by
+  // Next.)
+  etcdserverpb::RangeRequest probe;
+  probe.set_key(layout_.ClaimsPrefix());
+  probe.set_range_end(PrefixRangeEnd(layout_.ClaimsPrefix()));
+  probe.set_count_only(true);
+  CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse now, etcd_->Range(probe));
+  const uint64_t current = static_cast<uint64_t>(now.header().revision());
+  if (from_revision == 0) {
+    from_revision = current + 1;
+  }
+  bool compacted = false;
+  if (from_revision <= current) {
+    probe.set_revision(static_cast<int64_t>(from_revision));
+    absl::StatusOr<etcdserverpb::RangeResponse> at = etcd_->Range(probe);
+    compacted = absl::IsOutOfRange(at.status());
+    if (!compacted) CS_RETURN_IF_ERROR(at.status());
+  }
+  return SharedWatcher::Start(
+      etcd_.get(), layout_.ClaimsPrefix(), from_revision, compacted, options,
+      [this](const mvccpb::Event& e, bool* skip, WatchEvent* out) { return EventOf(e, skip, out); });
+}
+
+absl::Status SharedStore::EventOf(const mvccpb::Event& e, bool* skip, WatchEvent* out) const {
+  *skip = !layout_.ParseClaim(e.kv().key(), &out->key);
+  if (*skip) return absl::OkStatus();
+  out->revision = static_cast<uint64_t>(e.kv().mod_revision());
+  if (e.type() == mvccpb::Event::DELETE) {
+    if (!e.has_prev_kv()) {
+      return absl::DataLossError(absl::StrCat("etcd sent the delete of claim ", out->key.ToString(),
+                                              " at revision ", out->revision,
+                                              " without the claim's last value"));
+    }
+    CS_ASSIGN_OR_RETURN(ClaimRecord last, RecordOf(out->key, e.prev_kv()));
+    out->type = WatchEventType::kDeleted;
+    out->before = last;
+    out->record = std::move(last);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<ClaimRecord> record = RecordOf(out->key, e.kv());
+  if (!record.ok()) {
+    *skip = true;  // not a claim this store wrote (the mirror leaves it out too)
+    return absl::OkStatus();
+  }
+  out->type = e.kv().version() == 1 ? WatchEventType::kAdded : WatchEventType::kModified;
+  out->record = *std::move(record);
+  if (options_.feed_records_before && out->type == WatchEventType::kModified && e.has_prev_kv()) {
+    absl::StatusOr<ClaimRecord> before = RecordOf(out->key, e.prev_kv());
+    if (before.ok()) out->before = *std::move(before);
+  }
+  return absl::OkStatus();
 }
 absl::StatusOr<StoreStats> SharedStore::Stats() const {
   CS_ASSIGN_OR_RETURN(StoreStats stats, mirror_store_->Stats());

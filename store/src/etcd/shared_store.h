@@ -35,8 +35,11 @@
 // etcd has compacted past it, the follower re-lists the claims at one
 // revision and replaces the mirror's claims with them.
 //
-// Not in this mode yet (FailedPrecondition): the change feed (Watch),
-// bulk loads, PutAll and ApplyClusterEvents.
+// The change feed (Watch) is etcd's history of the claims
+// (shared_watcher.h).
+//
+// Not in this mode yet (FailedPrecondition): bulk loads, PutAll and
+// ApplyClusterEvents.
 //
 // Thread-safety: as Store.
 #ifndef CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
@@ -162,6 +165,8 @@ class SharedStore final : public MutationWrites {
   absl::Status Relist();
   // Applies one watch response's events.
   absl::Status ApplyEvents(const etcdserverpb::WatchResponse& response);
+  // The change event of one etcd event (SharedWatcher::EventOf).
+  absl::Status EventOf(const mvccpb::Event& e, bool* skip, WatchEvent* out) const;
   // Puts a sync key and waits until the follower has applied it: the
   // mirror then holds every write committed before (Refresh, Open).
   absl::Status Sync();

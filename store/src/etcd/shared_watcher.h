@@ -1,0 +1,83 @@
+// SharedWatcher: Store::Watch in the shared mode. Its events are etcd's
+// history of the claims itself (a watch of the claims prefix with the
+// previous values), so that every machine sees the same events at the same
+// revisions, whatever its mirror has applied: etcd's revisions have gaps
+// (the holding keys and other prefixes advance them), and a watcher from R
+// hands over the claims' changes at revisions >= R.
+//
+// A thread of its own reads etcd's watch into a bounded queue (4,096
+// events; it stops reading while the queue is full) and watches again,
+// from the revision after the last it read, when the stream breaks (a
+// member killed: the client fails over to another). Next waits on the
+// queue with its timeout. When etcd has compacted the revisions it needs
+// (at the start, or while it could not reach etcd), Next returns
+// OutOfRange with the compact revision, as the local feed does.
+//
+// Thread-safety: as Watcher (Next from one thread at a time; Cancel from
+// any thread).
+#ifndef CLAIMSTORE_SRC_ETCD_SHARED_WATCHER_H_
+#define CLAIMSTORE_SRC_ETCD_SHARED_WATCHER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "claimstore/store.h"
+#include "etcd/etcd_client.h"
+#include "mutex.h"
+
+namespace claimstore::internal {
+
+class SharedWatcher : public Watcher {
+ public:
+  // The event of one etcd event: OK with *skip false (an event), OK with
+  // *skip true (not a claim's), or an error that ends the watch.
+  using EventOf = std::function<absl::Status(const mvccpb::Event&, bool* skip, WatchEvent*)>;
+
+  // Watches `prefix` of `etcd` (which must outlive the watcher) from
+  // revision `from` (> 0). Unavailable when no member takes the watch
+  // within the client's timeout. `compacted`: a read at `from` was refused
+  // as compacted; the watch then says up to where (etcd's read error does
+  // not), and Start returns OutOfRange with it.
+  static absl::StatusOr<std::unique_ptr<Watcher>> Start(EtcdClient* etcd, std::string prefix,
+                                                        uint64_t from, bool compacted,
+                                                        WatchOptions options, EventOf event_of);
+  ~SharedWatcher() override;
+
+  absl::StatusOr<WatchEvent> Next(absl::Duration timeout) override;
+  uint64_t next_revision() const override;
+  void Cancel() override;
+
+ private:
+  SharedWatcher(EtcdClient* etcd, std::string prefix, uint64_t from, WatchOptions options,
+                EventOf event_of);
+  etcdserverpb::WatchCreateRequest Request(uint64_t from) const;
+  // The reader thread, from the watch Start created.
+  void Run(std::unique_ptr<EtcdWatch> watch);
+  // Ends the watch with `error` (read by Next once the queue is empty).
+  void Fail(absl::Status error);
+
+  EtcdClient* const etcd_;
+  const std::string prefix_;
+  const WatchOptions options_;
+  const EventOf event_of_;
+
+  mutable Mutex mu_;
+  CondVar cv_;  // an event queued or taken, an error, Cancel
+  std::deque<WatchEvent> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t read_next_ ABSL_GUARDED_BY(mu_);  // the reader's next revision
+  uint64_t next_ ABSL_GUARDED_BY(mu_);       // Next's: next_revision()
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  EtcdWatch* current_ ABSL_GUARDED_BY(mu_) = nullptr;  // the reader's, to cancel
+  std::thread reader_;
+};
+
+}  // namespace claimstore::internal
+
+#endif  // CLAIMSTORE_SRC_ETCD_SHARED_WATCHER_H_
