@@ -62,12 +62,55 @@ std::string LogTail(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members) {
+absl::StatusOr<EtcdTls> MakeTestTls(const std::string& dir) {
+  EtcdTls t;
+  t.ca_file = dir + "/ca.pem";
+  t.server_cert_file = dir + "/server.pem";
+  t.server_key_file = dir + "/server-key.pem";
+  t.client_cert_file = dir + "/client.pem";
+  t.client_key_file = dir + "/client-key.pem";
+  t.other_ca_file = dir + "/other-ca.pem";
+  {
+    std::ofstream(dir + "/server.ext")
+        << "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n";
+    std::ofstream(dir + "/client.ext") << "extendedKeyUsage=clientAuth\n";
+  }
+  const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::string d = "'" + dir + "'";
+  const std::vector<std::string> commands = {
+      absl::StrCat("openssl req -x509 ", key, " -keyout ", d, "/ca-key.pem -out ", d,
+                   "/ca.pem -days 1 -subj /CN=claimstore-test-ca"),
+      absl::StrCat("openssl req -x509 ", key, " -keyout ", d, "/other-ca-key.pem -out ", d,
+                   "/other-ca.pem -days 1 -subj /CN=claimstore-test-other-ca"),
+      absl::StrCat("openssl req ", key, " -keyout ", d, "/server-key.pem -out ", d,
+                   "/server.csr -subj /CN=127.0.0.1"),
+      absl::StrCat("openssl x509 -req -in ", d, "/server.csr -CA ", d, "/ca.pem -CAkey ", d,
+                   "/ca-key.pem -CAcreateserial -days 1 -extfile ", d, "/server.ext -out ", d,
+                   "/server.pem"),
+      absl::StrCat("openssl req ", key, " -keyout ", d, "/client-key.pem -out ", d,
+                   "/client.csr -subj /CN=claimstore-test-client"),
+      absl::StrCat("openssl x509 -req -in ", d, "/client.csr -CA ", d, "/ca.pem -CAkey ", d,
+                   "/ca-key.pem -CAcreateserial -days 1 -extfile ", d, "/client.ext -out ", d,
+                   "/client.pem"),
+  };
+  for (const std::string& c : commands) {
+    const std::string quiet = c + " >" + d + "/openssl.log 2>&1";
+    if (std::system(quiet.c_str()) != 0) {
+      return absl::InternalError(absl::StrCat("`", c, "` failed: ", LogTail(dir + "/openssl.log"),
+                                              " (tools/deps.sh installs openssl)"));
+    }
+  }
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members,
+                                                                std::optional<EtcdTls> tls) {
   if (access(kEtcd, X_OK) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(kEtcd, " is not installed (tools/deps.sh installs etcd-server)"));
   }
   std::unique_ptr<EtcdCluster> c(new EtcdCluster());
+  c->tls_ = std::move(tls);
   char tmpl[] = "/tmp/claimstore-etcd-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return absl::InternalError("mkdtemp");
   c->dir_ = tmpl;
@@ -103,7 +146,21 @@ EtcdCluster::~EtcdCluster() {
 }
 
 std::string EtcdCluster::Endpoint(int i) const {
-  return absl::StrCat("http://127.0.0.1:", members_[i].client_port);
+  return absl::StrCat(tls_.has_value() ? "https" : "http", "://127.0.0.1:",
+                      members_[i].client_port);
+}
+
+absl::StatusOr<std::unique_ptr<internal::EtcdClient>> EtcdCluster::ClientOf(
+    int i, absl::Duration timeout) const {
+  internal::EtcdOptions options;
+  options.endpoints = {Endpoint(i)};
+  options.request_timeout = timeout;
+  if (tls_.has_value()) {
+    options.ca_file = tls_->ca_file;
+    options.cert_file = tls_->client_cert_file;
+    options.key_file = tls_->client_key_file;
+  }
+  return internal::EtcdClient::Connect(options);
 }
 
 std::vector<std::string> EtcdCluster::Endpoints() const {
@@ -133,6 +190,14 @@ absl::Status EtcdCluster::Spawn(int i, bool fresh) {
       "--heartbeat-interval", "50",
       "--election-timeout", "500",
   };
+  if (tls_.has_value()) {
+    for (const std::string& a :
+         {std::string("--cert-file"), tls_->server_cert_file, std::string("--key-file"),
+          tls_->server_key_file, std::string("--trusted-ca-file"), tls_->ca_file,
+          std::string("--client-cert-auth")}) {
+      args.push_back(a);
+    }
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -159,10 +224,7 @@ absl::Status EtcdCluster::Spawn(int i, bool fresh) {
 }
 
 absl::Status EtcdCluster::WaitServing(int i) const {
-  internal::EtcdOptions options;
-  options.endpoints = {Endpoint(i)};
-  options.request_timeout = absl::Seconds(1);
-  auto client = internal::EtcdClient::Connect(options);
+  auto client = ClientOf(i, absl::Seconds(1));
   if (!client.ok()) return client.status();
   // A member serves once it has published itself through the cluster;
   // etcd retries a publish that found no leader after its request timeout
@@ -219,10 +281,7 @@ int EtcdCluster::Leader() const {
   while (absl::Now() < deadline) {
     for (int i = 0; i < size(); ++i) {
       if (!Running(i)) continue;
-      internal::EtcdOptions options;
-      options.endpoints = {Endpoint(i)};
-      options.request_timeout = absl::Milliseconds(500);
-      auto client = internal::EtcdClient::Connect(options);
+      auto client = ClientOf(i, absl::Milliseconds(500));
       if (!client.ok()) continue;
       auto status = (*client)->MemberStatus(0);
       if (status.ok() && status->leader() != 0 && status->leader() == status->header().member_id()) {

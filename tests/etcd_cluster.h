@@ -13,22 +13,39 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "etcd/etcd_client.h"
 
 namespace claimstore::testing {
+
+// PEM files for a cluster with TLS and its clients (MakeTestTls).
+struct EtcdTls {
+  std::string ca_file;                              // the CA that signed the rest
+  std::string server_cert_file, server_key_file;    // for 127.0.0.1
+  std::string client_cert_file, client_key_file;    // a client of the CA
+  std::string other_ca_file;                        // a CA that signed none of them
+};
+
+// Makes those files in `dir` (with openssl; ECDSA P-256, valid for a day).
+absl::StatusOr<EtcdTls> MakeTestTls(const std::string& dir);
 
 class EtcdCluster {
  public:
   // Starts `members` members and waits until the cluster has a leader and
-  // takes writes. FailedPrecondition when etcd is not installed.
-  static absl::StatusOr<std::unique_ptr<EtcdCluster>> Start(int members);
+  // takes writes. FailedPrecondition when etcd is not installed. With
+  // `tls`, members serve clients over TLS only (https://) and require
+  // client certificates signed by its CA (--client-cert-auth).
+  static absl::StatusOr<std::unique_ptr<EtcdCluster>> Start(
+      int members, std::optional<EtcdTls> tls = std::nullopt);
   ~EtcdCluster();
 
-  // Every member's client URL ("http://127.0.0.1:PORT").
+  // Every member's client URL ("http://127.0.0.1:PORT", or https://).
   std::vector<std::string> Endpoints() const;
   std::string Endpoint(int i) const;
   int size() const { return static_cast<int>(members_.size()); }
@@ -55,8 +72,12 @@ class EtcdCluster {
   EtcdCluster() = default;
   absl::Status Spawn(int i, bool fresh);
   absl::Status WaitServing(int i) const;
+  // A client of member i alone.
+  absl::StatusOr<std::unique_ptr<internal::EtcdClient>> ClientOf(int i,
+                                                                 absl::Duration timeout) const;
 
   std::string dir_;
+  std::optional<EtcdTls> tls_;
   std::string initial_cluster_;
   std::vector<Member> members_;
 };

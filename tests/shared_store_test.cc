@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_generated.h"
@@ -31,6 +32,8 @@ using ::claimstore::testing::Exclusive;
 using ::claimstore::testing::Of;
 using ::claimstore::testing::Share;
 using ::claimstore::testing::EtcdCluster;
+using ::claimstore::testing::EtcdTls;
+using ::claimstore::testing::MakeTestTls;
 using ::claimstore::testing::IsOk;
 using ::claimstore::testing::Pod;
 using ::claimstore::testing::ScopedTempDir;
@@ -316,9 +319,92 @@ TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
   EXPECT_THAT(Store::Open(MirrorPath(2), SharedOptions()).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, "is a local store"));
   Options bad = SharedOptions();
-  bad.etcd_endpoints = {"https://127.0.0.1:1"};
+  bad.etcd_endpoints.push_back("https://127.0.0.1:1");
   EXPECT_THAT(Store::Open(MirrorPath(3), bad).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, "TLS is not supported"));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "etcd endpoints[3]: Invalid value: \"https://127.0.0.1:1\": endpoints[0] "
+                       "is not https://: all use TLS or none does"));
+  bad = SharedOptions();
+  bad.etcd_ca_file = "/nonexistent/ca.pem";
+  EXPECT_THAT(Store::Open(MirrorPath(3), bad).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "TLS needs https:// endpoints"));
+}
+
+// TLS to etcd, with client certificates (etcd's --client-cert-auth), as
+// etcdctl's --cacert, --cert and --key: a store and the tool write, read
+// and watch through it; a wrong CA, a missing client certificate and bad
+// files are refused, naming what is wrong.
+TEST_F(SharedStoreTest, TlsWithClientCertificates) {
+  ScopedTempDir certs;
+  absl::StatusOr<EtcdTls> tls = MakeTestTls(certs.path());
+  ASSERT_THAT(tls.status(), IsOk());
+  absl::StatusOr<std::unique_ptr<EtcdCluster>> cluster = EtcdCluster::Start(1, *tls);
+  ASSERT_THAT(cluster.status(), IsOk());
+  Options o;
+  o.etcd_endpoints = (*cluster)->Endpoints();
+  ASSERT_TRUE(absl::StartsWith(o.etcd_endpoints[0], "https://"));
+  o.etcd_prefix = prefix_;
+  o.etcd_timeout = absl::Seconds(2);
+  o.etcd_ca_file = tls->ca_file;
+  o.etcd_cert_file = tls->client_cert_file;
+  o.etcd_key_file = tls->client_key_file;
+  {
+    absl::StatusOr<std::unique_ptr<Store>> a = Store::Open(MirrorPath(10), o);
+    ASSERT_THAT(a.status(), IsOk());
+    absl::StatusOr<std::unique_ptr<Watcher>> w = (*a)->Watch(0);
+    ASSERT_THAT(w.status(), IsOk());
+    absl::StatusOr<WriteResult> put = (*a)->Put(ClaimJson("ns", "tls"));
+    ASSERT_THAT(put.status(), IsOk());
+    ASSERT_THAT((*a)->Allocate(Key("tls"), Of({Exclusive("gpu-tls")})), IsOk());
+    EXPECT_THAT((*a)->Get(Key("tls")).status(), IsOk());
+    absl::StatusOr<WatchEvent> e = (*w)->Next(absl::Seconds(10));
+    ASSERT_THAT(e.status(), IsOk());
+    EXPECT_EQ(e->revision, put->revision);
+    absl::StatusOr<VerifyReport> report = (*a)->Verify(false);
+    ASSERT_THAT(report.status(), IsOk());
+    EXPECT_THAT(report->problems, ::testing::IsEmpty());
+  }
+  // The tool, with etcdctl's flags under their --etcd- names.
+  const std::string tool = absl::StrCat(
+      CLAIMSTORE_CLI, " get tls -n ns -o json --db ", MirrorPath(11), " --etcd ", o.etcd_endpoints[0],
+      " --etcd-prefix ", prefix_, " --etcd-cacert ", tls->ca_file, " --etcd-cert ",
+      tls->client_cert_file, " --etcd-key ", tls->client_key_file, " 2>&1");
+  FILE* out = popen(tool.c_str(), "r");
+  ASSERT_NE(out, nullptr);
+  std::string printed;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), out)) > 0;) printed.append(buf, n);
+  EXPECT_EQ(pclose(out), 0) << printed;
+  EXPECT_THAT(printed, ::testing::HasSubstr("tls"));
+  EXPECT_THAT(printed, ::testing::HasSubstr("gpu-tls"));
+
+  // A CA that did not sign etcd's certificate: etcd is not trusted.
+  Options wrong = o;
+  wrong.etcd_ca_file = tls->other_ca_file;
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(Store::Open(MirrorPath(12), wrong).status(),
+              StatusIs(absl::StatusCode::kUnavailable, "certificate verify failed"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  // No client certificate: etcd does not take the client.
+  wrong = o;
+  wrong.etcd_cert_file.clear();
+  wrong.etcd_key_file.clear();
+  EXPECT_THAT(Store::Open(MirrorPath(13), wrong).status(),
+              StatusIs(absl::StatusCode::kUnavailable, ""));
+  // Files that cannot be used, named.
+  wrong = o;
+  wrong.etcd_key_file.clear();
+  EXPECT_THAT(Store::Open(MirrorPath(14), wrong).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "both or neither"));
+  wrong = o;
+  wrong.etcd_ca_file = certs.path() + "/missing.pem";
+  EXPECT_THAT(Store::Open(MirrorPath(14), wrong).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "etcd CA file: Invalid value: \"" + certs.path() + "/missing.pem\": cannot be opened"));
+  wrong = o;
+  wrong.etcd_cert_file = certs.path() + "/server.ext";
+  EXPECT_THAT(Store::Open(MirrorPath(14), wrong).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "server.ext\": not a PEM file"));
 }
 
 // The change feed in the shared mode is etcd's history of the claims: a

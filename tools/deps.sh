@@ -19,6 +19,8 @@ packages=(
   # etcd's v3 API protos (generated at build time), gRPC and protobuf
   etcd-server golang-etcd-server-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  # the certificates of the shared mode's TLS test (tests/etcd_cluster.cc)
+  openssl
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev
   # the SQLite baselines of bench/compare_bench and bench/tool_bench (the shell)

@@ -73,6 +73,11 @@ type Options struct {
 	// mirror (default 5s): without a quorum, writes fail with
 	// ErrUnavailable within it.
 	EtcdTimeout time.Duration
+	// TLS to etcd (https:// endpoints; as etcdctl's --cacert, --cert,
+	// --key): PEM files of the CA that signed the members' certificates
+	// (empty: gRPC's default roots), and of this client's certificate and
+	// key (both or neither). Read at Open.
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
 }
 
 // Preconditions a write must meet; nil members are not checked.
@@ -156,6 +161,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.EtcdPrefix != "" {
 		C.claimstore_options_set_etcd_prefix(o, str(opts.EtcdPrefix))
+	}
+	if opts.EtcdCAFile != "" || opts.EtcdCertFile != "" || opts.EtcdKeyFile != "" {
+		C.claimstore_options_set_etcd_tls_files(o, str(opts.EtcdCAFile), str(opts.EtcdCertFile), str(opts.EtcdKeyFile))
 	}
 	if opts.EtcdTimeout < 0 {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "Options.EtcdTimeout: negative"}

@@ -342,6 +342,17 @@ void claimstore_options_set_etcd_prefix(claimstore_options_t* o, claimstore_slic
     o->out_of_memory = true;
   }
 }
+void claimstore_options_set_etcd_tls_files(claimstore_options_t* o, claimstore_slice_t ca_file,
+                                           claimstore_slice_t cert_file,
+                                           claimstore_slice_t key_file) {
+  try {
+    o->options.etcd_ca_file = String(ca_file);
+    o->options.etcd_cert_file = String(cert_file);
+    o->options.etcd_key_file = String(key_file);
+  } catch (...) {
+    o->out_of_memory = true;
+  }
+}
 void claimstore_options_set_etcd_timeout_ms(claimstore_options_t* o, uint64_t ms) {
   o->options.etcd_timeout = absl::Milliseconds(static_cast<int64_t>(std::min<uint64_t>(ms, INT64_MAX)));
 }

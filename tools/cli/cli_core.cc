@@ -68,6 +68,9 @@ Options Context::WithShared(Options base) const {
   if (endpoints.empty()) return base;
   base.etcd_endpoints = absl::StrSplit(endpoints, ',', absl::SkipEmpty());
   if (!etcd_prefix_flag.empty()) base.etcd_prefix = etcd_prefix_flag;
+  base.etcd_ca_file = etcd_cacert_flag;
+  base.etcd_cert_file = etcd_cert_flag;
+  base.etcd_key_file = etcd_key_flag;
   // The mirror is written by this process: not read-only, and created
   // when missing.
   base.read_only = false;

@@ -37,6 +37,7 @@ struct Context {
   // is then this machine's mirror of etcd).
   std::string etcd_flag;
   std::string etcd_prefix_flag;
+  std::string etcd_cacert_flag, etcd_cert_flag, etcd_key_flag;
   int exit_code = 0;
   // The database: --db, else $CLAIMSTORE_DB, else ./claimstore.db.
   std::string DbPath() const;

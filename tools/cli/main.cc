@@ -24,6 +24,7 @@ constexpr char kUsage[] =
     "       claimstore COMMAND [ARGS...] --etcd URL[,URL...] [--etcd-prefix P] [--db DIR]\n"
     "                          the shared mode: etcd holds the claims, --db is this machine's "
     "mirror\n"
+    "                          (TLS: https:// URLs, --etcd-cacert F [--etcd-cert F --etcd-key F])\n"
     "Commands:\n"
     "  restore [FILE...|-]     load claims (any form), all-or-nothing; creates the database\n"
     "  dump [-o json|jsonl|yaml]\n"
@@ -71,6 +72,13 @@ int Main(int argc, char** argv) {
                  "the database is then this machine's mirror of etcd");
   app.add_option("--etcd-prefix", context.etcd_prefix_flag,
                  "the prefix of the store's keys in etcd (default /claimstore/)");
+  app.add_option("--etcd-cacert", context.etcd_cacert_flag,
+                 "TLS (https:// URLs): the CA that signed etcd's certificates (PEM), as etcdctl's "
+                 "--cacert");
+  app.add_option("--etcd-cert", context.etcd_cert_flag,
+                 "TLS: this client's certificate (PEM), as etcdctl's --cert");
+  app.add_option("--etcd-key", context.etcd_key_flag,
+                 "TLS: this client's key (PEM), as etcdctl's --key");
   // Global flags anywhere, before or after the command, as kubectl takes them.
   app.fallthrough();
   AddRestoreCommand(app, context);

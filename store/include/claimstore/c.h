@@ -162,6 +162,12 @@ void claimstore_options_set_etcd_prefix(claimstore_options_t* options, claimstor
 /* The deadline of one etcd request, and of a write's wait for the mirror
  * (default 5000 ms). */
 void claimstore_options_set_etcd_timeout_ms(claimstore_options_t* options, uint64_t ms);
+/* TLS to etcd (https:// endpoints): PEM files of the CA that signed the
+ * members' certificates (empty: gRPC's default roots), of this client's
+ * certificate and of its key (both or neither). Read at claimstore_open. */
+void claimstore_options_set_etcd_tls_files(claimstore_options_t* options, claimstore_slice_t ca_file,
+                                           claimstore_slice_t cert_file,
+                                           claimstore_slice_t key_file);
 
 /* --- The store --- */
 

@@ -114,8 +114,9 @@ struct Options {
 
   // --- The shared mode: several processes on several machines ---
   //
-  // etcd's client URLs ("http://10.0.0.1:2379" or "10.0.0.1:2379"; no
-  // TLS yet). When set, etcd holds the authoritative claims and device
+  // etcd's client URLs ("http://10.0.0.1:2379" or "10.0.0.1:2379", or all
+  // "https://HOST:PORT" for TLS, the members' certificates naming HOST).
+  // When set, etcd holds the authoritative claims and device
   // holdings, and the database at `path` is this process's mirror of them,
   // fed by an etcd watch: reads stay local. Each write is one etcd Txn
   // that compares the claim's mod revision and the holdings of the devices
@@ -129,6 +130,14 @@ struct Options {
   // The deadline of one etcd request, and how long a write waits for the
   // mirror to apply it. Default: 5 s.
   absl::Duration etcd_timeout = absl::Seconds(5);
+  // TLS to etcd (https:// endpoints; as etcdctl's --cacert, --cert,
+  // --key): PEM files of the CA that signed the members' certificates
+  // (empty: gRPC's default roots), and of this client's certificate and
+  // key (both or neither; needed by etcd's --client-cert-auth). Read at
+  // Open; InvalidArgument names a file that cannot be read.
+  std::string etcd_ca_file = {};
+  std::string etcd_cert_file = {};
+  std::string etcd_key_file = {};
 };
 
 // Conditions a write must meet; unset members are not checked.

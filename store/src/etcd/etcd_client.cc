@@ -2,7 +2,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <utility>
 
@@ -11,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "status_macros.h"
 
 namespace claimstore::internal {
 namespace {
@@ -120,23 +125,79 @@ std::string PrefixRangeEnd(absl::string_view prefix) {
   return std::string(1, '\0');  // every key
 }
 
+namespace {
+
+// The contents of a PEM file an option names.
+absl::StatusOr<std::string> ReadPem(absl::string_view option, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) {
+    return absl::InvalidArgumentError(absl::StrCat(option, ": Invalid value: \"", path,
+                                                   "\": cannot be opened: ", std::strerror(errno)));
+  }
+  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(option, ": Invalid value: \"", path, "\": cannot be read"));
+  }
+  if (out.find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(option, ": Invalid value: \"", path, "\": not a PEM file"));
+  }
+  return out;
+}
+
+// The channel credentials of `options`: TLS when the endpoints are
+// https://, else none.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsOf(
+    const EtcdOptions& options, bool tls) {
+  const bool files = !options.ca_file.empty() || !options.cert_file.empty() ||
+                     !options.key_file.empty();
+  if (!tls) {
+    if (files) {
+      return absl::InvalidArgumentError(
+          "etcd TLS files: Forbidden: the endpoints are http:// (TLS needs https:// endpoints)");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  if (options.cert_file.empty() != options.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "etcd TLS files: Invalid value: a client certificate and its key go together (both or "
+        "neither)");
+  }
+  grpc::SslCredentialsOptions ssl;
+  if (!options.ca_file.empty()) {
+    CS_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem("etcd CA file", options.ca_file));
+  }
+  if (!options.cert_file.empty()) {
+    CS_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadPem("etcd certificate file", options.cert_file));
+    CS_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadPem("etcd key file", options.key_file));
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdOptions& options) {
   if (options.endpoints.empty()) {
     return absl::InvalidArgumentError("etcd endpoints: Required value");
   }
+  const bool tls = absl::StartsWith(options.endpoints[0], "https://");
+  CS_ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ChannelCredentials> credentials,
+                      CredentialsOf(options, tls));
   std::unique_ptr<EtcdClient> client(new EtcdClient(options));
   for (size_t i = 0; i < options.endpoints.size(); ++i) {
     absl::string_view e = options.endpoints[i];
-    if (absl::StartsWith(e, "https://")) {
+    if (absl::StartsWith(e, "https://") != tls) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "etcd endpoints[", i, "]: Unsupported value: \"", e, "\": TLS is not supported"));
+          "etcd endpoints[", i, "]: Invalid value: \"", e, "\": endpoints[0] is ",
+          tls ? "https://" : "not https://", ": all use TLS or none does"));
     }
-    absl::ConsumePrefix(&e, "http://");
+    absl::ConsumePrefix(&e, tls ? "https://" : "http://");
     while (absl::ConsumeSuffix(&e, "/")) continue;
     if (e.empty() || e.find(':') == absl::string_view::npos || e.find('/') != absl::string_view::npos) {
       return absl::InvalidArgumentError(
           absl::StrCat("etcd endpoints[", i, "]: Invalid value: \"", options.endpoints[i],
-                       "\": expected host:port or http://host:port"));
+                       "\": expected host:port, http://host:port or https://host:port"));
     }
     grpc::ChannelArguments args;
     // Reconnect soon after a member comes back (gRPC's default backoff
@@ -157,7 +218,7 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdOption
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     Member m;
     m.endpoint = std::string(e);
-    m.channel = grpc::CreateCustomChannel(m.endpoint, grpc::InsecureChannelCredentials(), args);
+    m.channel = grpc::CreateCustomChannel(m.endpoint, credentials, args);
     m.kv = etcdserverpb::KV::NewStub(m.channel);
     m.watch = etcdserverpb::Watch::NewStub(m.channel);
     m.maintenance = etcdserverpb::Maintenance::NewStub(m.channel);

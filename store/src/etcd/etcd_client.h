@@ -44,10 +44,15 @@
 namespace claimstore::internal {
 
 struct EtcdOptions {
-  // The members' client URLs: "http://127.0.0.1:2379" or "127.0.0.1:2379".
-  // TLS (https://) is not supported; InvalidArgument names such an
-  // endpoint.
+  // The members' client URLs: "http://127.0.0.1:2379" or "127.0.0.1:2379",
+  // or all "https://HOST:PORT" (TLS; the member's certificate must name
+  // HOST).
   std::vector<std::string> endpoints;
+  // TLS (as etcdctl's --cacert, --cert, --key): PEM files of the CA that
+  // signed the members' certificates (empty: gRPC's default roots), and of
+  // this client's certificate and key (both or neither; etcd's
+  // --client-cert-auth requires them). Only with https:// endpoints.
+  std::string ca_file, cert_file, key_file;
   // The deadline of one request, fail-over included. Default: 5 s.
   absl::Duration request_timeout = absl::Seconds(5);
 };

@@ -126,6 +126,9 @@ absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
   EtcdOptions etcd_options;
   etcd_options.endpoints = options.etcd_endpoints;
   etcd_options.request_timeout = options.etcd_timeout;
+  etcd_options.ca_file = options.etcd_ca_file;
+  etcd_options.cert_file = options.etcd_cert_file;
+  etcd_options.key_file = options.etcd_key_file;
   CS_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> etcd, EtcdClient::Connect(etcd_options));
   Options local = options;
   local.etcd_endpoints.clear();
