@@ -2,7 +2,15 @@ package claimstore_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -35,21 +43,90 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// tlsFiles are PEM files: a CA, a server certificate for 127.0.0.1 and a
+// client certificate it signed.
+type tlsFiles struct {
+	ca, serverCert, serverKey, clientCert, clientKey string
+}
+
+// makeTLS writes them to a temporary directory (ECDSA P-256, valid for an
+// hour), with the standard library.
+func makeTLS(t *testing.T) *tlsFiles {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, kind string, der []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey := newKey()
+	caTemplate := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "claimstore-go-test-ca"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := &tlsFiles{ca: write("ca.pem", "CERTIFICATE", caDER)}
+	issue := func(serial int64, name string, usage []x509.ExtKeyUsage, ips []net.IP) (string, string) {
+		k := newKey()
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usage, IPAddresses: ips}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "EC PRIVATE KEY", keyDER)
+	}
+	files.serverCert, files.serverKey = issue(2, "server",
+		[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, []net.IP{net.ParseIP("127.0.0.1")})
+	files.clientCert, files.clientKey = issue(3, "client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil)
+	return files
+}
+
 // startEtcd runs $CLAIMSTORE_TEST_ETCD (ctest sets it to etcd-server's
-// binary; without it the test is skipped) and waits until it serves.
-func startEtcd(t *testing.T) *etcdMember {
+// binary; without it the test is skipped) and waits until it serves. With
+// tls, it serves clients over TLS only and requires client certificates.
+func startEtcd(t *testing.T, tls *tlsFiles) *etcdMember {
 	t.Helper()
 	bin := os.Getenv("CLAIMSTORE_TEST_ETCD")
 	if bin == "" {
 		t.Skip("CLAIMSTORE_TEST_ETCD is not set (ctest sets it to etcd's binary)")
 	}
-	client := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
+	scheme := "http"
+	if tls != nil {
+		scheme = "https"
+	}
+	client := scheme + "://127.0.0.1:" + strconv.Itoa(freePort(t))
 	peer := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(bin, "--name", "m0", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
+	args := []string{"--name", "m0", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "m0="+peer, "--initial-cluster-state", "new",
-		"--logger", "zap", "--log-level", "warn")
+		"--initial-cluster", "m0=" + peer, "--initial-cluster-state", "new",
+		"--logger", "zap", "--log-level", "warn"}
+	if tls != nil {
+		args = append(args, "--cert-file", tls.serverCert, "--key-file", tls.serverKey,
+			"--trusted-ca-file", tls.ca, "--client-cert-auth")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -57,9 +134,13 @@ func startEtcd(t *testing.T) *etcdMember {
 	}
 	m := &etcdMember{url: client, cmd: cmd}
 	t.Cleanup(m.kill)
+	httpClient := http.DefaultClient
+	if tls != nil {
+		httpClient = tlsClient(t, tls)
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(client + "/health")
+		resp, err := httpClient.Get(client + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -71,6 +152,21 @@ func startEtcd(t *testing.T) *etcdMember {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// tlsClient is an HTTP client with the test's CA and client certificate.
+func tlsClient(t *testing.T, files *tlsFiles) *http.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(files.ca)
+	if err != nil || !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("reading %s: %v", files.ca, err)
+	}
+	cert, err := tls.LoadX509KeyPair(files.clientCert, files.clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
 }
 
 func (m *etcdMember) kill() {
@@ -88,7 +184,7 @@ func (m *etcdMember) kill() {
 // etcd gone writes fail with ErrUnavailable within the timeout while reads
 // go on and Stats says since when the mirror is stale.
 func TestSharedModeThroughEtcd(t *testing.T) {
-	etcd := startEtcd(t)
+	etcd := startEtcd(t, nil)
 	opts := claimstore.Options{EtcdEndpoints: []string{etcd.url}, EtcdPrefix: "/gotest/",
 		EtcdTimeout: 2 * time.Second}
 	a, _ := open(t, opts)
@@ -255,5 +351,30 @@ func TestSharedModeOptions(t *testing.T) {
 	}
 	if took := time.Since(began); took > 10*time.Second {
 		t.Fatalf("Open without etcd failed after %v", took)
+	}
+}
+
+// TLS to etcd with a client certificate: Options.EtcdCAFile, EtcdCertFile
+// and EtcdKeyFile; without the client certificate etcd does not take the
+// store.
+func TestSharedModeOverTLS(t *testing.T) {
+	files := makeTLS(t)
+	etcd := startEtcd(t, files)
+	opts := claimstore.Options{EtcdEndpoints: []string{etcd.url}, EtcdPrefix: "/gotls/",
+		EtcdTimeout: 2 * time.Second, EtcdCAFile: files.ca, EtcdCertFile: files.clientCert, EtcdKeyFile: files.clientKey}
+	s, _ := open(t, opts)
+	r := put(t, s, "ns", "tls", "{}")
+	c, err := s.Get(claimstore.Key{"ns", "tls"})
+	if err != nil || c.ModRevision() != r.Revision {
+		t.Fatalf("Get over TLS: %v", err)
+	}
+	opts.EtcdCertFile, opts.EtcdKeyFile = "", ""
+	if _, err := claimstore.Open(filepath.Join(t.TempDir(), "db"), opts); !errors.Is(err, claimstore.ErrUnavailable) {
+		t.Fatalf("Open without a client certificate: %v", err)
+	}
+	opts.EtcdCertFile = files.clientCert
+	if _, err := claimstore.Open(filepath.Join(t.TempDir(), "db"), opts); !errors.Is(err, claimstore.ErrInvalid) ||
+		!strings.Contains(err.Error(), "both or neither") {
+		t.Fatalf("Open with a certificate and no key: %v", err)
 	}
 }
