@@ -682,49 +682,58 @@ func TestRaceForTheLastConsumerSlot(t *testing.T) {
 
 // 16 goroutines race to allocate one device: one wins, 15 get ErrConflict
 // naming the winner.
+// raceForDevice has 16 goroutines (spread over stores) allocate the device
+// to claims ns/c0..c15 at once; exactly one wins, every loser gets a
+// ConflictError naming the winner and the device. Returns the winner.
+func raceForDevice(t *testing.T, stores []*claimstore.Store, device string) claimstore.Key {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	start := make(chan struct{})
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			<-start
+			key := claimstore.Key{"ns", "c" + strconv.Itoa(g)}
+			_, errs[g] = stores[g%len(stores)].Allocate(key,
+				[]claimstore.DeviceResult{{Request: "req", Driver: driver, Pool: pool, Device: device}},
+				claimstore.AllocateOptions{}, claimstore.Preconditions{})
+		}(g)
+	}
+	close(start)
+	wg.Wait()
+	winner := claimstore.Key{}
+	for g, err := range errs {
+		if err == nil {
+			if winner.Name != "" {
+				t.Fatalf("%s: two winners: %v and c%d", device, winner, g)
+			}
+			winner = claimstore.Key{"ns", "c" + strconv.Itoa(g)}
+		}
+	}
+	if winner.Name == "" {
+		t.Fatalf("%s: no winner: %v", device, errs)
+	}
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		var ce *claimstore.ConflictError
+		if !errors.As(err, &ce) || len(ce.Holders) != 1 || ce.Holders[0] != winner || !strings.Contains(ce.Message, device) {
+			t.Fatalf("%s: a loser was told %v; the winner is %v", device, err, winner)
+		}
+	}
+	return winner
+}
+
 func TestRaceForOneDevice(t *testing.T) {
 	s, _ := open(t, claimstore.Options{})
 	for g := 0; g < 16; g++ {
 		put(t, s, "ns", "c"+strconv.Itoa(g), "{}")
 	}
 	for round := 0; round < 5; round++ {
-		device := "gpu-" + strconv.Itoa(round)
-		var wg sync.WaitGroup
-		errs := make([]error, 16)
-		start := make(chan struct{})
-		for g := 0; g < 16; g++ {
-			wg.Add(1)
-			go func(g int) {
-				defer wg.Done()
-				<-start
-				key := claimstore.Key{"ns", "c" + strconv.Itoa(g)}
-				_, errs[g] = s.Allocate(key, []claimstore.DeviceResult{{Request: "req", Driver: driver, Pool: pool, Device: device}},
-					claimstore.AllocateOptions{}, claimstore.Preconditions{})
-			}(g)
-		}
-		close(start)
-		wg.Wait()
-		winner := claimstore.Key{}
-		for g, err := range errs {
-			if err == nil {
-				if winner.Name != "" {
-					t.Fatalf("round %d: two winners", round)
-				}
-				winner = claimstore.Key{"ns", "c" + strconv.Itoa(g)}
-			}
-		}
-		if winner.Name == "" {
-			t.Fatalf("round %d: no winner: %v", round, errs)
-		}
-		for _, err := range errs {
-			if err == nil {
-				continue
-			}
-			var ce *claimstore.ConflictError
-			if !errors.As(err, &ce) || len(ce.Holders) != 1 || ce.Holders[0] != winner || !strings.Contains(ce.Message, device) {
-				t.Fatalf("round %d: loser told %v, winner %v", round, err, winner)
-			}
-		}
+		winner := raceForDevice(t, []*claimstore.Store{s}, "gpu-"+strconv.Itoa(round))
 		if _, err := s.Deallocate(winner, claimstore.Preconditions{}); err != nil {
 			t.Fatal(err)
 		}

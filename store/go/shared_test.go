@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -210,43 +209,7 @@ func TestSharedModeThroughEtcd(t *testing.T) {
 	}
 
 	// 16 goroutines over the two stores race for one device.
-	var wg sync.WaitGroup
-	errs := make([]error, 16)
-	start := make(chan struct{})
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			<-start
-			s := a
-			if g%2 == 1 {
-				s = b
-			}
-			_, errs[g] = s.Allocate(claimstore.Key{"ns", "c" + strconv.Itoa(g)},
-				[]claimstore.DeviceResult{{Request: "req", Driver: driver, Pool: pool, Device: "gpu-shared"}},
-				claimstore.AllocateOptions{}, claimstore.Preconditions{})
-		}(g)
-	}
-	close(start)
-	wg.Wait()
-	winner := claimstore.Key{}
-	for g, err := range errs {
-		if err == nil {
-			if winner.Name != "" {
-				t.Fatalf("two winners: %v and c%d", winner, g)
-			}
-			winner = claimstore.Key{"ns", "c" + strconv.Itoa(g)}
-		}
-	}
-	if winner.Name == "" {
-		t.Fatalf("no winner: %v", errs)
-	}
-	for _, err := range errs {
-		var ce *claimstore.ConflictError
-		if err != nil && (!errors.As(err, &ce) || len(ce.Holders) != 1 || ce.Holders[0] != winner) {
-			t.Fatalf("a loser was told %v; the winner is %v", err, winner)
-		}
-	}
+	winner := raceForDevice(t, []*claimstore.Store{a, b}, "gpu-shared")
 	// The device is taken on both mirrors.
 	for _, s := range []*claimstore.Store{a, b} {
 		state, err := s.AllocatedDevices()
