@@ -628,6 +628,25 @@ func TestAllocateSharesCapacityAndTheAllocatedState(t *testing.T) {
 	}
 }
 
+// race runs call(0..n-1) on n goroutines released at once and returns
+// their errors.
+func race(n int, call func(g int) error) []error {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for g := 0; g < n; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			<-start
+			errs[g] = call(g)
+		}(g)
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
 // 16 goroutines race for the last consumer slot: exactly one wins, 15 are
 // told ErrExhausted.
 func TestRaceForTheLastConsumerSlot(t *testing.T) {
@@ -640,19 +659,10 @@ func TestRaceForTheLastConsumerSlot(t *testing.T) {
 		}
 	}
 	for round := 0; round < 5; round++ {
-		var wg sync.WaitGroup
-		errs := make([]error, 16)
-		start := make(chan struct{})
-		for g := 0; g < 16; g++ {
-			wg.Add(1)
-			go func(g int) {
-				defer wg.Done()
-				<-start
-				_, errs[g] = s.Reserve(key, pod("racer-"+strconv.Itoa(round)+"-"+strconv.Itoa(g)), claimstore.Preconditions{})
-			}(g)
-		}
-		close(start)
-		wg.Wait()
+		errs := race(16, func(g int) error {
+			_, err := s.Reserve(key, pod("racer-"+strconv.Itoa(round)+"-"+strconv.Itoa(g)), claimstore.Preconditions{})
+			return err
+		})
 		won, exhausted := -1, 0
 		for g, err := range errs {
 			switch {
@@ -687,22 +697,12 @@ func TestRaceForTheLastConsumerSlot(t *testing.T) {
 // ConflictError naming the winner and the device. Returns the winner.
 func raceForDevice(t *testing.T, stores []*claimstore.Store, device string) claimstore.Key {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make([]error, 16)
-	start := make(chan struct{})
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			<-start
-			key := claimstore.Key{"ns", "c" + strconv.Itoa(g)}
-			_, errs[g] = stores[g%len(stores)].Allocate(key,
-				[]claimstore.DeviceResult{{Request: "req", Driver: driver, Pool: pool, Device: device}},
-				claimstore.AllocateOptions{}, claimstore.Preconditions{})
-		}(g)
-	}
-	close(start)
-	wg.Wait()
+	errs := race(16, func(g int) error {
+		_, err := stores[g%len(stores)].Allocate(claimstore.Key{"ns", "c" + strconv.Itoa(g)},
+			[]claimstore.DeviceResult{{Request: "req", Driver: driver, Pool: pool, Device: device}},
+			claimstore.AllocateOptions{}, claimstore.Preconditions{})
+		return err
+	})
 	winner := claimstore.Key{}
 	for g, err := range errs {
 		if err == nil {
