@@ -530,6 +530,7 @@ class SharedProcessTest : public ::testing::Test {
         read.return_ns = testing::NowNs();
         calls[r].push_back(std::move(read));
       }
+      ASSERT_LE(calls[r].size(), 64u) << "round " << r << ": more calls than the checker takes";
       EXPECT_TRUE(testing::Linearizable(start[r], calls[r], testing::Revisions::kObserved))
           << "round " << r << " is not linearizable; from " << start[r].revision() << ", "
           << absl::StrJoin(start[r].claims(), ", ",

@@ -504,7 +504,9 @@ class Store {
   //
   // In the shared mode (Options::etcd_endpoints) the events are etcd's
   // history of the claims, at etcd's revisions (which have gaps: holding
-  // keys advance them too), the same on every machine.
+  // keys advance them too), the same on every machine; Watch returns
+  // Unavailable when etcd cannot be reached within etcd_timeout, and a
+  // watcher waits through etcd's outages (Next times out meanwhile).
   //
   // Writers never wait for watchers: a commit appends its events to a
   // bounded in-memory list (the latest 4,096) under a lock held for that
