@@ -15,6 +15,8 @@
 //    hot key (one device's shares list, compared and rewritten by every
 //    share allocation) costs 16 writers sharing one device, against 16
 //    devices.
+//  - BM_WatchDelivery: how long after a write returns a watcher on another
+//    store (another mirror) has its event.
 //  - BM_Get/local and BM_Get/shared: a Get of a random claim of 2,000 from
 //    a local store and from a shared store's mirror (target: shared within
 //    1.5x of local).
@@ -257,6 +259,49 @@ void BM_SharedDevice(benchmark::State& state) {
 }
 BENCHMARK(BM_SharedDevice)->ArgName("one_device")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)
     ->UseRealTime()->MinTime(3);
+
+// The change feed across machines: a Reserve (and its Unreserve) on one
+// store, and the time until a watcher on another store (another mirror,
+// as on another machine) has each event, counted from the write's return
+// (a watcher reads etcd's history directly: the event may be there before
+// the writer's own mirror has applied it). Counters: microseconds per
+// write, and per event after its write returned.
+void BM_WatchDelivery(benchmark::State& state) {
+  const std::string prefix = NewPrefix();
+  auto writer = OpenShared(TempDir(), prefix);
+  auto other = OpenShared(TempDir(), prefix);
+  const ClaimKey key{"ns", "watched"};
+  Check(writer->Put(AllocatedClaim("watched")).status());
+  auto watcher = other->Watch(0);
+  Check(watcher.status());
+  Clock::duration writes{}, after{};
+  int64_t events = 0;
+  auto await = [&](uint64_t revision) {
+    while (true) {
+      absl::StatusOr<WatchEvent> e = (*watcher)->Next(absl::Seconds(10));
+      Check(e.status());
+      if (e->revision >= revision) return;
+    }
+  };
+  for (auto _ : state) {
+    for (int i = 0; i < 2; ++i) {
+      const auto t0 = Clock::now();
+      absl::StatusOr<WriteResult> w = i == 0 ? writer->Reserve(key, {"", "pods", "pod-w", "uid-w"})
+                                             : writer->Unreserve(key, "uid-w");
+      Check(w.status());
+      const auto t1 = Clock::now();
+      await(w->revision);
+      const auto t2 = Clock::now();
+      writes += t1 - t0;
+      after += t2 - t1;
+      ++events;
+    }
+  }
+  const double n = static_cast<double>(events);
+  state.counters["write_us"] = std::chrono::duration<double, std::micro>(writes).count() / n;
+  state.counters["event_after_write_us"] = std::chrono::duration<double, std::micro>(after).count() / n;
+}
+BENCHMARK(BM_WatchDelivery)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(2);
 
 constexpr int kReadClaims = 2000;
 

@@ -70,11 +70,24 @@ TEST_F(EtcdClientTest, EndpointsAreChecked) {
               HasSubstr("etcd endpoints: Required value"));
   options.endpoints = {"127.0.0.1:2379", "https://127.0.0.1:2379"};
   EXPECT_THAT(EtcdClient::Connect(options).status().message(),
-              HasSubstr("endpoints[1]: Unsupported value: \"https://127.0.0.1:2379\""));
+              HasSubstr("endpoints[1]: Invalid value: \"https://127.0.0.1:2379\": endpoints[0] "
+                        "is not https://: all use TLS or none does"));
   options.endpoints = {"localhost"};
   EXPECT_EQ(EtcdClient::Connect(options).status().code(), absl::StatusCode::kInvalidArgument);
   options.endpoints = {"http://127.0.0.1:2379/"};
   EXPECT_TRUE(EtcdClient::Connect(options).ok());
+  // TLS: https:// endpoints only, a certificate with its key.
+  options.endpoints = {"https://127.0.0.1:2379/"};
+  EXPECT_TRUE(EtcdClient::Connect(options).ok());  // gRPC's default roots
+  options.cert_file = "/nonexistent/cert.pem";
+  EXPECT_THAT(EtcdClient::Connect(options).status().message(), HasSubstr("both or neither"));
+  options.key_file = "/nonexistent/key.pem";
+  EXPECT_THAT(EtcdClient::Connect(options).status().message(),
+              HasSubstr("etcd certificate file: Invalid value: \"/nonexistent/cert.pem\": cannot "
+                        "be opened: No such file or directory"));
+  options.endpoints = {"http://127.0.0.1:2379/"};
+  EXPECT_THAT(EtcdClient::Connect(options).status().message(),
+              HasSubstr("TLS needs https:// endpoints"));
 }
 
 TEST_F(EtcdClientTest, ExactlyOneOfRacingCreatesWins) {

@@ -32,8 +32,11 @@ class Search {
       : calls_(calls), revisions_(revisions) {
     for (size_t i = 0; i < calls.size(); ++i) {
       if (!Indeterminate(calls[i])) required_ |= Bit(i);
-      if (calls[i].outcome.code == absl::StatusCode::kOk && !calls[i].outcome.changed) {
-        reported_.push_back(calls[i].outcome.revision);
+      const ModelOutcome& o = calls[i].outcome;
+      if (o.code == absl::StatusCode::kOk && !o.changed) reported_.push_back(o.revision);
+      if (o.read.has_value()) {
+        reported_.push_back(o.read->mod_revision);
+        reported_.push_back(o.read->create_revision);
       }
     }
   }
@@ -105,7 +108,7 @@ class Search {
   const std::vector<Call>& calls_;
   const Revisions revisions_;
   uint64_t required_ = 0;
-  std::vector<uint64_t> reported_;  // the revisions no-ops reported
+  std::vector<uint64_t> reported_;  // the revisions no-ops and reads reported
   std::set<std::pair<uint64_t, std::string>> seen_;
 };
 

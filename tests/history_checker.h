@@ -23,8 +23,8 @@
 // In both, a call that returned Unavailable (its outcome unknown: a write
 // cut off by a lost connection or a leader change) may have taken effect at
 // any time after it was called, or never: the search tries both. Its
-// revision, if it took effect, is either the next one or one that a later
-// no-op reported as the claim's.
+// revision, if it took effect, is either the next one or one that a no-op
+// or a read reported as a claim's.
 //
 // Thread-safety: none; a function of its arguments.
 #ifndef CLAIMSTORE_TESTS_HISTORY_CHECKER_H_

@@ -183,6 +183,27 @@ TEST_F(CheckerTest, AnUnknownOutcomeTakesTheRevisionALaterNoOpReports) {
   EXPECT_FALSE(testing::Linearizable(start_, {calls[1], calls[2]}, Revisions::kObserved));
 }
 
+TEST_F(CheckerTest, AnUnknownOutcomeTakesTheRevisionALaterReadReports) {
+  // An allocation landed at 17 though its caller was told Unavailable; its
+  // retry was refused (already allocated, no revision); only a read shows
+  // where it landed.
+  ModelClaim b = start_.claims().at("b");
+  b.device = "gpu-1";
+  b.mod_revision = 17;
+  ++b.version;
+  const std::vector<Call> calls = {
+      {0, {ModelOp::Kind::kAllocate, "b", "gpu-1"}, 0, 5, kUnknown},
+      {0, {ModelOp::Kind::kAllocate, "b", "gpu-1"}, 6, 9,
+       Failed(absl::StatusCode::kFailedPrecondition)},
+      {1, {ModelOp::Kind::kGet, "b", ""}, 10, 11, {absl::StatusCode::kOk, false, 30, b}},
+  };
+  EXPECT_TRUE(testing::Linearizable(start_, calls, Revisions::kObserved));
+  // A read of a revision nobody could have written is still refused.
+  std::vector<Call> wrong = calls;
+  wrong[2].outcome.read->mod_revision = 2;
+  EXPECT_FALSE(testing::Linearizable(start_, wrong, Revisions::kObserved));
+}
+
 // --- Histories of the store. ------------------------------------------------
 
 constexpr int kThreads = 3;

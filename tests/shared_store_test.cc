@@ -325,6 +325,11 @@ TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
                        "etcd endpoints[3]: Invalid value: \"https://127.0.0.1:1\": endpoints[0] "
                        "is not https://: all use TLS or none does"));
   bad = SharedOptions();
+  bad.etcd_timeout = absl::ZeroDuration();
+  EXPECT_THAT(Store::Open(MirrorPath(3), bad).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "Options.etcd_timeout: Invalid value: 0: must be more than 0"));
+  bad = SharedOptions();
   bad.etcd_ca_file = "/nonexistent/ca.pem";
   EXPECT_THAT(Store::Open(MirrorPath(3), bad).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, "TLS needs https:// endpoints"));
@@ -540,6 +545,41 @@ TEST_F(SharedStoreTest, AWatcherGoesOnThroughMemberKillsAndIsToldOfCompaction) {
   EXPECT_EQ(e->key, Key("after"));
 }
 
+// A watcher whose reader stopped on a full queue (4,096 events nobody
+// took) is cancelled and destroyed cleanly (AddressSanitizer watches the
+// reader's watch, gone with its thread).
+TEST_F(SharedStoreTest, AWatcherCancelledWithAFullQueueIsDestroyedCleanly) {
+  auto a = OpenMirror(0);
+  ASSERT_TRUE(a);
+  absl::StatusOr<std::unique_ptr<Watcher>> watcher = a->Watch(0);
+  ASSERT_THAT(watcher.status(), IsOk());
+  internal::EtcdOptions eo;
+  eo.endpoints = TestCluster().Endpoints();
+  auto etcd = internal::EtcdClient::Connect(eo);
+  ASSERT_THAT(etcd.status(), IsOk());
+  // 4,200 claims, 100 to a Txn.
+  const internal::EtcdLayout layout(prefix_);
+  for (int t = 0; t < 42; ++t) {
+    etcdserverpb::TxnRequest txn;
+    for (int i = 0; i < 100; ++i) {
+      const std::string name = absl::StrCat("q-", t * 100 + i);
+      auto* op = txn.add_success()->mutable_request_put();
+      op->set_key(layout.Claim(Key(name)));
+      op->set_value(internal::EncodeClaimValue("token", ClaimJson("ns", name).bytes()));
+    }
+    ASSERT_THAT((*etcd)->Txn(txn).status(), IsOk());
+  }
+  absl::StatusOr<WatchEvent> first = (*watcher)->Next(absl::Seconds(10));
+  ASSERT_THAT(first.status(), IsOk());
+  EXPECT_EQ(first->key, Key("q-0"));
+  absl::SleepFor(absl::Milliseconds(500));  // the reader fills the queue and waits
+  (*watcher)->Cancel();
+  absl::SleepFor(absl::Milliseconds(100));  // the reader is gone
+  EXPECT_THAT((*watcher)->Next(absl::Seconds(1)).status(),
+              StatusIs(absl::StatusCode::kCancelled, ""));
+  watcher->reset();  // cancels again, with the reader gone
+}
+
 // Writes whose Txn's outcome etcd did not report (the reply lost after the
 // commit, or the connection broken before sending) are resolved from etcd's
 // history of the claim: never reported failed when they landed, never
@@ -610,6 +650,8 @@ TEST_F(SharedStoreTest, UnknownOutcomesAreResolvedFromEtcdsHistory) {
 TEST_F(SharedStoreTest, AValueThatIsNoClaimIsLeftOutAndNamed) {
   auto a = OpenMirror(0);
   ASSERT_TRUE(a);
+  absl::StatusOr<std::unique_ptr<Watcher>> watcher = a->Watch(0);
+  ASSERT_THAT(watcher.status(), IsOk());
   internal::EtcdOptions eo;
   eo.endpoints = TestCluster().Endpoints();
   auto etcd = internal::EtcdClient::Connect(eo);
@@ -631,6 +673,17 @@ TEST_F(SharedStoreTest, AValueThatIsNoClaimIsLeftOutAndNamed) {
   ASSERT_TRUE(b);
   EXPECT_THAT(b->Get(Key("foreign")).status(), StatusIs(absl::StatusCode::kNotFound, ""));
   EXPECT_THAT(b->Stats()->etcd_error, HasSubstr("is no claim and is not mirrored"));
+  // A watcher passes over it, and over its deletion.
+  etcdserverpb::TxnRequest del;
+  del.add_success()->mutable_request_delete_range()->set_key(
+      internal::EtcdLayout(prefix_).Claim(Key("foreign")));
+  ASSERT_THAT((*etcd)->Txn(del).status(), IsOk());
+  ASSERT_THAT(a->Put(ClaimJson("ns", "after-delete")), IsOk());
+  for (const char* name : {"after", "after-delete"}) {
+    absl::StatusOr<WatchEvent> e = (*watcher)->Next(absl::Seconds(10));
+    ASSERT_THAT(e.status(), IsOk());
+    EXPECT_EQ(e->key, Key(name));
+  }
 }
 
 // The tool in the shared mode: --etcd URL,URL,... and --etcd-prefix, with

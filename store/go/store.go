@@ -70,8 +70,8 @@ type Options struct {
 	// The prefix of the store's keys in etcd (default "/claimstore/").
 	EtcdPrefix string
 	// The deadline of one etcd request, and of a write's wait for the
-	// mirror (default 5s): without a quorum, writes fail with
-	// ErrUnavailable within it.
+	// mirror (default 5s; at most 24h): without a quorum, writes fail with
+	// ErrUnavailable within a few of it.
 	EtcdTimeout time.Duration
 	// TLS to etcd (https:// endpoints; as etcdctl's --cacert, --cert,
 	// --key): PEM files of the CA that signed the members' certificates

@@ -160,7 +160,7 @@ void claimstore_options_add_etcd_endpoint(claimstore_options_t* options, claimst
 /* The prefix of the store's keys in etcd (default "/claimstore/"). */
 void claimstore_options_set_etcd_prefix(claimstore_options_t* options, claimstore_slice_t prefix);
 /* The deadline of one etcd request, and of a write's wait for the mirror
- * (default 5000 ms). */
+ * (default 5000 ms; claimstore_open refuses 0 and more than 24 h). */
 void claimstore_options_set_etcd_timeout_ms(claimstore_options_t* options, uint64_t ms);
 /* TLS to etcd (https:// endpoints): PEM files of the CA that signed the
  * members' certificates (empty: gRPC's default roots), of this client's

@@ -128,7 +128,7 @@ struct Options {
   // The prefix of this store's keys in etcd. Default: "/claimstore/".
   std::string etcd_prefix = "/claimstore/";
   // The deadline of one etcd request, and how long a write waits for the
-  // mirror to apply it. Default: 5 s.
+  // mirror to apply it: more than 0, at most 24 h. Default: 5 s.
   absl::Duration etcd_timeout = absl::Seconds(5);
   // TLS to etcd (https:// endpoints; as etcdctl's --cacert, --cert,
   // --key): PEM files of the CA that signed the members' certificates
@@ -503,8 +503,8 @@ class Store {
   // database written before the feed existed).
   //
   // In the shared mode (Options::etcd_endpoints) the events are etcd's
-  // history of the claims, at etcd's revisions (which have gaps: holding
-  // keys advance them too), the same on every machine; Watch returns
+  // history of the claims, at etcd's revisions (which have gaps: other
+  // keys of the etcd advance them too), the same on every machine; Watch returns
   // Unavailable when etcd cannot be reached within etcd_timeout, and a
   // watcher waits through etcd's outages (Next times out meanwhile).
   //

@@ -358,14 +358,42 @@ absl::StatusOr<etcdserverpb::StatusResponse> EtcdClient::MemberStatus(size_t i) 
   return response;
 }
 
+void WatchCanceller::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (context_ != nullptr) context_->TryCancel();
+}
+
+bool WatchCanceller::Enter(grpc::ClientContext* context) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) return false;
+  context_ = context;
+  return true;
+}
+
+void WatchCanceller::Leave() {
+  std::lock_guard<std::mutex> lock(mu_);
+  context_ = nullptr;
+}
+
 absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::Watch(
-    const etcdserverpb::WatchCreateRequest& create) {
+    const etcdserverpb::WatchCreateRequest& create, WatchCanceller* canceller) {
   const absl::Time deadline = absl::Now() + options_.request_timeout;
   absl::Status last = absl::UnavailableError("etcd: no endpoint");
   while (absl::Now() < deadline) {
     const size_t i = Preferred();
     Member& m = members_[i];
     std::unique_ptr<EtcdWatch> w(new EtcdWatch());
+    if (canceller != nullptr && !canceller->Enter(&w->context_)) {
+      return absl::CancelledError("etcd watch cancelled");
+    }
+    // The attempt's context is the canceller's until the attempt is over.
+    struct Leave {
+      WatchCanceller* canceller;
+      ~Leave() {
+        if (canceller != nullptr) canceller->Leave();
+      }
+    } leave{canceller};
     // etcd requires a leader for watches created with this metadata key:
     // a member cut off from the quorum refuses instead of serving a watch
     // that never delivers (clientv3.WithRequireLeader).

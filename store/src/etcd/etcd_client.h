@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -63,6 +64,23 @@ bool OutcomeUnknown(const absl::Status& status);
 
 // The compact revision an OutOfRange error of a Range or Watch carries.
 uint64_t CompactRevisionOf(const absl::Status& status);
+
+// Cancels the EtcdClient::Watch calls made with it, from another thread:
+// the one in progress (its stream is cancelled) and every later one
+// (Cancelled at once).
+class WatchCanceller {
+ public:
+  void Cancel();
+
+ private:
+  friend class EtcdClient;
+  // Registers an attempt's context; false once cancelled.
+  bool Enter(grpc::ClientContext* context);
+  void Leave();
+  std::mutex mu_;
+  bool cancelled_ = false;                  // guarded by mu_
+  grpc::ClientContext* context_ = nullptr;  // guarded by mu_
+};
 
 // A watch of one key range (EtcdClient::Watch).
 class EtcdWatch {
@@ -100,7 +118,8 @@ class EtcdClient {
   // member in turn until the deadline.
   absl::StatusOr<etcdserverpb::RangeResponse> Range(const etcdserverpb::RangeRequest& request);
   // A watch, created on a member that confirms it.
-  absl::StatusOr<std::unique_ptr<EtcdWatch>> Watch(const etcdserverpb::WatchCreateRequest& create);
+  absl::StatusOr<std::unique_ptr<EtcdWatch>> Watch(const etcdserverpb::WatchCreateRequest& create,
+                                                   WatchCanceller* canceller = nullptr);
   // Compacts etcd's history up to `revision` (physical: returns once the
   // compaction is done).
   absl::Status Compact(int64_t revision);

@@ -123,6 +123,11 @@ absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
   if (options.etcd_prefix.empty()) {
     return absl::InvalidArgumentError("Options.etcd_prefix: Required value");
   }
+  if (options.etcd_timeout <= absl::ZeroDuration() || options.etcd_timeout > absl::Hours(24)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Options.etcd_timeout: Invalid value: ", absl::FormatDuration(options.etcd_timeout),
+                     ": must be more than 0 and at most 24h"));
+  }
   EtcdOptions etcd_options;
   etcd_options.endpoints = options.etcd_endpoints;
   etcd_options.request_timeout = options.etcd_timeout;
@@ -132,7 +137,7 @@ absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
   CS_ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> etcd, EtcdClient::Connect(etcd_options));
   Options local = options;
   local.etcd_endpoints.clear();
-  local.feed_history_revisions = 0;  // no local change feed in this mode (yet)
+  local.feed_history_revisions = 0;  // the change feed is etcd's (shared_watcher.h)
   CS_ASSIGN_OR_RETURN(std::unique_ptr<Store> mirror, OpenStoreWithEnv(path, local, nullptr));
   std::unique_ptr<SharedStore> store(
       new SharedStore(std::move(mirror), std::move(etcd), options));
@@ -192,6 +197,11 @@ absl::StatusOr<ClaimRecord> SharedStore::RecordOf(const ClaimKey& key,
   if (token_out != nullptr) *token_out = std::string(token);
   absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(bytes));
   if (!record.ok()) return CorruptClaim(key, record.status());
+  if (record->claim_namespace() != key.claim_namespace || record->name() != key.name) {
+    return CorruptClaim(key, absl::DataLossError(absl::StrCat("it holds claim ",
+                                                              record->claim_namespace(), "/",
+                                                              record->name())));
+  }
   return RecordFactory::FromBuilt(StampRevisions(record->bytes(),
                                                  static_cast<uint64_t>(kv.create_revision()),
                                                  static_cast<uint64_t>(kv.mod_revision()),
@@ -411,9 +421,13 @@ absl::StatusOr<std::unique_ptr<Watcher>> SharedStore::Watch(uint64_t from_revisi
   if (from_revision == 0) {
     from_revision = current + 1;
   }
+  // A watch from the compact revision itself would be taken, but its
+  // deletions there are gone: the read is at the revision before, which
+  // etcd refuses when from_revision <= its compact revision (as the local
+  // feed refuses it).
   bool compacted = false;
   if (from_revision <= current) {
-    probe.set_revision(static_cast<int64_t>(from_revision));
+    probe.set_revision(static_cast<int64_t>(std::max<uint64_t>(from_revision - 1, 1)));
     absl::StatusOr<etcdserverpb::RangeResponse> at = etcd_->Range(probe);
     compacted = absl::IsOutOfRange(at.status());
     if (!compacted) CS_RETURN_IF_ERROR(at.status());
@@ -429,14 +443,19 @@ absl::Status SharedStore::EventOf(const mvccpb::Event& e, bool* skip, WatchEvent
   out->revision = static_cast<uint64_t>(e.kv().mod_revision());
   if (e.type() == mvccpb::Event::DELETE) {
     if (!e.has_prev_kv()) {
-      return absl::DataLossError(absl::StrCat("etcd sent the delete of claim ", out->key.ToString(),
-                                              " at revision ", out->revision,
-                                              " without the claim's last value"));
+      // etcd no longer has the claim's last value (compacted): the event
+      // cannot be handed over whole; the watcher re-lists, as after a
+      // compaction.
+      return FeedCompacted(out->revision, out->revision);
     }
-    CS_ASSIGN_OR_RETURN(ClaimRecord last, RecordOf(out->key, e.prev_kv()));
+    absl::StatusOr<ClaimRecord> last = RecordOf(out->key, e.prev_kv());
+    if (!last.ok()) {
+      *skip = true;  // the delete of a value that was no claim (skipped when put)
+      return absl::OkStatus();
+    }
     out->type = WatchEventType::kDeleted;
-    out->before = last;
-    out->record = std::move(last);
+    out->before = *last;
+    out->record = *std::move(last);
     return absl::OkStatus();
   }
   absl::StatusOr<ClaimRecord> record = RecordOf(out->key, e.kv());

@@ -72,6 +72,7 @@ void SharedWatcher::Cancel() {
   MutexLock lock(&mu_);
   cancelled_ = true;
   if (current_ != nullptr) current_->Cancel();
+  canceller_.Cancel();  // a watch being made again
   cv_.NotifyAll();
 }
 
@@ -81,7 +82,17 @@ void SharedWatcher::Fail(absl::Status error) {
   cv_.NotifyAll();
 }
 
-void SharedWatcher::Run(std::unique_ptr<EtcdWatch> watch) {
+void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first) {
+  std::unique_ptr<EtcdWatch> watch = std::move(first);
+  // However Run ends, Cancel no longer reaches the watch it is about to
+  // destroy.
+  struct Forget {
+    SharedWatcher* w;
+    ~Forget() {
+      MutexLock lock(&w->mu_);
+      w->current_ = nullptr;
+    }
+  } forget{this};
   {
     MutexLock lock(&mu_);
     if (cancelled_) return;
@@ -97,7 +108,7 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> watch) {
         if (cancelled_) return;
         from = read_next_;
       }
-      absl::StatusOr<std::unique_ptr<EtcdWatch>> again = etcd_->Watch(Request(from));
+      absl::StatusOr<std::unique_ptr<EtcdWatch>> again = etcd_->Watch(Request(from), &canceller_);
       if (absl::IsOutOfRange(again.status())) {
         return Fail(FeedCompacted(from, CompactRevisionOf(again.status())));
       }

@@ -2,8 +2,8 @@
 // history of the claims itself (a watch of the claims prefix with the
 // previous values), so that every machine sees the same events at the same
 // revisions, whatever its mirror has applied: etcd's revisions have gaps
-// (the holding keys and other prefixes advance them), and a watcher from R
-// hands over the claims' changes at revisions >= R.
+// (Refresh's sync key and other keys of the etcd advance them), and a
+// watcher from R hands over the claims' changes at revisions >= R.
 //
 // A thread of its own reads etcd's watch into a bounded queue (4,096
 // events; it stops reading while the queue is full) and watches again,
@@ -58,7 +58,7 @@ class SharedWatcher : public Watcher {
                 EventOf event_of);
   etcdserverpb::WatchCreateRequest Request(uint64_t from) const;
   // The reader thread, from the watch Start created.
-  void Run(std::unique_ptr<EtcdWatch> watch);
+  void Run(std::unique_ptr<EtcdWatch> first);
   // Ends the watch with `error` (read by Next once the queue is empty).
   void Fail(absl::Status error);
 
@@ -75,6 +75,7 @@ class SharedWatcher : public Watcher {
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   EtcdWatch* current_ ABSL_GUARDED_BY(mu_) = nullptr;  // the reader's, to cancel
+  WatchCanceller canceller_;  // of the reader's watch being made again
   std::thread reader_;
 };
 
