@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <tuple>
@@ -10,6 +11,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "allocated_state.h"
@@ -620,7 +622,12 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
   // The claim and the devices as far as this write knows them: first the
   // mirror's, then what etcd's failure branches and reads returned.
   Current cur;
-  {
+  std::optional<AllocatedState> allocated;
+  std::map<std::string, DeviceState> devices;
+  auto read_mirror = [&]() -> absl::Status {
+    cur = Current();
+    allocated.reset();
+    devices.clear();
     absl::StatusOr<ClaimRead> read = mirror_store_->Get(key);
     if (read.ok()) {
       cur.record = std::move(read->record);
@@ -630,9 +637,13 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
     } else {
       return read.status();
     }
-  }
-  std::optional<AllocatedState> allocated;
-  std::map<std::string, DeviceState> devices;
+    return absl::OkStatus();
+  };
+  CS_RETURN_IF_ERROR(read_mirror());
+  // The stripes of the devices whose shares this write changes, once taken
+  // (see shares_stripes_).
+  std::vector<std::unique_lock<std::mutex>> stripes;
+  bool stripes_taken = false;
   auto device_state = [&](const DeviceId& id) -> absl::StatusOr<DeviceState*> {
     const std::string name = DeviceName(id.driver, id.pool, id.device);
     auto it = devices.find(name);
@@ -740,6 +751,7 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
     absl::Status refusal;
     bool refusal_confirmed = true;
     std::vector<std::string> compared_devices;
+    std::vector<std::string> shares_changed;
     for (const std::string& name : names) {
       auto b = before.find(name);
       auto a = after.find(name);
@@ -785,6 +797,7 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
         AddDelete(&txn, exclusive_key);
       }
       if (was.shares != will.shares) {
+        shares_changed.push_back(name);
         std::vector<DeviceShare> list;
         for (const DeviceShare& s : st->shares) {
           if (s.claim != key) list.push_back(s);
@@ -835,6 +848,35 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
       CS_ASSIGN_OR_RETURN(const etcdserverpb::TxnResponse got, etcd_->Txn(read));
       CS_RETURN_IF_ERROR(absorb(got, compared_devices));
       continue;
+    }
+    if (!stripes_taken && !shares_changed.empty()) {
+      // Writers of this process that change one device's shares go one at
+      // a time: racing, all but one would fail their compare of the shares
+      // key and send their Txn again. Taken in ascending order, once per
+      // write: no deadlock.
+      std::vector<size_t> wanted;
+      for (const std::string& name : shares_changed) {
+        wanted.push_back(absl::HashOf(name) % shares_stripes_.size());
+      }
+      std::sort(wanted.begin(), wanted.end());
+      wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+      bool waited = false;
+      for (size_t i : wanted) {
+        std::unique_lock<std::mutex> lock(shares_stripes_[i], std::try_to_lock);
+        if (!lock.owns_lock()) {
+          waited = true;
+          lock.lock();
+        }
+        stripes.push_back(std::move(lock));
+      }
+      stripes_taken = true;
+      if (waited) {
+        // Another writer of this process changed the device meanwhile; its
+        // write is in the mirror now (it returned only then): start again
+        // from there.
+        CS_RETURN_IF_ERROR(read_mirror());
+        continue;
+      }
     }
     absl::StatusOr<etcdserverpb::TxnResponse> r = etcd_->Txn(txn);
     if (!r.ok()) {

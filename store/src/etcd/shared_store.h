@@ -45,9 +45,11 @@
 #ifndef CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
 #define CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -195,6 +197,11 @@ class SharedStore final : public MutationWrites {
   std::unique_ptr<EtcdWatch> watch_ ABSL_GUARDED_BY(mu_);  // to cancel at close
   std::atomic<bool> stopping_{false};
   std::thread follower_;
+  // Writes of this process that change a device's shares (a shared
+  // device's hot key in etcd) take the device's stripe for their Txns, so
+  // that they do not fail each other's compares: only other processes'
+  // writes race them. Performance only: etcd's compares decide.
+  std::array<std::mutex, 256> shares_stripes_;
 };
 
 }  // namespace claimstore::internal
