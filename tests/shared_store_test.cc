@@ -74,6 +74,15 @@ class SharedStoreTest : public ::testing::Test {
     return o;
   }
   std::string MirrorPath(int i) const { return absl::StrCat(dir_.path(), "/mirror-", i); }
+  // A bare etcd client of the test cluster (to compact it, or to write
+  // what no store would).
+  static std::unique_ptr<internal::EtcdClient> BareEtcd() {
+    internal::EtcdOptions eo;
+    eo.endpoints = TestCluster().Endpoints();
+    absl::StatusOr<std::unique_ptr<internal::EtcdClient>> etcd = internal::EtcdClient::Connect(eo);
+    EXPECT_THAT(etcd.status(), IsOk());
+    return etcd.ok() ? *std::move(etcd) : nullptr;
+  }
   std::unique_ptr<Store> OpenMirror(int i) {
     absl::StatusOr<std::unique_ptr<Store>> s = Store::Open(MirrorPath(i), SharedOptions());
     EXPECT_THAT(s.status(), IsOk());
@@ -282,11 +291,9 @@ TEST_F(SharedStoreTest, AMirrorResumesAfterARestartAndRelistsWhenEtcdCompactedPa
       ASSERT_THAT(b->Delete(Key("deleted-later")), IsOk());
     }
     if (round == 1) {
-      internal::EtcdOptions eo;
-      eo.endpoints = TestCluster().Endpoints();
-      auto etcd = internal::EtcdClient::Connect(eo);
-      ASSERT_THAT(etcd.status(), IsOk());
-      ASSERT_THAT((*etcd)->Compact(static_cast<int64_t>(b->Stats()->revision)), IsOk());
+      auto etcd = BareEtcd();
+      ASSERT_TRUE(etcd);
+      ASSERT_THAT(etcd->Compact(static_cast<int64_t>(b->Stats()->revision)), IsOk());
     }
     auto a = OpenMirror(0);
     ASSERT_TRUE(a);
@@ -529,12 +536,10 @@ TEST_F(SharedStoreTest, AWatcherGoesOnThroughMemberKillsAndIsToldOfCompaction) {
     EXPECT_EQ(e->revision, revision);
   }
   // Compacted: a watch from before the compaction is refused at once...
-  internal::EtcdOptions eo;
-  eo.endpoints = cluster.Endpoints();
-  auto etcd = internal::EtcdClient::Connect(eo);
-  ASSERT_THAT(etcd.status(), IsOk());
+  auto etcd = BareEtcd();
+  ASSERT_TRUE(etcd);
   const int64_t compact = static_cast<int64_t>(want.back());
-  ASSERT_THAT((*etcd)->Compact(compact), IsOk());
+  ASSERT_THAT(etcd->Compact(compact), IsOk());
   absl::StatusOr<std::unique_ptr<Watcher>> old = a->Watch(first->revision);
   EXPECT_THAT(old.status(), StatusIs(absl::StatusCode::kOutOfRange, ""));
   EXPECT_EQ(CompactRevision(old.status()), std::optional<uint64_t>(compact));
@@ -553,10 +558,8 @@ TEST_F(SharedStoreTest, AWatcherCancelledWithAFullQueueIsDestroyedCleanly) {
   ASSERT_TRUE(a);
   absl::StatusOr<std::unique_ptr<Watcher>> watcher = a->Watch(0);
   ASSERT_THAT(watcher.status(), IsOk());
-  internal::EtcdOptions eo;
-  eo.endpoints = TestCluster().Endpoints();
-  auto etcd = internal::EtcdClient::Connect(eo);
-  ASSERT_THAT(etcd.status(), IsOk());
+  auto etcd = BareEtcd();
+  ASSERT_TRUE(etcd);
   // 4,200 claims, 100 to a Txn.
   const internal::EtcdLayout layout(prefix_);
   for (int t = 0; t < 42; ++t) {
@@ -567,7 +570,7 @@ TEST_F(SharedStoreTest, AWatcherCancelledWithAFullQueueIsDestroyedCleanly) {
       op->set_key(layout.Claim(Key(name)));
       op->set_value(internal::EncodeClaimValue("token", ClaimJson("ns", name).bytes()));
     }
-    ASSERT_THAT((*etcd)->Txn(txn).status(), IsOk());
+    ASSERT_THAT(etcd->Txn(txn).status(), IsOk());
   }
   absl::StatusOr<WatchEvent> first = (*watcher)->Next(absl::Seconds(10));
   ASSERT_THAT(first.status(), IsOk());
@@ -652,15 +655,13 @@ TEST_F(SharedStoreTest, AValueThatIsNoClaimIsLeftOutAndNamed) {
   ASSERT_TRUE(a);
   absl::StatusOr<std::unique_ptr<Watcher>> watcher = a->Watch(0);
   ASSERT_THAT(watcher.status(), IsOk());
-  internal::EtcdOptions eo;
-  eo.endpoints = TestCluster().Endpoints();
-  auto etcd = internal::EtcdClient::Connect(eo);
-  ASSERT_THAT(etcd.status(), IsOk());
+  auto etcd = BareEtcd();
+  ASSERT_TRUE(etcd);
   etcdserverpb::TxnRequest put;
   auto* op = put.add_success()->mutable_request_put();
   op->set_key(internal::EtcdLayout(prefix_).Claim(Key("foreign")));
   op->set_value("{\"not\": \"a claim\"}");
-  ASSERT_THAT((*etcd)->Txn(put).status(), IsOk());
+  ASSERT_THAT(etcd->Txn(put).status(), IsOk());
   ASSERT_THAT(a->Put(ClaimJson("ns", "after")), IsOk());
   EXPECT_THAT(a->Get(Key("foreign")).status(), StatusIs(absl::StatusCode::kNotFound, ""));
   EXPECT_THAT(a->Get(Key("after")).status(), IsOk());
@@ -677,7 +678,7 @@ TEST_F(SharedStoreTest, AValueThatIsNoClaimIsLeftOutAndNamed) {
   etcdserverpb::TxnRequest del;
   del.add_success()->mutable_request_delete_range()->set_key(
       internal::EtcdLayout(prefix_).Claim(Key("foreign")));
-  ASSERT_THAT((*etcd)->Txn(del).status(), IsOk());
+  ASSERT_THAT(etcd->Txn(del).status(), IsOk());
   ASSERT_THAT(a->Put(ClaimJson("ns", "after-delete")), IsOk());
   for (const char* name : {"after", "after-delete"}) {
     absl::StatusOr<WatchEvent> e = (*watcher)->Next(absl::Seconds(10));
