@@ -548,6 +548,17 @@ TEST_F(SharedStoreTest, AWatcherGoesOnThroughMemberKillsAndIsToldOfCompaction) {
   absl::StatusOr<WatchEvent> e = (*watcher)->Next(absl::Seconds(10));
   ASSERT_THAT(e.status(), IsOk());
   EXPECT_EQ(e->key, Key("after"));
+  // A watch from the compact revision itself is refused too (its
+  // deletions are gone), and promptly: etcd would take that watch and
+  // never cancel it. One from the revision after is taken.
+  absl::StatusOr<std::unique_ptr<Watcher>> at = a->Watch(static_cast<uint64_t>(compact));
+  EXPECT_THAT(at.status(), StatusIs(absl::StatusCode::kOutOfRange, ""));
+  EXPECT_EQ(CompactRevision(at.status()), std::optional<uint64_t>(compact));
+  absl::StatusOr<std::unique_ptr<Watcher>> next = a->Watch(static_cast<uint64_t>(compact) + 1);
+  ASSERT_THAT(next.status(), IsOk());
+  e = (*next)->Next(absl::Seconds(10));
+  ASSERT_THAT(e.status(), IsOk());
+  EXPECT_EQ(e->key, Key("after"));
 }
 
 // A watcher whose reader stopped on a full queue (4,096 events nobody

@@ -46,9 +46,13 @@ absl::StatusOr<std::unique_ptr<Watcher>> SharedWatcher::Start(EtcdClient* etcd,
                                                               EventOf event_of) {
   std::unique_ptr<SharedWatcher> w(
       new SharedWatcher(etcd, std::move(prefix), from, std::move(options), std::move(event_of)));
-  absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd->Watch(w->Request(from));
+  // A compacted start is drained from the revision its probe was refused
+  // at (from - 1): etcd refuses reads below its compact revision and
+  // cancels watches from below it, saying up to where it compacted. A
+  // watch from the compact revision itself it would take and never cancel.
+  const uint64_t start = compacted ? std::max<uint64_t>(from - 1, 1) : from;
+  absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd->Watch(w->Request(start));
   if (compacted && watch.ok()) {
-    // etcd cancels it at once, saying up to where it compacted.
     absl::StatusOr<etcdserverpb::WatchResponse> r;
     do {
       r = (*watch)->Next();
