@@ -514,7 +514,7 @@ TEST_F(BulkLoadTest, ReadersSeeAllOrNothing) {
 
 // The child of the crash test: loads kCrashClaims claims into the database
 // named by CLAIMSTORE_BULK_CHILD_DB and commits. Skipped when run alone.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#ifdef CLAIMSTORE_TEST_SANITIZED
 // Under a sanitizer each child's load runs 5-15x slower (the kill -9 tests
 // took 5.5 of tsan's 7.7 minutes); the moments the kills hit are the same
 // phases, taken relative to a whole run's time.

@@ -9,6 +9,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+// Defined when this build runs under AddressSanitizer or ThreadSanitizer,
+// for tests that scale their work down there. GCC defines
+// __SANITIZE_ADDRESS__ and __SANITIZE_THREAD__; clang (14, the asan-ubsan
+// preset) defines neither and answers __has_feature instead.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CLAIMSTORE_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CLAIMSTORE_TEST_SANITIZED 1
+#endif
+#endif
+
 namespace claimstore::testing {
 
 // Reads a whole file; fails the test (and returns "") when it cannot.

@@ -264,7 +264,7 @@ TEST_F(WatchTest, ASlowWatcherHoldsNoWriterUpAndLosesNothing) {
 // batch of events whose records held the batch itself once leaked, 350
 // bytes per event); LeakSanitizer checks the same under asan-ubsan.
 TEST_F(WatchTest, ReadingTheFeedFromDiskKeepsNoMemory) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef CLAIMSTORE_TEST_SANITIZED
   GTEST_SKIP() << "the sanitizers' allocators: LeakSanitizer checks this under asan-ubsan";
 #endif
   std::vector<ClaimRecord> claims;

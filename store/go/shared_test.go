@@ -133,9 +133,12 @@ func startEtcd(t *testing.T, tls *tlsFiles) *etcdMember {
 	}
 	m := &etcdMember{url: client, cmd: cmd}
 	t.Cleanup(m.kill)
-	httpClient := http.DefaultClient
+	// Each check within a second: a starting member accepts connections
+	// before it serves them.
+	httpClient := &http.Client{Timeout: time.Second}
 	if tls != nil {
 		httpClient = tlsClient(t, tls)
+		httpClient.Timeout = time.Second
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
