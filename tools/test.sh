@@ -11,10 +11,19 @@ cd "$(dirname "$0")/.."
 presets=("$@")
 if [ "${#presets[@]}" -eq 0 ]; then presets=(release asan-ubsan tsan); fi
 
+# Each phase's start and length in the log, for keeping CI's time in view.
+phase_start=${SECONDS}
+phase() {
+  echo "== tools/test.sh: $1 ($(date -u +%H:%M:%S) UTC; the phase before took $((SECONDS - phase_start)) s)" >&2
+  phase_start=${SECONDS}
+}
+
 tools/deps.sh
 for preset in "${presets[@]}"; do
-  echo "== tools/test.sh: preset ${preset}" >&2
+  phase "preset ${preset}: build"
   cmake --preset "${preset}" >/dev/null
   cmake --build --preset "${preset}"
+  phase "preset ${preset}: tests"
   ctest --preset "${preset}"
 done
+phase "done in $((SECONDS / 60)) min $((SECONDS % 60)) s"

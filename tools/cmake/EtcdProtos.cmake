@@ -64,7 +64,6 @@ add_custom_command(
   VERBATIM)
 
 add_library(claimstore_etcdpb OBJECT ${_etcd_srcs})
-# Generated code: its own warnings are not ours to fix.
 # Generated code, protoc's and not ours: no warnings, and no sanitizer
 # instrumentation (it took 4 of the asan-ubsan build's CPU minutes; it runs
 # uninstrumented like Debian's libprotobuf and libgrpc++ it calls into).

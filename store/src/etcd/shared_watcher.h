@@ -42,8 +42,8 @@ class SharedWatcher : public Watcher {
   // Watches `prefix` of `etcd` (which must outlive the watcher) from
   // revision `from` (> 0). Unavailable when no member takes the watch
   // within the client's timeout. `compacted`: a read at `from - 1` was
-  // refused as compacted; the watch then says up to where (etcd's read error does
-  // not), and Start returns OutOfRange with it.
+  // refused as compacted; the watch then says up to where (etcd's read
+  // error does not), and Start returns OutOfRange with it.
   static absl::StatusOr<std::unique_ptr<Watcher>> Start(EtcdClient* etcd, std::string prefix,
                                                         uint64_t from, bool compacted,
                                                         WatchOptions options, EventOf event_of);
