@@ -305,6 +305,36 @@ TEST_F(SharedStoreTest, AMirrorResumesAfterARestartAndRelistsWhenEtcdCompactedPa
   }
 }
 
+// etcd takes a watch from its compact revision itself, but a deletion at
+// that revision went with the compaction: a mirror resuming right after
+// its last revision, which etcd compacted at a deletion, must re-list
+// rather than keep the deleted claim.
+TEST_F(SharedStoreTest, AMirrorResumingAtACompactedDeletionRelists) {
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(b);
+  uint64_t left_at = 0;
+  {
+    auto a = OpenMirror(0);
+    ASSERT_TRUE(a);
+    ASSERT_THAT(a->Put(ClaimJson("ns", "kept")), IsOk());
+    absl::StatusOr<WriteResult> doomed = a->Put(ClaimJson("ns", "doomed"));
+    ASSERT_THAT(doomed.status(), IsOk());
+    left_at = a->Stats()->revision;
+    ASSERT_EQ(left_at, doomed->revision);
+  }
+  absl::StatusOr<WriteResult> deleted = b->Delete(Key("doomed"));
+  ASSERT_THAT(deleted.status(), IsOk());
+  ASSERT_EQ(deleted->revision, left_at + 1);  // nothing else wrote between
+  auto etcd = BareEtcd();
+  ASSERT_TRUE(etcd);
+  ASSERT_THAT(etcd->Compact(static_cast<int64_t>(deleted->revision)), IsOk());
+  auto a = OpenMirror(0);
+  ASSERT_TRUE(a);
+  EXPECT_THAT(a->Get(Key("doomed")).status(), StatusIs(absl::StatusCode::kNotFound, ""));
+  ASSERT_THAT(b->Refresh(), IsOk());
+  EXPECT_EQ(Contents(*a), Contents(*b));
+}
+
 TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
   auto a = OpenMirror(0);
   ASSERT_TRUE(a);
@@ -559,6 +589,53 @@ TEST_F(SharedStoreTest, AWatcherGoesOnThroughMemberKillsAndIsToldOfCompaction) {
   e = (*next)->Next(absl::Seconds(10));
   ASSERT_THAT(e.status(), IsOk());
   EXPECT_EQ(e->key, Key("after"));
+}
+
+// A watcher whose stream broke resumes after the last event it read: when
+// etcd compacted at a deletion right after it meanwhile, the watcher hands
+// over that deletion (the member it resumes on had not compacted yet) or
+// is told of the compaction; it never goes on without it.
+TEST_F(SharedStoreTest, AWatcherResumingAtACompactedDeletionIsToldOfIt) {
+  EtcdCluster& cluster = TestCluster();
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(b);
+  const int leader = cluster.Leader();
+  ASSERT_GE(leader, 0);
+  const int member = (leader + 1) % cluster.size();
+  Options one = SharedOptions();  // a watcher that reaches one member only
+  one.etcd_endpoints = {cluster.Endpoint(member)};
+  absl::StatusOr<std::unique_ptr<Store>> a = Store::Open(MirrorPath(0), one);
+  ASSERT_THAT(a.status(), IsOk());
+  absl::StatusOr<WriteResult> put = b->Put(ClaimJson("ns", "doomed"));
+  ASSERT_THAT(put.status(), IsOk());
+  absl::StatusOr<std::unique_ptr<Watcher>> watcher = (*a)->Watch(put->revision);
+  ASSERT_THAT(watcher.status(), IsOk());
+  absl::StatusOr<WatchEvent> e = (*watcher)->Next(absl::Seconds(10));
+  ASSERT_THAT(e.status(), IsOk());
+  ASSERT_EQ(e->revision, put->revision);
+
+  cluster.Kill(member);  // the watcher's stream breaks
+  absl::StatusOr<WriteResult> deleted = b->Delete(Key("doomed"));
+  ASSERT_THAT(deleted.status(), IsOk());
+  ASSERT_EQ(deleted->revision, put->revision + 1);  // nothing else wrote between
+  auto etcd = BareEtcd();
+  ASSERT_TRUE(etcd);
+  ASSERT_THAT(etcd->Compact(static_cast<int64_t>(deleted->revision)), IsOk());
+  ASSERT_THAT(b->Put(ClaimJson("ns", "after")), IsOk());
+  ASSERT_THAT(cluster.Restart(member), IsOk());
+
+  e = (*watcher)->Next(absl::Seconds(30));
+  if (e.ok()) {
+    EXPECT_EQ(e->key, Key("doomed"));
+    EXPECT_EQ(e->type, WatchEventType::kDeleted);
+    EXPECT_EQ(e->revision, deleted->revision);
+  } else {
+    EXPECT_THAT(e.status(), StatusIs(absl::StatusCode::kOutOfRange, ""));
+    EXPECT_EQ(CompactRevision(e.status()), std::optional<uint64_t>(deleted->revision));
+  }
+  // The mirror behind the same member re-listed or applied the deletion.
+  ASSERT_THAT((*a)->Refresh(), IsOk());
+  EXPECT_THAT((*a)->Get(Key("doomed")).status(), StatusIs(absl::StatusCode::kNotFound, ""));
 }
 
 // A watcher whose reader stopped on a full queue (4,096 events nobody

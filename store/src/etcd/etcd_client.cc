@@ -377,7 +377,8 @@ void WatchCanceller::Leave() {
 }
 
 absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::Watch(
-    const etcdserverpb::WatchCreateRequest& create, WatchCanceller* canceller) {
+    const etcdserverpb::WatchCreateRequest& create, WatchCanceller* canceller,
+    absl::Time stream_deadline) {
   const absl::Time deadline = absl::Now() + options_.request_timeout;
   absl::Status last = absl::UnavailableError("etcd: no endpoint");
   while (absl::Now() < deadline) {
@@ -398,6 +399,9 @@ absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::Watch(
     // a member cut off from the quorum refuses instead of serving a watch
     // that never delivers (clientv3.WithRequireLeader).
     w->context_.AddMetadata("hasleader", "true");
+    if (stream_deadline != absl::InfiniteFuture()) {
+      w->context_.set_deadline(absl::ToChronoTime(stream_deadline));
+    }
     w->stream_ = m.watch->Watch(&w->context_);
     etcdserverpb::WatchRequest request;
     *request.mutable_create_request() = create;

@@ -65,6 +65,14 @@ bool OutcomeUnknown(const absl::Status& status);
 // The compact revision an OutOfRange error of a Range or Watch carries.
 uint64_t CompactRevisionOf(const absl::Status& status);
 
+// The revision to start an etcd watch at that hands over every event at
+// `from` (> 0) and after, deletions included: the one before `from`, and
+// events below `from` are dropped. etcd takes a watch from its compact
+// revision itself, but a deletion at that revision went with the
+// compaction; a watch from the revision before is cancelled as compacted
+// instead (then re-list, or report it).
+inline uint64_t WatchStartFor(uint64_t from) { return from > 1 ? from - 1 : 1; }
+
 // Cancels the EtcdClient::Watch calls made with it, from another thread:
 // the one in progress (its stream is cancelled) and every later one
 // (Cancelled at once).
@@ -117,9 +125,11 @@ class EtcdClient {
   // A Range (linearizable unless request.serializable()); tried on each
   // member in turn until the deadline.
   absl::StatusOr<etcdserverpb::RangeResponse> Range(const etcdserverpb::RangeRequest& request);
-  // A watch, created on a member that confirms it.
-  absl::StatusOr<std::unique_ptr<EtcdWatch>> Watch(const etcdserverpb::WatchCreateRequest& create,
-                                                   WatchCanceller* canceller = nullptr);
+  // A watch, created on a member that confirms it. `stream_deadline`, when
+  // set, ends the stream then (Next returns Unavailable).
+  absl::StatusOr<std::unique_ptr<EtcdWatch>> Watch(
+      const etcdserverpb::WatchCreateRequest& create, WatchCanceller* canceller = nullptr,
+      absl::Time stream_deadline = absl::InfiniteFuture());
   // Compacts etcd's history up to `revision` (physical: returns once the
   // compaction is done).
   absl::Status Compact(int64_t revision);
@@ -128,6 +138,7 @@ class EtcdClient {
   absl::StatusOr<etcdserverpb::StatusResponse> MemberStatus(size_t i);
 
   size_t endpoints() const { return members_.size(); }
+  absl::Duration request_timeout() const { return options_.request_timeout; }
 
  private:
   struct Member {

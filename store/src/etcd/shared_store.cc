@@ -212,9 +212,17 @@ absl::StatusOr<ClaimRecord> SharedStore::RecordOf(const ClaimKey& key,
 
 absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& response) {
   MutexLock apply(&apply_mu_);
+  uint64_t applied;  // only changed under apply_mu_
+  {
+    MutexLock lock(&mu_);
+    applied = applied_;
+  }
   std::vector<StoreImpl::MirroredClaim> claims;
   uint64_t revision = 0;
   for (const mvccpb::Event& e : response.events()) {
+    // Events up to the revision applied are seen: the watch resumed from
+    // it (Follow).
+    if (static_cast<uint64_t>(e.kv().mod_revision()) <= applied) continue;
     revision = std::max(revision, static_cast<uint64_t>(e.kv().mod_revision()));
     ClaimKey key;
     if (!layout_.ParseClaim(e.kv().key(), &key)) continue;  // holdings, sync keys
@@ -238,10 +246,6 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
     claims.push_back(std::move(c));
   }
   if (revision == 0) return absl::OkStatus();
-  {
-    MutexLock lock(&mu_);
-    if (revision <= applied_) return absl::OkStatus();  // seen (a watch resumed)
-  }
   CS_RETURN_IF_ERROR(mirror()->ApplyMirrored(claims, revision));
   MutexLock lock(&mu_);
   applied_ = revision;
@@ -324,7 +328,10 @@ void SharedStore::Follow() {
     create.set_range_end(PrefixRangeEnd(layout_.prefix()));
     {
       MutexLock lock(&mu_);
-      create.set_start_revision(static_cast<int64_t>(applied_ + 1));
+      // Resumed after the revision applied, which the watch starts at
+      // (WatchStartFor): etcd cancels it as compacted, and the mirror
+      // re-lists, when a deletion after it may be gone.
+      create.set_start_revision(static_cast<int64_t>(WatchStartFor(applied_ + 1)));
     }
     absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd_->Watch(create);
     absl::Status s = watch.status();
@@ -409,33 +416,8 @@ absl::StatusOr<AllocatedState> SharedStore::AllocatedDevices() const {
 }
 absl::StatusOr<std::unique_ptr<Watcher>> SharedStore::Watch(uint64_t from_revision,
                                                             const WatchOptions& options) {
-  // etcd's revision now; 0 watches from the next one. A watch of a
-  // compacted revision is refused by Watch, as the local feed refuses it
-  // (etcd confirms the watch, then cancels it): a read at that revision is
-  // refused the same way. (A compaction after this check is reported by
-  // Next.)
-  etcdserverpb::RangeRequest probe;
-  probe.set_key(layout_.ClaimsPrefix());
-  probe.set_range_end(PrefixRangeEnd(layout_.ClaimsPrefix()));
-  probe.set_count_only(true);
-  CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse now, etcd_->Range(probe));
-  const uint64_t current = static_cast<uint64_t>(now.header().revision());
-  if (from_revision == 0) {
-    from_revision = current + 1;
-  }
-  // A watch from the compact revision itself would be taken, but its
-  // deletions there are gone: the read is at the revision before, which
-  // etcd refuses when from_revision <= its compact revision (as the local
-  // feed refuses it).
-  bool compacted = false;
-  if (from_revision <= current) {
-    probe.set_revision(static_cast<int64_t>(std::max<uint64_t>(from_revision - 1, 1)));
-    absl::StatusOr<etcdserverpb::RangeResponse> at = etcd_->Range(probe);
-    compacted = absl::IsOutOfRange(at.status());
-    if (!compacted) CS_RETURN_IF_ERROR(at.status());
-  }
   return SharedWatcher::Start(
-      etcd_.get(), layout_.ClaimsPrefix(), from_revision, compacted, options,
+      etcd_.get(), layout_.ClaimsPrefix(), from_revision, options,
       [this](const mvccpb::Event& e, bool* skip, WatchEvent* out) { return EventOf(e, skip, out); });
 }
 
@@ -571,7 +553,7 @@ absl::StatusOr<SharedStore::Outcome> SharedStore::ResolveOutcome(const ClaimKey&
   etcdserverpb::WatchCreateRequest create;
   create.set_key(claim_key);
   create.set_range_end(absl::StrCat(claim_key, std::string(1, '\1')));
-  create.set_start_revision(static_cast<int64_t>(from));
+  create.set_start_revision(static_cast<int64_t>(WatchStartFor(from)));  // a delete at `from` kept
   CS_ASSIGN_OR_RETURN(std::unique_ptr<EtcdWatch> watch, etcd_->Watch(create));
   etcdserverpb::TxnRequest put_sentinel;
   AddPut(&put_sentinel, sentinel, "");
@@ -581,6 +563,7 @@ absl::StatusOr<SharedStore::Outcome> SharedStore::ResolveOutcome(const ClaimKey&
     CS_ASSIGN_OR_RETURN(const etcdserverpb::WatchResponse r, watch->Next());
     for (const mvccpb::Event& e : r.events()) {
       if (decided) break;
+      if (static_cast<uint64_t>(e.kv().mod_revision()) < from) continue;
       if (e.kv().key() == sentinel) {
         decided = true;  // the history up to now: it did not land
         break;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "feed.h"
+#include "status_macros.h"
 #include "store_errors.h"
 
 namespace claimstore::internal {
@@ -35,36 +36,70 @@ etcdserverpb::WatchCreateRequest SharedWatcher::Request(uint64_t from) const {
   etcdserverpb::WatchCreateRequest create;
   create.set_key(prefix_);
   create.set_range_end(PrefixRangeEnd(prefix_));
-  create.set_start_revision(static_cast<int64_t>(from));
+  create.set_start_revision(static_cast<int64_t>(WatchStartFor(from)));
   create.set_prev_kv(true);  // a deleted claim's last state
   return create;
 }
 
 absl::StatusOr<std::unique_ptr<Watcher>> SharedWatcher::Start(EtcdClient* etcd,
                                                               std::string prefix, uint64_t from,
-                                                              bool compacted, WatchOptions options,
+                                                              WatchOptions options,
                                                               EventOf event_of) {
+  // etcd's revision now: 0 watches from the next one.
+  etcdserverpb::RangeRequest probe;
+  probe.set_key(prefix);
+  probe.set_range_end(PrefixRangeEnd(prefix));
+  probe.set_count_only(true);
+  CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse now, etcd->Range(probe));
+  const uint64_t current = static_cast<uint64_t>(now.header().revision());
+  if (from == 0) from = current + 1;
   std::unique_ptr<SharedWatcher> w(
       new SharedWatcher(etcd, std::move(prefix), from, std::move(options), std::move(event_of)));
-  // A compacted start is drained from the revision its probe was refused
-  // at (from - 1): etcd refuses reads below its compact revision and
-  // cancels watches from below it, saying up to where it compacted. A
-  // watch from the compact revision itself it would take and never cancel.
-  const uint64_t start = compacted ? std::max<uint64_t>(from - 1, 1) : from;
-  absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd->Watch(w->Request(start));
-  if (compacted && watch.ok()) {
-    absl::StatusOr<etcdserverpb::WatchResponse> r;
-    do {
-      r = (*watch)->Next();
-    } while (r.ok());
-    watch = r.status();
+  // A compacted start is refused here, as the local feed refuses it: etcd
+  // would confirm the watch and cancel it after. A read at the revision
+  // the watch starts from is refused the same way (etcd refuses both below
+  // its compact revision).
+  bool compacted = false;
+  if (from <= current) {
+    probe.set_revision(static_cast<int64_t>(WatchStartFor(from)));
+    absl::StatusOr<etcdserverpb::RangeResponse> at = etcd->Range(probe);
+    compacted = absl::IsOutOfRange(at.status());
+    if (!compacted) CS_RETURN_IF_ERROR(at.status());
   }
-  if (absl::IsOutOfRange(watch.status())) {
-    return FeedCompacted(from, CompactRevisionOf(watch.status()));
-  }
-  if (!watch.ok()) return watch.status();
-  w->reader_ = std::thread(&SharedWatcher::Run, w.get(), *std::move(watch));
+  if (compacted) return w->CompactedStart(from);
+  CS_ASSIGN_OR_RETURN(std::unique_ptr<EtcdWatch> watch, etcd->Watch(w->Request(from)));
+  w->reader_ = std::thread(&SharedWatcher::Run, w.get(), std::move(watch));
   return w;
+}
+
+absl::Status SharedWatcher::CompactedStart(uint64_t from) {
+  // etcd's read error does not say up to where it compacted; a watch from
+  // the same revision does, when etcd cancels it. The member the watch
+  // goes to may not have applied the compaction yet (the read was
+  // linearizable, the watch is not): it then takes the watch, which is
+  // dropped after a while and made again, within the client's timeout.
+  const absl::Time give_up = absl::Now() + etcd_->request_timeout();
+  absl::Status last = absl::UnavailableError("no watch made");
+  while (absl::Now() < give_up) {
+    absl::StatusOr<std::unique_ptr<EtcdWatch>> watch =
+        etcd_->Watch(Request(from), nullptr, std::min(give_up, absl::Now() + absl::Seconds(1)));
+    if (watch.ok()) {
+      absl::StatusOr<etcdserverpb::WatchResponse> r;
+      do {
+        r = (*watch)->Next();
+      } while (r.ok());
+      watch = r.status();
+    }
+    if (absl::IsOutOfRange(watch.status())) {
+      return FeedCompacted(from, CompactRevisionOf(watch.status()));
+    }
+    last = watch.status();
+  }
+  return absl::UnavailableError(
+      absl::StrCat("etcd refused a read at revision ", WatchStartFor(from),
+                   " as compacted, but no watch from there was cancelled as compacted within ",
+                   absl::FormatDuration(etcd_->request_timeout()), " (last: ", last.message(),
+                   ")"));
 }
 
 SharedWatcher::~SharedWatcher() {
@@ -102,15 +137,21 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first) {
     if (cancelled_) return;
     current_ = watch.get();
   }
+  // The next revision to hand over: events below it are ones read before
+  // the stream broke (a watch is made again from the revision before it;
+  // WatchedFrom). Only this thread writes read_next_.
+  uint64_t from;
+  {
+    MutexLock lock(&mu_);
+    from = read_next_;
+  }
   for (;;) {
     if (watch == nullptr) {
-      // The stream broke: watch again from the revision after the last
-      // one read (another member, when the client's is gone).
-      uint64_t from;
+      // The stream broke: watch again (another member, when the client's
+      // is gone).
       {
         MutexLock lock(&mu_);
         if (cancelled_) return;
-        from = read_next_;
       }
       absl::StatusOr<std::unique_ptr<EtcdWatch>> again = etcd_->Watch(Request(from), &canceller_);
       if (absl::IsOutOfRange(again.status())) {
@@ -128,12 +169,10 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first) {
     }
     absl::StatusOr<etcdserverpb::WatchResponse> r = watch->Next();
     if (!r.ok()) {
-      uint64_t from;
       {
         MutexLock lock(&mu_);
         current_ = nullptr;
         if (cancelled_) return;
-        from = read_next_;
       }
       watch.reset();
       if (absl::IsOutOfRange(r.status())) {
@@ -144,7 +183,9 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first) {
     std::vector<WatchEvent> events;
     uint64_t last = 0;
     for (const mvccpb::Event& e : r->events()) {
-      last = std::max(last, static_cast<uint64_t>(e.kv().mod_revision()));
+      const uint64_t revision = static_cast<uint64_t>(e.kv().mod_revision());
+      last = std::max(last, revision);
+      if (revision < from) continue;  // handed over before the stream broke
       WatchEvent event;
       bool skip = false;
       if (absl::Status s = event_of_(e, &skip, &event); !s.ok()) return Fail(std::move(s));
@@ -155,7 +196,8 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first) {
     while (!cancelled_ && queue_.size() >= kQueueMax) cv_.Wait(&mu_);
     if (cancelled_) return;
     for (WatchEvent& e : events) queue_.push_back(std::move(e));
-    read_next_ = std::max(read_next_, last + 1);
+    from = std::max(from, last + 1);
+    read_next_ = from;
     cv_.NotifyAll();
   }
 }

@@ -8,7 +8,8 @@
 // A thread of its own reads etcd's watch into a bounded queue (4,096
 // events; it stops reading while the queue is full) and watches again,
 // from the revision after the last it read, when the stream breaks (a
-// member killed: the client fails over to another). Next waits on the
+// member killed: the client fails over to another; events it had read are
+// not handed over twice). Next waits on the
 // queue with its timeout. When etcd has compacted the revisions it needs
 // (at the start, or while it could not reach etcd), Next returns
 // OutOfRange with the compact revision, as the local feed does.
@@ -40,13 +41,13 @@ class SharedWatcher : public Watcher {
   using EventOf = std::function<absl::Status(const mvccpb::Event&, bool* skip, WatchEvent*)>;
 
   // Watches `prefix` of `etcd` (which must outlive the watcher) from
-  // revision `from` (> 0). Unavailable when no member takes the watch
-  // within the client's timeout. `compacted`: a read at `from - 1` was
-  // refused as compacted; the watch then says up to where (etcd's read
-  // error does not), and Start returns OutOfRange with it.
+  // revision `from`, or from etcd's next revision when `from` is 0.
+  // OutOfRange with the compact revision when etcd has compacted `from`
+  // (as the local feed); Unavailable when no member takes the watch within
+  // the client's timeout.
   static absl::StatusOr<std::unique_ptr<Watcher>> Start(EtcdClient* etcd, std::string prefix,
-                                                        uint64_t from, bool compacted,
-                                                        WatchOptions options, EventOf event_of);
+                                                        uint64_t from, WatchOptions options,
+                                                        EventOf event_of);
   ~SharedWatcher() override;
 
   absl::StatusOr<WatchEvent> Next(absl::Duration timeout) override;
@@ -56,7 +57,11 @@ class SharedWatcher : public Watcher {
  private:
   SharedWatcher(EtcdClient* etcd, std::string prefix, uint64_t from, WatchOptions options,
                 EventOf event_of);
+  // A watch that hands over the events from `from` on (WatchStartFor).
   etcdserverpb::WatchCreateRequest Request(uint64_t from) const;
+  // Start's error when etcd refused a read at WatchStartFor(from) as
+  // compacted: OutOfRange with the compact revision.
+  absl::Status CompactedStart(uint64_t from);
   // The reader thread, from the watch Start created.
   void Run(std::unique_ptr<EtcdWatch> first);
   // Ends the watch with `error` (read by Next once the queue is empty).
