@@ -4,12 +4,14 @@
 // built incrementally and built from the records), and capacity races.
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -250,35 +252,42 @@ TEST_F(AllocatedTest, RacingSharesNeverOverCommitADevice) {
   }
 }
 
-// The persistent tree against a std::map, through random edits, with old
-// versions checked to stay as they were.
-TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
+// The persistent tree against a std::map, through random edits (with a
+// bottom-up rebuild midway), with old versions checked to stay as they
+// were. `name_of(rng)` gives a (driver, pool, device).
+using DeviceName = std::tuple<std::string, std::string, std::string>;
+void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_of, int steps,
+                          const std::vector<std::string>& drivers) {
   using internal::AllocatedVersion;
   using internal::DeviceId;
   std::mt19937 rng(7);
   AllocatedVersion version;
-  std::map<std::tuple<std::string, std::string, std::string>, int> model;
+  std::map<DeviceName, int> model;
   std::vector<std::pair<AllocatedVersion, decltype(model)>> kept;
-  static const char* kDrivers[] = {"a.example.com", kDriver, "z.example.com"};
-  for (int step = 0; step < 30000; ++step) {
-    const std::string driver = kDrivers[rng() % 3];
-    const std::string pool = absl::StrCat("pool-", rng() % 7);
-    const std::string device = absl::StrCat("dev-", rng() % 500);
-    const auto key = std::make_tuple(driver, pool, device);
-    const DeviceId id{driver, pool, device};
+  const auto device_of = [](const DeviceName& key, int holder) {
+    auto d = std::make_shared<AllocatedDevice>();
+    d->driver = std::get<0>(key);
+    d->pool = std::get<1>(key);
+    d->device = std::get<2>(key);
+    d->exclusive = ClaimKey{"ns", absl::StrCat(holder)};
+    return d;
+  };
+  for (int step = 0; step < steps; ++step) {
+    const DeviceName key = name_of(rng);
+    const DeviceId id{std::get<0>(key), std::get<1>(key), std::get<2>(key)};
     if (rng() % 3 == 0) {
       internal::SetDevice(&version, id, nullptr);
       model.erase(key);
     } else {
-      auto d = std::make_shared<AllocatedDevice>();
-      d->driver = driver;
-      d->pool = pool;
-      d->device = device;
-      d->exclusive = ClaimKey{"ns", absl::StrCat(step)};
-      internal::SetDevice(&version, id, d);
+      internal::SetDevice(&version, id, device_of(key, step));
       model[key] = step;
     }
     if (step % 5000 == 0) kept.emplace_back(version, model);
+    if (step == steps / 2) {  // rebuilt bottom-up, as a first snapshot is
+      std::vector<internal::DevicePtr> devices;
+      for (const auto& [k, holder] : model) devices.push_back(device_of(k, holder));
+      version = *internal::BuildVersion(version.revision, std::move(devices));
+    }
   }
   kept.emplace_back(version, model);
   for (const auto& entry : kept) {
@@ -307,21 +316,21 @@ TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
       ASSERT_NE(d, nullptr);
       EXPECT_EQ(d->exclusive->name, absl::StrCat(value));
     }
-    EXPECT_EQ(state.Find(kDriver, "pool-1", "dev-9999"), nullptr);
+    // Names not held (most of what name_of gives is not, in old versions):
+    // not found.
+    std::mt19937 probe(11);
+    for (int i = 0; i < 2000; ++i) {
+      const DeviceName key = name_of(probe);
+      const AllocatedDevice* d = state.Find(std::get<0>(key), std::get<1>(key), std::get<2>(key));
+      EXPECT_EQ(d != nullptr, m.contains(key))
+          << absl::CEscape(std::get<1>(key)) << "/" << absl::CEscape(std::get<2>(key));
+    }
     EXPECT_EQ(state.Find("m.example.com", "pool-1", "dev-1"), nullptr);
-    size_t in_pool = 0;
-    state.ForEach(kDriver, "pool-3", [&](const AllocatedDevice& d) {
-      EXPECT_EQ(d.pool, "pool-3");
-      ++in_pool;
-      return true;
-    });
-    EXPECT_EQ(in_pool, static_cast<size_t>(std::count_if(m.begin(), m.end(), [](const auto& e) {
-                return std::get<0>(e.first) == kDriver && std::get<1>(e.first) == "pool-3";
-              })));
-    // Each driver's devices, in order, stopping at the driver's end (inside
-    // internal nodes: 1,500 devices a driver).
-    for (const char* driver : kDrivers) {
+    // Each driver's devices, and each of a driver's pools, in order,
+    // stopping at its end (inside internal nodes).
+    for (const std::string& driver : drivers) {
       std::vector<std::string> got, want;
+      std::map<std::string, size_t> pools;
       state.ForEach(driver, std::nullopt, [&](const AllocatedDevice& d) {
         got.push_back(absl::StrCat(d.driver, "/", d.pool, "/", d.device));
         return true;
@@ -329,9 +338,19 @@ TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
       for (const auto& [key, value] : m) {
         if (std::get<0>(key) == driver) {
           want.push_back(absl::StrCat(std::get<0>(key), "/", std::get<1>(key), "/", std::get<2>(key)));
+          ++pools[std::get<1>(key)];
         }
       }
-      EXPECT_EQ(got, want) << driver;
+      EXPECT_EQ(got, want) << absl::CEscape(driver);
+      for (const auto& [pool, count] : pools) {
+        size_t in_pool = 0;
+        state.ForEach(driver, pool, [&](const AllocatedDevice& d) {
+          EXPECT_EQ(d.pool, pool);
+          ++in_pool;
+          return true;
+        });
+        EXPECT_EQ(in_pool, count) << driver << "/" << absl::CEscape(pool);
+      }
     }
   }
   // Everything removed: an empty tree.
@@ -340,6 +359,54 @@ TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
   }
   EXPECT_EQ(version.devices, 0u);
   EXPECT_EQ(version.root, nullptr);
+}
+
+TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
+  static const char* kDrivers[] = {"a.example.com", kDriver, "z.example.com"};
+  CheckTreeAgainstAMap(
+      [](std::mt19937& rng) {
+        return DeviceName(kDrivers[rng() % 3], absl::StrCat("pool-", rng() % 7),
+                          absl::StrCat("dev-", rng() % 500));
+      },
+      30000, {kDrivers[0], kDriver, kDrivers[2]});
+}
+
+// Nodes compare keys by the prefix their entries share and 8 bytes after
+// it: names that are prefixes of others, with NUL bytes, empty, longer than
+// the prefix a node keeps (56 bytes), and alike for more than 8 bytes
+// after it.
+TEST(AllocatedTreeTest, MatchesAMapWithNamesOfEveryShape) {
+  const std::string longer(70, 'n');
+  const std::vector<std::string> drivers = {"", "d", std::string("d\0", 2), "d0", kDriver};
+  const std::vector<std::string> pools = {"",
+                                          "p",
+                                          std::string("p\0", 2),
+                                          std::string("p\0\x01", 3),
+                                          "p0",
+                                          longer,
+                                          longer + "a",
+                                          longer + "ab",
+                                          "worker-node-0000000000000000-a",
+                                          "worker-node-0000000000000000-b"};
+  CheckTreeAgainstAMap(
+      [&](std::mt19937& rng) {
+        std::string device;
+        switch (rng() % 4) {
+          case 0:
+            device = absl::StrCat("gpu-", rng() % 40);
+            break;
+          case 1:
+            device = absl::StrCat("gpu-00000000000000", rng() % 40, "-x");
+            break;
+          case 2:
+            device = std::string(rng() % 3, '\0') + absl::StrCat(rng() % 10);
+            break;
+          default:
+            device = std::string(rng() % 4, 'g');
+        }
+        return DeviceName(drivers[rng() % drivers.size()], pools[rng() % pools.size()], device);
+      },
+      40000, {drivers.begin() + 1, drivers.end()});  // ForEach("") visits every driver
 }
 
 TEST(AllocatedTreeTest, ComparingNamesEveryDeviceThatDiffers) {

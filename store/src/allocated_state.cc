@@ -1,6 +1,7 @@
 #include "allocated_state.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -52,21 +53,82 @@ namespace {
 using internal::AllocatedNode;
 using internal::DeviceId;
 
+// Bytes [at, at + 8) of `key`, big-endian, zero-padded.
+uint64_t SliceOf(absl::string_view key, size_t at) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    v <<= 8;
+    if (at + i < key.size()) v |= static_cast<unsigned char>(key[at + i]);
+  }
+  return v;
+}
+
+// <0, 0, >0 as `id` is below, at or above `d`.
+int Compare(const DeviceId& id, const AllocatedDevice& d) {
+  if (int c = id.driver.compare(d.driver); c != 0) return c;
+  if (int c = id.pool.compare(d.pool); c != 0) return c;
+  return id.device.compare(d.device);
+}
+
+// <0, 0, >0 as `key` is below, at or above the bytes [0, lcp) of `prefix`.
+int ComparePrefix(absl::string_view key, const char* prefix, size_t lcp) {
+  const int c = std::memcmp(key.data(), prefix, std::min(lcp, key.size()));
+  return c != 0 ? c : (key.size() < lcp ? -1 : 0);
+}
+
+// `id` (whose DeviceOrderKey is `key`) against entry j of `node`, whose
+// slice is the key's (`slice`, at node.lcp). A child's prefix and first
+// slice are more bytes of its first key: they decide most ties without
+// reading the device (the child is where the search goes next). In a leaf,
+// equal slices are equal keys when the key ends within them (a key never
+// ends in 0x00, nor has 0x00 before its last two bytes but as 0x00 0x01 or
+// 0x00 0xFF).
+int CompareTied(const AllocatedNode& node, size_t j, const DeviceId& id, absl::string_view key) {
+  if (!node.leaf) {
+    const AllocatedNode& c = *node.child(j);
+    if (int r = ComparePrefix(key, c.prefix, c.lcp); r != 0) return r;
+    const uint64_t slice = SliceOf(key, c.lcp);
+    if (slice != c.slices[0]) return slice < c.slices[0] ? -1 : 1;
+  } else if (key.size() + 2 <= node.lcp + size_t{8}) {
+    return 0;
+  }
+  return Compare(id, *node.firsts[j]);
+}
+
 // The index of the last entry of `node` whose first device is <= `id`
-// (-1: none).
-ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id) {
-  const auto begin = node.firsts.begin(), end = begin + node.size;
-  auto it = std::upper_bound(begin, end, id, [](const DeviceId& v, const AllocatedDevice* d) {
-    return v < internal::IdOf(*d);
-  });
-  return (it - begin) - 1;
+// (-1: none); `key` is id's DeviceOrderKey. `*equal`: whether that
+// entry's first device is `id`.
+ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id, absl::string_view key,
+                bool* equal) {
+  *equal = false;
+  const int c = ComparePrefix(key, node.prefix, node.lcp);
+  if (c < 0) return -1;  // below every entry
+  if (c > 0) return static_cast<ptrdiff_t>(node.size) - 1;
+  // Entries whose slice is below the key's are below it, those above are
+  // above it; ties are compared further, from the last.
+  const uint64_t slice = SliceOf(key, node.lcp);
+  size_t below = 0, upto = 0;
+  for (size_t i = 0; i < node.size; ++i) {
+    below += node.slices[i] < slice;
+    upto += node.slices[i] <= slice;
+  }
+  for (size_t j = upto; j > below; --j) {
+    const int r = CompareTied(node, j - 1, id, key);
+    if (r >= 0) {
+      *equal = r == 0;
+      return static_cast<ptrdiff_t>(j) - 1;
+    }
+  }
+  return static_cast<ptrdiff_t>(below) - 1;
 }
 
 // Visits devices >= `from` while `in` holds; false when `visit` stopped.
-bool Visit(const AllocatedNode& node, const DeviceId& from,
+bool Visit(const AllocatedNode& node, const DeviceId& from, absl::string_view from_key,
            absl::FunctionRef<bool(const AllocatedDevice&)> in,
            absl::FunctionRef<bool(const AllocatedDevice&)> visit) {
-  const size_t start = static_cast<size_t>(std::max<ptrdiff_t>(0, Floor(node, from)));
+  bool equal;
+  const size_t start =
+      static_cast<size_t>(std::max<ptrdiff_t>(0, Floor(node, from, from_key, &equal)));
   for (size_t i = start; i < node.size; ++i) {
     if (node.leaf) {
       const AllocatedDevice& d = *node.firsts[i];
@@ -76,7 +138,7 @@ bool Visit(const AllocatedNode& node, const DeviceId& from,
       // A later child starts at or after `from`: out of the range, so is
       // everything after it.
       if (i > start && !in(*node.firsts[i])) return false;
-      if (!Visit(*node.child(i), from, in, visit)) return false;
+      if (!Visit(*node.child(i), from, from_key, in, visit)) return false;
     }
   }
   return true;
@@ -92,10 +154,16 @@ void AllocatedState::ForEach(absl::string_view driver, std::optional<absl::strin
     if (driver.empty()) return true;
     return d.driver == driver && (!pool.has_value() || d.pool == *pool);
   };
-  Visit(*version_->root, from, in, visit);
+  Visit(*version_->root, from, internal::DeviceOrderKey(from).bytes(), in, visit);
 }
 
 namespace internal {
+
+DeviceOrderKey::DeviceOrderKey(const DeviceId& id) {
+  AppendComponentTo(id.driver, &buf_);
+  AppendComponentTo(id.pool, &buf_);
+  AppendComponentTo(id.device, &buf_);
+}
 
 // Holdings of records ------------------------------------------------------------
 
@@ -217,13 +285,13 @@ DevicePtr WithHoldings(const AllocatedDevice* old, const ClaimKey& claim,
 
 const AllocatedDevice* FindDevice(const AllocatedVersion& version, const DeviceId& id) {
   const AllocatedNode* node = version.root.get();
+  if (node == nullptr) return nullptr;
+  const DeviceOrderKey key(id);
   while (node != nullptr) {
-    const ptrdiff_t i = Floor(*node, id);
+    bool equal;
+    const ptrdiff_t i = Floor(*node, id, key.bytes(), &equal);
     if (i < 0) return nullptr;
-    if (node->leaf) {
-      const AllocatedDevice* d = node->firsts[static_cast<size_t>(i)];
-      return IdOf(*d) == id ? d : nullptr;
-    }
+    if (node->leaf) return equal ? node->firsts[static_cast<size_t>(i)] : nullptr;
     node = node->child(static_cast<size_t>(i));
   }
   return nullptr;
@@ -233,18 +301,45 @@ namespace {
 
 using NodePtr = std::shared_ptr<const AllocatedNode>;
 
-// A node under construction: entries appended in order.
+// A node under construction: entries appended in order, with their key
+// slices (AllocatedNode::slices) under a prefix common to them all.
 class NodeBuilder {
  public:
-  explicit NodeBuilder(bool leaf) : node_(std::make_shared<AllocatedNode>()) { node_->leaf = leaf; }
-  void Add(const AllocatedDevice* first, std::shared_ptr<const void> owned) {
-    node_->firsts[node_->size] = first;
-    node_->owned[node_->size] = std::move(owned);
-    ++node_->size;
+  // `like`: the node this one replaces; its entries are copied with their
+  // slices, under its prefix (shortened when an entry added does not share
+  // it).
+  explicit NodeBuilder(bool leaf, const AllocatedNode* like = nullptr)
+      : node_(std::make_shared<AllocatedNode>()) {
+    node_->leaf = leaf;
+    if (like != nullptr) {
+      node_->lcp = like->lcp;
+      std::memcpy(node_->prefix, like->prefix, like->lcp);
+      has_prefix_ = true;
+    }
   }
-  // Entries [from, to) of `n`.
-  void AddRange(const AllocatedNode& n, size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) Add(n.firsts[i], n.owned[i]);
+  // An entry whose first device's key is `key`.
+  void Add(const AllocatedDevice* first, std::shared_ptr<const void> owned, absl::string_view key) {
+    AllocatedNode& n = *node_;
+    if (!has_prefix_) {
+      n.lcp = static_cast<uint8_t>(std::min(key.size(), AllocatedNode::kPrefixMax));
+      std::memcpy(n.prefix, key.data(), n.lcp);
+      has_prefix_ = true;
+    }
+    size_t common = 0;
+    while (common < n.lcp && common < key.size() && key[common] == n.prefix[common]) ++common;
+    if (common < n.lcp) Shorten(common);
+    Append(first, std::move(owned), SliceOf(key, n.lcp));
+  }
+  // Entry i of `from`, whose prefix extends this node's (the node it
+  // replaces, or one built from it); `owned`, when set, replaces what it
+  // owns (a child copied on the path, with the same first device).
+  void AddFrom(const AllocatedNode& from, size_t i, std::shared_ptr<const void> owned = nullptr) {
+    Append(from.firsts[i], owned != nullptr ? std::move(owned) : from.owned[i],
+           Reslice(from, from.slices[i]));
+  }
+  // Entries [begin, end) of `from` (as AddFrom).
+  void AddRange(const AllocatedNode& from, size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) AddFrom(from, i);
   }
   size_t size() const { return node_->size; }
   // The node, split in two when it overflowed; none when empty.
@@ -255,7 +350,10 @@ class NodeBuilder {
       const size_t half = n.size / 2;
       auto right = std::make_shared<AllocatedNode>();
       right->leaf = n.leaf;
+      right->lcp = n.lcp;
+      std::memcpy(right->prefix, n.prefix, n.lcp);
       for (size_t i = half; i < n.size; ++i) {
+        right->slices[right->size] = n.slices[i];
         right->firsts[right->size] = n.firsts[i];
         right->owned[right->size] = std::move(n.owned[i]);
         ++right->size;
@@ -269,42 +367,74 @@ class NodeBuilder {
   }
 
  private:
+  void Append(const AllocatedDevice* first, std::shared_ptr<const void> owned, uint64_t slice) {
+    AllocatedNode& n = *node_;
+    n.slices[n.size] = slice;
+    n.firsts[n.size] = first;
+    n.owned[n.size] = std::move(owned);
+    ++n.size;
+  }
+  // A slice of `from` (at from.lcp) as a slice at this node's lcp, which
+  // is at most from's: the bytes between come from from's prefix.
+  uint64_t Reslice(const AllocatedNode& from, uint64_t slice) const {
+    const size_t lcp = node_->lcp;
+    if (from.lcp == lcp) return slice;
+    const size_t shift = from.lcp - lcp;
+    const uint64_t head = SliceOf(absl::string_view(from.prefix, from.lcp), lcp);
+    return shift >= 8 ? head : head | (slice >> (8 * shift));
+  }
+  // Makes the prefix its first `lcp` bytes, re-slicing the entries so far.
+  void Shorten(size_t lcp) {
+    AllocatedNode& n = *node_;
+    AllocatedNode before;
+    before.lcp = n.lcp;
+    std::memcpy(before.prefix, n.prefix, n.lcp);
+    n.lcp = static_cast<uint8_t>(lcp);
+    for (size_t i = 0; i < n.size; ++i) n.slices[i] = Reslice(before, n.slices[i]);
+  }
+
   std::shared_ptr<AllocatedNode> node_;
+  bool has_prefix_ = false;
 };
 
 // The nodes replacing `node` once the device of `id` is `device` (null:
 // removed): none (emptied), one, or two (split). `delta` gets the change in
 // the number of devices.
-void Update(const NodePtr& node, const DeviceId& id, const DevicePtr& device,
+using DeviceFn = absl::FunctionRef<DevicePtr(const AllocatedDevice* old)>;
+
+void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, DeviceFn device_of,
             std::vector<NodePtr>* out, ptrdiff_t* delta) {
   const AllocatedNode& n = *node;
+  bool found;
+  const ptrdiff_t floor = Floor(n, id, key, &found);
   if (n.leaf) {
-    const auto begin = n.firsts.begin(), end = begin + n.size;
-    auto it = std::lower_bound(begin, end, id, [](const AllocatedDevice* d, const DeviceId& v) {
-      return IdOf(*d) < v;
-    });
-    const size_t at = static_cast<size_t>(it - begin);
-    const bool found = it != end && IdOf(**it) == id;
+    const size_t at = static_cast<size_t>(floor + (found ? 0 : 1));
+    const DevicePtr device = device_of(found ? n.firsts[at] : nullptr);
     if (!found && device == nullptr) {
       out->push_back(node);  // nothing to remove
       return;
     }
-    NodeBuilder copy(/*leaf=*/true);
+    NodeBuilder copy(/*leaf=*/true, &n);
     copy.AddRange(n, 0, at);
-    if (device != nullptr) copy.Add(device.get(), device);
+    if (device != nullptr) copy.Add(device.get(), device, key);
     copy.AddRange(n, found ? at + 1 : at, n.size);
     *delta = found ? (device != nullptr ? 0 : -1) : 1;
     copy.Emit(out);
     return;
   }
-  const size_t i = static_cast<size_t>(std::max<ptrdiff_t>(0, Floor(n, id)));
+  const size_t i = static_cast<size_t>(std::max<ptrdiff_t>(0, floor));
   std::vector<NodePtr> replaced;
-  Update(std::static_pointer_cast<const AllocatedNode>(n.owned[i]), id, device, &replaced, delta);
-  NodeBuilder copy(/*leaf=*/false);
+  Update(std::static_pointer_cast<const AllocatedNode>(n.owned[i]), id, key, device_of, &replaced,
+         delta);
+  NodeBuilder copy(/*leaf=*/false, &n);
   copy.AddRange(n, 0, i);
   for (NodePtr& r : replaced) {
     const AllocatedDevice* first = r->firsts[0];
-    copy.Add(first, std::move(r));
+    if (first == n.firsts[i]) {
+      copy.AddFrom(n, i, std::move(r));  // the same first device: the same slice
+    } else {
+      copy.Add(first, std::move(r), DeviceOrderKey(IdOf(*first)).bytes());
+    }
   }
   copy.AddRange(n, i + 1, n.size);
   copy.Emit(out);
@@ -313,10 +443,17 @@ void Update(const NodePtr& node, const DeviceId& id, const DevicePtr& device,
 }  // namespace
 
 void SetDevice(AllocatedVersion* version, const DeviceId& id, DevicePtr device) {
+  UpdateDevice(version, id, [&](const AllocatedDevice*) { return device; });
+}
+
+void UpdateDevice(AllocatedVersion* version, const DeviceId& id,
+                  absl::FunctionRef<DevicePtr(const AllocatedDevice* old)> device_of) {
+  const DeviceOrderKey key(id);
   if (version->root == nullptr) {
+    const DevicePtr device = device_of(nullptr);
     if (device == nullptr) return;
     NodeBuilder leaf(/*leaf=*/true);
-    leaf.Add(device.get(), device);
+    leaf.Add(device.get(), device, key.bytes());
     std::vector<NodePtr> out;
     leaf.Emit(&out);
     version->root = std::move(out[0]);
@@ -325,7 +462,7 @@ void SetDevice(AllocatedVersion* version, const DeviceId& id, DevicePtr device) 
   }
   std::vector<NodePtr> replaced;
   ptrdiff_t delta = 0;
-  Update(version->root, id, device, &replaced, &delta);
+  Update(version->root, id, key.bytes(), device_of, &replaced, &delta);
   version->devices = static_cast<size_t>(static_cast<ptrdiff_t>(version->devices) + delta);
   if (replaced.empty()) {
     version->root = nullptr;
@@ -335,7 +472,7 @@ void SetDevice(AllocatedVersion* version, const DeviceId& id, DevicePtr device) 
     NodeBuilder root(/*leaf=*/false);
     for (NodePtr& r : replaced) {
       const AllocatedDevice* first = r->firsts[0];
-      root.Add(first, std::move(r));
+      root.Add(first, std::move(r), DeviceOrderKey(IdOf(*first)).bytes());
     }
     std::vector<NodePtr> out;
     root.Emit(&out);
@@ -360,7 +497,7 @@ std::shared_ptr<const AllocatedVersion> BuildVersion(uint64_t revision,
     NodeBuilder leaf(/*leaf=*/true);
     for (size_t j = i; j < std::min(devices.size(), i + kFill); ++j) {
       const AllocatedDevice* d = devices[j].get();
-      leaf.Add(d, std::move(devices[j]));
+      leaf.Add(d, std::move(devices[j]), DeviceOrderKey(IdOf(*d)).bytes());
     }
     leaf.Emit(&level);
   }
@@ -370,7 +507,7 @@ std::shared_ptr<const AllocatedVersion> BuildVersion(uint64_t revision,
       NodeBuilder node(/*leaf=*/false);
       for (size_t j = i; j < std::min(level.size(), i + kFill); ++j) {
         const AllocatedDevice* first = level[j]->firsts[0];
-        node.Add(first, std::move(level[j]));
+        node.Add(first, std::move(level[j]), DeviceOrderKey(IdOf(*first)).bytes());
       }
       node.Emit(&up);
     }
@@ -406,7 +543,9 @@ std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& bas
         if (DeviceId{h.driver, h.pool, h.device} == id) holdings.push_back(&h);
       }
       // `id` views strings of before/after, which outlive the update.
-      SetDevice(next.get(), id, WithHoldings(FindDevice(*next, id), claim, holdings));
+      UpdateDevice(next.get(), id, [&](const AllocatedDevice* old) {
+        return WithHoldings(old, claim, holdings);
+      });
     }
   }
   return next;

@@ -5,7 +5,10 @@
 //
 // The tree: a leaf holds up to kMaxEntries devices in key order; an
 // internal node up to kMaxEntries children, each with its first device (the
-// separator). Nodes are immutable once built and shared between versions:
+// separator). Each node keeps the key prefix its entries share and the 8
+// bytes of each entry's key after it, so that a lookup compares within the
+// node and reads one device (about one cache miss a level, instead of one
+// per comparison). Nodes are immutable once built and shared between versions:
 // changing a device copies the nodes on the path from the root to its leaf
 // and nothing else. A node that overflows splits in two; deletions do not
 // merge nodes (an emptied node goes, a sparse one stays, and a root with one
@@ -28,6 +31,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "claimstore/allocated.h"
@@ -43,14 +48,25 @@ using DevicePtr = std::shared_ptr<const AllocatedDevice>;
 
 struct AllocatedNode {
   static constexpr size_t kMaxEntries = 32;
+  static constexpr size_t kPrefixMax = 56;
   // One allocation per node: copying one on a change costs a memcpy of the
   // separators and a reference count per entry.
+  // Only entries [0, size) and prefix[0, lcp) are set: a new node is not
+  // zeroed (it is copied into at once, on the write path).
+  AllocatedNode() {}  // NOLINT: leaves the arrays uninitialized
   uint32_t size = 0;
   bool leaf = true;
-  // Entry i's first device (a leaf's: the device), in key order: what a
-  // search compares. Kept alive by `owned` (a device by its leaf, a child's
-  // first device by the child).
-  std::array<const AllocatedDevice*, kMaxEntries + 1> firsts{};
+  // The first `lcp` bytes of every entry's key (DeviceOrderKey: the first
+  // device's), e.g. the driver and pool they share.
+  uint8_t lcp = 0;
+  char prefix[kPrefixMax];
+  // Bytes [lcp, lcp + 8) of entry i's key, big-endian, zero-padded: a
+  // search compares these within the node and follows an entry to its
+  // device only where they tie.
+  std::array<uint64_t, kMaxEntries + 1> slices;
+  // Entry i's first device (a leaf's: the device), in key order. Kept alive
+  // by `owned` (a device by its leaf, a child's first device by the child).
+  std::array<const AllocatedDevice*, kMaxEntries + 1> firsts;
   // What entry i owns: the device (a leaf) or the child node.
   std::array<std::shared_ptr<const void>, kMaxEntries + 1> owned{};
   const AllocatedNode* child(size_t i) const {
@@ -75,6 +91,17 @@ struct DeviceId {
   }
 };
 inline DeviceId IdOf(const AllocatedDevice& d) { return {d.driver, d.pool, d.device}; }
+
+// A device's identity as bytes that compare as the tuple does: the devices
+// family's key prefix, Str(driver) Str(pool) Str(device) (keys.h).
+class DeviceOrderKey {
+ public:
+  explicit DeviceOrderKey(const DeviceId& id);
+  absl::string_view bytes() const { return {buf_.data(), buf_.size()}; }
+
+ private:
+  absl::InlinedVector<char, 160> buf_;
+};
 
 // One allocation result of a claim, with the capacity it consumes: views
 // into the record's bytes (valid while a copy of the record lives).
@@ -105,6 +132,10 @@ DevicePtr WithHoldings(const AllocatedDevice* old, const ClaimKey& claim,
 const AllocatedDevice* FindDevice(const AllocatedVersion& version, const DeviceId& id);
 // `version` with the device of `id` set to `device` (null: removed).
 void SetDevice(AllocatedVersion* version, const DeviceId& id, DevicePtr device);
+// The same with the device made from what `version` holds of `id` (null:
+// nothing), in one walk.
+void UpdateDevice(AllocatedVersion* version, const DeviceId& id,
+                  absl::FunctionRef<DevicePtr(const AllocatedDevice* old)> device_of);
 // A version holding `devices` (sorted by id, unique), built bottom-up.
 std::shared_ptr<const AllocatedVersion> BuildVersion(uint64_t revision,
                                                      std::vector<DevicePtr> devices);

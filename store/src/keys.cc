@@ -4,21 +4,6 @@
 
 namespace claimstore::internal {
 
-void AppendComponent(absl::string_view s, std::string* key) {
-  size_t start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\0') {
-      key->append(s.data() + start, i - start);
-      key->push_back('\0');
-      key->push_back('\xff');
-      start = i + 1;
-    }
-  }
-  key->append(s.data() + start, s.size() - start);
-  key->push_back('\0');
-  key->push_back('\x01');
-}
-
 bool ConsumeComponent(absl::string_view* key, std::string* out) {
   out->clear();
   const char* p = key->data();

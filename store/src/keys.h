@@ -59,8 +59,24 @@ enum class HoldingKind : char {
   kShare = 'S',
 };
 
-// Appends Str(s).
-void AppendComponent(absl::string_view s, std::string* key);
+// Appends Str(s) to `key`, a std::string or any container of char with
+// push_back and insert at end (an inlined buffer).
+template <typename Key>
+void AppendComponentTo(absl::string_view s, Key* key) {
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\0') {
+      key->insert(key->end(), s.data() + start, s.data() + i);
+      key->push_back('\0');
+      key->push_back('\xff');
+      start = i + 1;
+    }
+  }
+  key->insert(key->end(), s.data() + start, s.data() + s.size());
+  key->push_back('\0');
+  key->push_back('\x01');
+}
+inline void AppendComponent(absl::string_view s, std::string* key) { AppendComponentTo(s, key); }
 
 // Reads one Str() component from the front of *key into *out and removes it.
 // Returns false when *key does not start with a well-formed component.
