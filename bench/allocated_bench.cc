@@ -248,16 +248,31 @@ void BM_Upkeep(benchmark::State& state) {
 }
 BENCHMARK(BM_Upkeep);
 
+// A shared Allocate (consumed capacity, a limit) and its Deallocate.
+class SharedWritePair {
+ public:
+  bool Run(Store& store) const {
+    return store.Allocate(key_, allocation_, {}, limit_).ok() && store.Deallocate(key_).ok();
+  }
+
+ private:
+  static Allocation Share() {
+    DeviceResult share{.request = "req", .driver = "bench.example.com", .pool = "pool", .device = "dev"};
+    share.share_id = "00000000-0000-4000-8000-00000000000a";
+    share.consumed_capacity = {{"memory", "1Gi"}};
+    return AllocationBuilder().AddResult(share).Build();
+  }
+  const ClaimKey key_{"bench", "shared"};
+  const Allocation allocation_ = Share();
+  const std::vector<DeviceCapacity> limit_ = {
+      {"bench.example.com", "pool", "dev", {{"memory", "2Gi"}}}};
+};
+
 void BM_AllocateDeallocate(benchmark::State& state) {
   Store& store = WriteStore(state.range(0) == 1);
-  const ClaimKey key{"bench", "shared"};
-  DeviceResult share{.request = "req", .driver = "bench.example.com", .pool = "pool", .device = "dev"};
-  share.share_id = "00000000-0000-4000-8000-00000000000a";
-  share.consumed_capacity = {{"memory", "1Gi"}};
-  const Allocation allocation = AllocationBuilder().AddResult(share).Build();
-  const std::vector<DeviceCapacity> limit = {{"bench.example.com", "pool", "dev", {{"memory", "2Gi"}}}};
+  const SharedWritePair pair;
   for (auto _ : state) {
-    if (!store.Allocate(key, allocation, {}, limit).ok() || !store.Deallocate(key).ok()) {
+    if (!pair.Run(store)) {
       state.SkipWithError("write failed");
       break;
     }
@@ -271,20 +286,14 @@ BENCHMARK(BM_AllocateDeallocate)->ArgName("upkeep")->Arg(0)->Arg(1)->UseRealTime
 // on this VM (the store without it measured 28 and 42 µs in two runs).
 void BM_AllocateDeallocatePaired(benchmark::State& state) {
   Store* stores[2] = {&WriteStore(false), &WriteStore(true)};
-  const ClaimKey key{"bench", "shared"};
-  DeviceResult share{.request = "req", .driver = "bench.example.com", .pool = "pool", .device = "dev"};
-  share.share_id = "00000000-0000-4000-8000-00000000000a";
-  share.consumed_capacity = {{"memory", "1Gi"}};
-  const Allocation allocation = AllocationBuilder().AddResult(share).Build();
-  const std::vector<DeviceCapacity> limit = {{"bench.example.com", "pool", "dev", {{"memory", "2Gi"}}}};
+  const SharedWritePair pair;
   std::chrono::steady_clock::duration spent[2] = {};
   bool flip = false;
   for (auto _ : state) {
     for (int k = 0; k < 2; ++k) {
       const int which = flip ? 1 - k : k;
       const auto start = std::chrono::steady_clock::now();
-      if (!stores[which]->Allocate(key, allocation, {}, limit).ok() ||
-          !stores[which]->Deallocate(key).ok()) {
+      if (!pair.Run(*stores[which])) {
         state.SkipWithError("write failed");
         return;
       }
