@@ -22,7 +22,7 @@
 //                                  and their ratio
 //
 // The 1M store also reports the snapshot's memory per allocated device.
-// Run: build/release/bench/allocated_bench --benchmark_repetitions=10
+// Run: build/release/bench/allocated_bench --benchmark_repetitions=5
 //      --benchmark_enable_random_interleaving=true (bench/RESULTS.md).
 #include <malloc.h>
 

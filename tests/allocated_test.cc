@@ -342,14 +342,15 @@ void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_o
         }
       }
       EXPECT_EQ(got, want) << absl::CEscape(driver);
-      for (const auto& [pool, count] : pools) {
+      for (const auto& pool_count : pools) {  // (clang 14: no captured bindings)
+        const std::string& pool = pool_count.first;
         size_t in_pool = 0;
         state.ForEach(driver, pool, [&](const AllocatedDevice& d) {
           EXPECT_EQ(d.pool, pool);
           ++in_pool;
           return true;
         });
-        EXPECT_EQ(in_pool, count) << driver << "/" << absl::CEscape(pool);
+        EXPECT_EQ(in_pool, pool_count.second) << driver << "/" << absl::CEscape(pool);
       }
     }
   }

@@ -1,6 +1,7 @@
 #include "allocated_state.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -80,9 +81,10 @@ int ComparePrefix(absl::string_view key, const char* prefix, size_t lcp) {
 // slice is the key's (`slice`, at node.lcp). A child's prefix and first
 // slice are more bytes of its first key: they decide most ties without
 // reading the device (the child is where the search goes next). In a leaf,
-// equal slices are equal keys when the key ends within them (a key never
-// ends in 0x00, nor has 0x00 before its last two bytes but as 0x00 0x01 or
-// 0x00 0xFF).
+// equal slices are equal keys when the key ends within them: no key is a
+// prefix of another (each ends with Str's 0x00 0x01 terminator, which no
+// longer key has at that place), so an entry that matched the key's last
+// bytes ends there too.
 int CompareTied(const AllocatedNode& node, size_t j, const DeviceId& id, absl::string_view key) {
   if (!node.leaf) {
     const AllocatedNode& c = *node.child(j);
@@ -377,20 +379,28 @@ class NodeBuilder {
   // A slice of `from` (at from.lcp) as a slice at this node's lcp, which
   // is at most from's: the bytes between come from from's prefix.
   uint64_t Reslice(const AllocatedNode& from, uint64_t slice) const {
+    return Reslice(absl::string_view(from.prefix, from.lcp), slice);
+  }
+  // A slice taken after `prefix` as a slice at this node's lcp, which is at
+  // most prefix's length: the bytes between come from `prefix`.
+  uint64_t Reslice(absl::string_view prefix, uint64_t slice) const {
     const size_t lcp = node_->lcp;
-    if (from.lcp == lcp) return slice;
-    const size_t shift = from.lcp - lcp;
-    const uint64_t head = SliceOf(absl::string_view(from.prefix, from.lcp), lcp);
+    assert(prefix.size() >= lcp);
+    if (prefix.size() == lcp) return slice;
+    const size_t shift = prefix.size() - lcp;
+    const uint64_t head = SliceOf(prefix, lcp);
     return shift >= 8 ? head : head | (slice >> (8 * shift));
   }
   // Makes the prefix its first `lcp` bytes, re-slicing the entries so far.
   void Shorten(size_t lcp) {
     AllocatedNode& n = *node_;
-    AllocatedNode before;
-    before.lcp = n.lcp;
-    std::memcpy(before.prefix, n.prefix, n.lcp);
+    char before[AllocatedNode::kPrefixMax];
+    const size_t before_lcp = n.lcp;
+    std::memcpy(before, n.prefix, before_lcp);
     n.lcp = static_cast<uint8_t>(lcp);
-    for (size_t i = 0; i < n.size; ++i) n.slices[i] = Reslice(before, n.slices[i]);
+    for (size_t i = 0; i < n.size; ++i) {
+      n.slices[i] = Reslice(absl::string_view(before, before_lcp), n.slices[i]);
+    }
   }
 
   std::shared_ptr<AllocatedNode> node_;

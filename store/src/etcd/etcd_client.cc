@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -379,7 +380,7 @@ void WatchCanceller::Leave() {
 absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::Watch(
     const etcdserverpb::WatchCreateRequest& create, WatchCanceller* canceller,
     absl::Time stream_deadline) {
-  const absl::Time deadline = absl::Now() + options_.request_timeout;
+  const absl::Time deadline = std::min(absl::Now() + options_.request_timeout, stream_deadline);
   absl::Status last = absl::UnavailableError("etcd: no endpoint");
   while (absl::Now() < deadline) {
     const size_t i = Preferred();

@@ -564,6 +564,7 @@ absl::StatusOr<SharedStore::Outcome> SharedStore::ResolveOutcome(const ClaimKey&
     for (const mvccpb::Event& e : r.events()) {
       if (decided) break;
       if (static_cast<uint64_t>(e.kv().mod_revision()) < from) continue;
+      if (e.kv().key() != claim_key && e.kv().key() != sentinel) continue;  // another's sentinel
       if (e.kv().key() == sentinel) {
         decided = true;  // the history up to now: it did not land
         break;

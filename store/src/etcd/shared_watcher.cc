@@ -67,8 +67,12 @@ absl::StatusOr<std::unique_ptr<Watcher>> SharedWatcher::Start(EtcdClient* etcd,
     if (!compacted) CS_RETURN_IF_ERROR(at.status());
   }
   if (compacted) return w->CompactedStart(from);
-  CS_ASSIGN_OR_RETURN(std::unique_ptr<EtcdWatch> watch, etcd->Watch(w->Request(from)));
-  w->reader_ = std::thread(&SharedWatcher::Run, w.get(), std::move(watch));
+  absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd->Watch(w->Request(from));
+  if (absl::IsOutOfRange(watch.status())) {  // compacted since the probe
+    return FeedCompacted(from, CompactRevisionOf(watch.status()));
+  }
+  if (!watch.ok()) return watch.status();
+  w->reader_ = std::thread(&SharedWatcher::Run, w.get(), *std::move(watch));
   return w;
 }
 
@@ -94,6 +98,7 @@ absl::Status SharedWatcher::CompactedStart(uint64_t from) {
       return FeedCompacted(from, CompactRevisionOf(watch.status()));
     }
     last = watch.status();
+    absl::SleepFor(absl::Milliseconds(100));  // the member catches up
   }
   return absl::UnavailableError(
       absl::StrCat("etcd refused a read at revision ", WatchStartFor(from),
@@ -139,7 +144,7 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first) {
   }
   // The next revision to hand over: events below it are ones read before
   // the stream broke (a watch is made again from the revision before it;
-  // WatchedFrom). Only this thread writes read_next_.
+  // WatchStartFor). Only this thread writes read_next_.
   uint64_t from;
   {
     MutexLock lock(&mu_);
