@@ -332,6 +332,10 @@ class NodeBuilder {
     if (common < n.lcp) Shorten(common);
     Append(first, std::move(owned), SliceOf(key, n.lcp));
   }
+  // The same, the key read from the device.
+  void Add(const AllocatedDevice* first, std::shared_ptr<const void> owned) {
+    Add(first, std::move(owned), DeviceOrderKey(IdOf(*first)).bytes());
+  }
   // Entry i of `from`, whose prefix extends this node's (the node it
   // replaces, or one built from it); `owned`, when set, replaces what it
   // owns (a child copied on the path, with the same first device).
@@ -407,11 +411,12 @@ class NodeBuilder {
   bool has_prefix_ = false;
 };
 
-// The nodes replacing `node` once the device of `id` is `device` (null:
-// removed): none (emptied), one, or two (split). `delta` gets the change in
-// the number of devices.
 using DeviceFn = absl::FunctionRef<DevicePtr(const AllocatedDevice* old)>;
 
+// The nodes replacing `node` once the device of `id` (whose DeviceOrderKey
+// is `key`) is device_of(what `node` holds of it) (null: removed): none
+// (emptied), one, or two (split). `delta` gets the change in the number of
+// devices.
 void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, DeviceFn device_of,
             std::vector<NodePtr>* out, ptrdiff_t* delta) {
   const AllocatedNode& n = *node;
@@ -443,7 +448,7 @@ void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, Devi
     if (first == n.firsts[i]) {
       copy.AddFrom(n, i, std::move(r));  // the same first device: the same slice
     } else {
-      copy.Add(first, std::move(r), DeviceOrderKey(IdOf(*first)).bytes());
+      copy.Add(first, std::move(r));
     }
   }
   copy.AddRange(n, i + 1, n.size);
@@ -482,7 +487,7 @@ void UpdateDevice(AllocatedVersion* version, const DeviceId& id,
     NodeBuilder root(/*leaf=*/false);
     for (NodePtr& r : replaced) {
       const AllocatedDevice* first = r->firsts[0];
-      root.Add(first, std::move(r), DeviceOrderKey(IdOf(*first)).bytes());
+      root.Add(first, std::move(r));
     }
     std::vector<NodePtr> out;
     root.Emit(&out);
@@ -507,7 +512,7 @@ std::shared_ptr<const AllocatedVersion> BuildVersion(uint64_t revision,
     NodeBuilder leaf(/*leaf=*/true);
     for (size_t j = i; j < std::min(devices.size(), i + kFill); ++j) {
       const AllocatedDevice* d = devices[j].get();
-      leaf.Add(d, std::move(devices[j]), DeviceOrderKey(IdOf(*d)).bytes());
+      leaf.Add(d, std::move(devices[j]));
     }
     leaf.Emit(&level);
   }
@@ -517,7 +522,7 @@ std::shared_ptr<const AllocatedVersion> BuildVersion(uint64_t revision,
       NodeBuilder node(/*leaf=*/false);
       for (size_t j = i; j < std::min(level.size(), i + kFill); ++j) {
         const AllocatedDevice* first = level[j]->firsts[0];
-        node.Add(first, std::move(level[j]), DeviceOrderKey(IdOf(*first)).bytes());
+        node.Add(first, std::move(level[j]));
       }
       node.Emit(&up);
     }
