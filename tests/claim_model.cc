@@ -240,6 +240,17 @@ ModelOutcome RunOnStore(Store& store, const ModelOp& op) {
       return outcome(store.Unreserve(key, op.arg));
     case Kind::kGet: {
       absl::StatusOr<ClaimRead> read = store.Get(key);
+      // GetInPlace answers as Get does, from the record cache or not: a
+      // disagreement is an outcome no model gives.
+      std::optional<std::pair<std::string, uint64_t>> in_place;
+      const absl::Status in_place_status =
+          store.GetInPlace(key.claim_namespace, key.name, [&](const ClaimRecord& r, uint64_t at) {
+            in_place.emplace(std::string(r.bytes()), at);
+          });
+      if (in_place_status.code() != read.status().code() || in_place.has_value() != read.ok() ||
+          (read.ok() && *in_place != std::pair(std::string(read->record.bytes()), read->revision))) {
+        return Error(absl::StatusCode::kInternal);
+      }
       if (!read.ok()) return Error(read.status().code());
       return ModelOutcome{absl::StatusCode::kOk, false, read->revision,
                           ToModelClaim(read->record)};

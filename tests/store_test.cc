@@ -203,6 +203,31 @@ TEST_F(StoreTest, AnEmptyKeyIsInvalidArgumentNamingTheField) {
 
 TEST_F(StoreTest, GetOfAMissingClaimIsNotFound) {
   EXPECT_THAT(store_->Get(kKey), StatusIs(absl::StatusCode::kNotFound, "ns/claim not found"));
+  int calls = 0;
+  const auto count = [&](const ClaimRecord&, uint64_t) { ++calls; };
+  EXPECT_THAT(store_->GetInPlace("ns", "claim", count),
+              StatusIs(absl::StatusCode::kNotFound, "ns/claim not found"));
+  EXPECT_THAT(store_->GetInPlace("", "claim", count),
+              StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.claim_namespace: Required value"));
+  EXPECT_EQ(calls, 0);
+}
+
+// GetInPlace lends the cached record itself, the one Get hands a reference
+// to: no copy.
+TEST_F(StoreTest, GetInPlaceLendsTheCachedRecord) {
+  ASSERT_THAT(store_->Put(ClaimJson("ns", "claim")), IsOk());
+  absl::StatusOr<ClaimRead> read = store_->Get(kKey);
+  ASSERT_THAT(read, IsOk());
+  const char* lent = nullptr;
+  uint64_t revision = 0;
+  ASSERT_THAT(store_->GetInPlace("ns", "claim",
+                                 [&](const ClaimRecord& r, uint64_t at) {
+                                   lent = r.bytes().data();
+                                   revision = at;
+                                 }),
+              IsOk());
+  EXPECT_EQ(lent, read->record.bytes().data());
+  EXPECT_EQ(revision, read->revision);
 }
 
 TEST_F(StoreTest, GetManyReadsOneSnapshot) {

@@ -680,9 +680,18 @@ func TestRaceForTheLastConsumerSlot(t *testing.T) {
 		if won < 0 || exhausted != 15 {
 			t.Fatalf("round %d: winner %d, exhausted %d", round, won, exhausted)
 		}
-		c, _ := s.Get(key)
+		c, err := s.Get(key)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if n := len(c.ReservedFor()); n != 256 {
 			t.Fatalf("round %d: %d consumers", round, n)
+		}
+		// Get read it again into a buffer of its size (it is larger than
+		// the first one Get tries), whole: as GetMany reads it.
+		many, _, err := s.GetMany([]claimstore.Key{key})
+		if err != nil || len(c.Bytes()) <= 512 || !bytes.Equal(c.Bytes(), many[0].Bytes()) {
+			t.Fatalf("round %d: Get read %d bytes, GetMany %v", round, len(c.Bytes()), err)
 		}
 		if _, err := s.Unreserve(key, "racer-"+strconv.Itoa(round)+"-"+strconv.Itoa(won), claimstore.Preconditions{}); err != nil {
 			t.Fatal(err)

@@ -232,33 +232,42 @@ func (s *Store) Get(key Key) (*Claim, error) {
 		return nil, ErrClosed
 	}
 	defer s.mu.RUnlock()
-	sc := scratchPool.Get().(*getScratch)
-	defer scratchPool.Put(sc)
+	// The claim and the call's out-parameters are one allocation, and the
+	// C library copies the record, in place, straight into the claim's own
+	// buffer: one copy, two allocations, one call for a record of up to
+	// getBufferBytes. (A Go variable whose address goes to C is moved to the
+	// heap, one allocation each (Go 1.19); the fields of an object made for
+	// the heap anyway are not.)
+	g := &getCall{}
+	buf := make([]byte, getBufferBytes)
 	for {
-		// size and e live in the pooled scratch: a Go variable whose address
-		// goes to C is moved to the heap (Go 1.19), one allocation each.
-		sc.size, sc.e = 0, nil
-		if code := C.claimstore_get_into(s.db, cKey(key), (*C.char)(unsafe.Pointer(&sc.buf[0])),
-			C.size_t(len(sc.buf)), &sc.size, nil, &sc.e); code != 0 {
-			return nil, fromC(code, sc.e)
+		if code := C.claimstore_get_into(s.db, cKey(key), (*C.char)(unsafe.Pointer(&buf[0])),
+			C.size_t(len(buf)), &g.size, nil, &g.e); code != 0 {
+			return nil, fromC(code, g.e)
 		}
-		if int(sc.size) <= len(sc.buf) {
-			return newClaim(append([]byte(nil), sc.buf[:sc.size]...)), nil
+		if n := int(g.size); n <= len(buf) {
+			g.c.b = buf[:n:n]
+			g.c.root = rootTable(g.c.b)
+			return &g.c, nil
 		}
-		// Larger than this buffer: grow it, and read again.
-		sc.buf = make([]byte, sc.size)
+		// Larger (a claim with many reservations or results): read again
+		// into a buffer of its size (a write may have grown it meanwhile).
+		buf = make([]byte, g.size)
 	}
 }
 
-// getScratch is Get's pooled buffer (4 KiB to start; a claim with many
-// reservations takes more, and the buffer grows to it) and out-parameters.
-type getScratch struct {
-	buf  []byte
+// getCall is a Claim with Get's out-parameters beside it (cgo's rules allow
+// a pointer to a field without pointers to be passed to C).
+type getCall struct {
+	c    Claim
 	size C.size_t
 	e    *C.claimstore_error_t
 }
 
-var scratchPool = sync.Pool{New: func() any { return &getScratch{buf: make([]byte, 4096)} }}
+// getBufferBytes is the buffer Get reads into first: a size class of Go's
+// allocator that holds a claim with a few results and reservations (a
+// claim with one device and one pod takes about 450 bytes).
+const getBufferBytes = 512
 
 func recordsOf(r *C.claimstore_records_t) []*Claim {
 	n := int(C.claimstore_records_count(r))

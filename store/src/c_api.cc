@@ -431,13 +431,15 @@ int claimstore_get_into(claimstore_t* store, claimstore_key_t key, char* buffer,
     if (absl::Status s = Required(store, "store"); !s.ok()) return s;
     if (absl::Status s = Required(record_size, "record_size"); !s.ok()) return s;
     if (capacity > 0 && buffer == nullptr) return absl::InvalidArgumentError("buffer is NULL");
-    absl::StatusOr<claimstore::ClaimRead> read = store->store->Get(Key(key));
-    if (!read.ok()) return read.status();
-    const absl::string_view bytes = read->record.bytes();
-    if (bytes.size() <= capacity) std::memcpy(buffer, bytes.data(), bytes.size());
-    *record_size = bytes.size();
-    if (revision != nullptr) *revision = read->revision;
-    return absl::OkStatus();
+    // In place: the record is copied once, into the caller's buffer.
+    return store->store->GetInPlace(
+        View(key.claim_namespace), View(key.name),
+        [&](const claimstore::ClaimRecord& record, uint64_t at) {
+          const absl::string_view bytes = record.bytes();
+          if (bytes.size() <= capacity) std::memcpy(buffer, bytes.data(), bytes.size());
+          *record_size = bytes.size();
+          if (revision != nullptr) *revision = at;
+        });
   });
 }
 

@@ -63,16 +63,13 @@ enum class HoldingKind : char {
 // push_back and insert at end (an inlined buffer).
 template <typename Key>
 void AppendComponentTo(absl::string_view s, Key* key) {
-  size_t start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\0') {
-      key->insert(key->end(), s.data() + start, s.data() + i);
-      key->push_back('\0');
-      key->push_back('\xff');
-      start = i + 1;
-    }
+  // NUL bytes found with memchr (string_view::find): names rarely have any.
+  for (size_t nul; (nul = s.find('\0')) != absl::string_view::npos; s.remove_prefix(nul + 1)) {
+    key->insert(key->end(), s.data(), s.data() + nul);
+    key->push_back('\0');
+    key->push_back('\xff');
   }
-  key->insert(key->end(), s.data() + start, s.data() + s.size());
+  key->insert(key->end(), s.data(), s.data() + s.size());
   key->push_back('\0');
   key->push_back('\x01');
 }

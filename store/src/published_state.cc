@@ -355,6 +355,17 @@ Pin PublishedState::Lookup(absl::Span<const std::string> record_keys,
   return Pin{revision_, missed ? snapshot_ : nullptr};
 }
 
+bool PublishedState::ReadCached(
+    absl::string_view record_key,
+    absl::FunctionRef<void(const ClaimRecord& record, uint64_t revision)> read) const {
+  ReaderLock lock(&mu_);
+  auto it = records_.find(record_key);
+  if (it == records_.end()) return false;
+  it->second.referenced.store(true, std::memory_order_relaxed);
+  read(it->second.record, revision_);
+  return true;
+}
+
 void PublishedState::Fill(uint64_t revision,
                           std::vector<std::pair<std::string, ClaimRecord>> records) {
   if (budget_ == 0 || records.empty()) return;

@@ -42,7 +42,6 @@
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/node_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -159,6 +158,11 @@ class PublishedState {
   // the snapshot when some key missed.
   Pin Lookup(absl::Span<const std::string> record_keys,
              std::vector<std::optional<ClaimRecord>>* out) const;
+  // Calls `read` with the cached record of `record_key` and the published
+  // revision, in place, under the shared lock (`read` must not call back
+  // into this object). Returns false, without calling it, on a miss.
+  bool ReadCached(absl::string_view record_key,
+                  absl::FunctionRef<void(const ClaimRecord& record, uint64_t revision)> read) const;
   // Caches records read at the snapshot of `revision`, unless a newer
   // commit was published since.
   void Fill(uint64_t revision, std::vector<std::pair<std::string, ClaimRecord>> records);
@@ -196,8 +200,19 @@ class PublishedState {
                                   std::vector<std::string>* devices) const;
 
  private:
+  // A cached record, kept in the map's own slots (a flat map: a lookup's
+  // cache misses are the control bytes, the slot, the key's bytes and the
+  // record, one fewer than through a node of its own); moved only on
+  // rehash, under mu_ held exclusively.
   struct Entry {
     explicit Entry(ClaimRecord r) : record(std::move(r)) {}
+    Entry(Entry&& e) noexcept
+        : record(std::move(e.record)), referenced(e.referenced.load(std::memory_order_relaxed)) {}
+    Entry& operator=(Entry&& e) noexcept {
+      record = std::move(e.record);
+      referenced.store(e.referenced.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      return *this;
+    }
     ClaimRecord record;
     mutable std::atomic<bool> referenced{false};  // read since the hand passed
   };
@@ -254,7 +269,7 @@ class PublishedState {
   mutable BucketedKeys devices_ ABSL_GUARDED_BY(mu_) = NewDeviceIndex();
   // What Allocated() hands out: alloc_latest_ once published.
   mutable std::shared_ptr<const AllocatedVersion> alloc_published_ ABSL_GUARDED_BY(mu_);
-  absl::node_hash_map<std::string, Entry> records_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Entry> records_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> clock_ ABSL_GUARDED_BY(mu_);  // cached keys in insertion order
   size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   const size_t budget_;

@@ -71,6 +71,8 @@ class StoreImpl final : public MutationWrites {
 
   // Reads (store_read.cc) ------------------------------------------------------
   absl::StatusOr<ClaimRead> Get(const ClaimKey& key) const override;
+  absl::Status GetInPlace(absl::string_view claim_namespace, absl::string_view name,
+                          RecordVisitor read) const override;
   absl::StatusOr<ClaimReads> GetMany(absl::Span<const ClaimKey> keys) const override;
   absl::StatusOr<ListPage> List(const ListOptions& options) const override;
   absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const override;

@@ -47,6 +47,15 @@ absl::StatusOr<ClaimKey> ClaimKey::Parse(absl::string_view text) {
 }
 
 Store::~Store() = default;
+
+// Stores that hold no records in memory read a copy and lend it.
+absl::Status Store::GetInPlace(absl::string_view claim_namespace, absl::string_view name,
+                               RecordVisitor read) const {
+  absl::StatusOr<ClaimRead> got = Get(ClaimKey{std::string(claim_namespace), std::string(name)});
+  if (!got.ok()) return got.status();
+  read(got->record, got->revision);
+  return absl::OkStatus();
+}
 BulkLoad::~BulkLoad() = default;
 
 namespace internal {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "index_queries.h"
 #include "keys.h"
 #include "rocksdb_status.h"
@@ -32,6 +33,20 @@ absl::StatusOr<ClaimRead> StoreImpl::Get(const ClaimKey& key) const {
   CS_ASSIGN_OR_RETURN(ClaimReads reads, GetMany({&key, 1}));
   if (!reads.records[0].has_value()) return ClaimNotFound(key);
   return ClaimRead{*std::move(reads.records[0]), reads.revision};
+}
+
+absl::Status StoreImpl::GetInPlace(absl::string_view claim_namespace, absl::string_view name,
+                                   RecordVisitor read) const {
+  if (!claim_namespace.empty() && !name.empty()) {
+    absl::InlinedVector<char, 192> key;  // RecordKey's bytes, without a heap string
+    AppendComponentTo(claim_namespace, &key);
+    AppendComponentTo(name, &key);
+    if (published_.ReadCached(absl::string_view(key.data(), key.size()), read)) {
+      return absl::OkStatus();
+    }
+  }
+  // A miss (or a key Get refuses): Get reads RocksDB and caches the record.
+  return Store::GetInPlace(claim_namespace, name, read);
 }
 
 absl::StatusOr<ClaimReads> StoreImpl::GetMany(absl::Span<const ClaimKey> keys) const {

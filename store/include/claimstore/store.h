@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -462,6 +463,17 @@ class Store {
 
   // The claim, NotFound if absent.
   virtual absl::StatusOr<ClaimRead> Get(const ClaimKey& key) const = 0;
+  // The claim read in place: calls `read` with its record and the store
+  // revision of the read, and returns what Get would (NotFound if absent,
+  // `read` not called). The record is not copied when the store holds it
+  // in memory (its record cache; a shared store's mirror): it is valid only
+  // during the call, and `read` runs under the store's read lock, so it
+  // must be short and must not call into the store. For callers that copy
+  // what they need out (the C ABI's claimstore_get_into): no allocation, no
+  // reference count.
+  using RecordVisitor = absl::FunctionRef<void(const ClaimRecord& record, uint64_t revision)>;
+  virtual absl::Status GetInPlace(absl::string_view claim_namespace, absl::string_view name,
+                                  RecordVisitor read) const;
   // Many claims at one snapshot; absent ones are nullopt.
   virtual absl::StatusOr<ClaimReads> GetMany(absl::Span<const ClaimKey> keys) const = 0;
   // Claims in key order, a page at a time.

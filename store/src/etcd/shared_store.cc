@@ -399,6 +399,10 @@ absl::Status SharedStore::Sync() {
 absl::StatusOr<ClaimRead> SharedStore::Get(const ClaimKey& key) const {
   return mirror_store_->Get(key);
 }
+absl::Status SharedStore::GetInPlace(absl::string_view claim_namespace, absl::string_view name,
+                                     RecordVisitor read) const {
+  return mirror_store_->GetInPlace(claim_namespace, name, read);
+}
 absl::StatusOr<ClaimReads> SharedStore::GetMany(absl::Span<const ClaimKey> keys) const {
   return mirror_store_->GetMany(keys);
 }

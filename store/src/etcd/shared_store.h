@@ -79,6 +79,8 @@ class SharedStore final : public MutationWrites {
 
   // Reads: the mirror's.
   absl::StatusOr<ClaimRead> Get(const ClaimKey& key) const override;
+  absl::Status GetInPlace(absl::string_view claim_namespace, absl::string_view name,
+                          RecordVisitor read) const override;
   absl::StatusOr<ClaimReads> GetMany(absl::Span<const ClaimKey> keys) const override;
   absl::StatusOr<ListPage> List(const ListOptions& options) const override;
   absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const override;
