@@ -1,7 +1,9 @@
 package claimstore
 
 /*
+#cgo CFLAGS: -I${SRCDIR}
 #include "claimstore/c.h"
+#include "calls.h"
 */
 import "C"
 
@@ -32,6 +34,9 @@ type AllocatedDevice struct {
 	// as a canonical quantity.
 	ConsumedCapacity map[string]string
 }
+
+// handle is the snapshot's handle as calls.h takes it.
+func (a *AllocatedState) handle() C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(a.h))) }
 
 // Taken reports whether a new exclusive holding would be refused: held
 // exclusively or shared (admin access does not count).
@@ -93,7 +98,7 @@ func (a *AllocatedState) Taken(driver, pool, device string) bool {
 	if a.h == nil {
 		return false
 	}
-	return C.claimstore_allocated_taken(a.h, str(driver), str(pool), str(device)) != 0
+	return C.cs_allocated_taken(a.handle(), str(driver), str(pool), str(device)) != 0
 }
 
 // Find returns the device, or false when no claim holds it.
@@ -104,7 +109,7 @@ func (a *AllocatedState) Find(driver, pool, device string) (AllocatedDevice, boo
 		return AllocatedDevice{}, false
 	}
 	var d C.claimstore_device_t
-	if C.claimstore_allocated_find(a.h, str(driver), str(pool), str(device), &d) == 0 {
+	if C.cs_allocated_find(a.handle(), str(driver), str(pool), str(device), &d) == 0 {
 		return AllocatedDevice{}, false
 	}
 	return deviceOf(&d, driver, pool, device), true

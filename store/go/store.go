@@ -1,8 +1,10 @@
 package claimstore
 
 /*
+#cgo CFLAGS: -I${SRCDIR}
 #include <stdlib.h>
 #include "claimstore/c.h"
+#include "calls.h"
 */
 import "C"
 
@@ -234,34 +236,33 @@ func (s *Store) Get(key Key) (*Claim, error) {
 	defer s.mu.RUnlock()
 	// The claim and the call's out-parameters are one allocation, and the
 	// C library copies the record, in place, straight into the claim's own
-	// buffer: one copy, two allocations, one call for a record of up to
-	// getBufferBytes. (A Go variable whose address goes to C is moved to the
-	// heap, one allocation each (Go 1.19); the fields of an object made for
-	// the heap anyway are not.)
+	// buffer: one copy, two allocations, one call (calls.h: no check, no
+	// boxing) for a record of up to getBufferBytes. (A Go variable whose
+	// address goes to C is moved to the heap, one allocation each (Go
+	// 1.19); a field of an object made for the heap anyway is not.)
 	g := &getCall{}
 	buf := make([]byte, getBufferBytes)
 	for {
-		if code := C.claimstore_get_into(s.db, cKey(key), (*C.char)(unsafe.Pointer(&buf[0])),
-			C.size_t(len(buf)), &g.size, nil, &g.e); code != 0 {
-			return nil, fromC(code, g.e)
+		if code := C.cs_get_into(s.handle(), cKey(key), (*C.char)(unsafe.Pointer(&buf[0])),
+			C.size_t(len(buf)), &g.out); code != 0 {
+			return nil, fromC(code, C.cs_error(g.out.error))
 		}
-		if n := int(g.size); n <= len(buf) {
+		if n := int(g.out.size); n <= len(buf) {
 			g.c.b = buf[:n:n]
 			g.c.root = rootTable(g.c.b)
 			return &g.c, nil
 		}
 		// Larger (a claim with many reservations or results): read again
 		// into a buffer of its size (a write may have grown it meanwhile).
-		buf = make([]byte, g.size)
+		buf = make([]byte, g.out.size)
 	}
 }
 
 // getCall is a Claim with Get's out-parameters beside it (cgo's rules allow
 // a pointer to a field without pointers to be passed to C).
 type getCall struct {
-	c    Claim
-	size C.size_t
-	e    *C.claimstore_error_t
+	c   Claim
+	out C.cs_get_t
 }
 
 // getBufferBytes is the buffer Get reads into first: a size class of Go's
@@ -430,40 +431,44 @@ func (s *Store) ClaimsUsingDevice(q DeviceQuery) ([]DeviceHolding, uint64, error
 
 // --- Writes ---
 
-type writeFunc func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int
+// writeFunc makes one write through calls.h: the store's handle as an
+// integer, the outcome in w.
+type writeFunc func(db C.uintptr_t, w *C.cs_write_t) C.int
 
 func (s *Store) write(f writeFunc) (WriteResult, error) {
 	if !s.lock() {
 		return WriteResult{}, ErrClosed
 	}
 	defer s.mu.RUnlock()
-	var r C.claimstore_write_result_t
-	var e *C.claimstore_error_t
-	if code := f(&r, &e); code != 0 {
-		return WriteResult{}, fromC(code, e)
+	w := &C.cs_write_t{} // the outcome and the error: one allocation
+	if code := f(s.handle(), w); code != 0 {
+		return WriteResult{}, fromC(code, C.cs_error(w.error))
 	}
-	return WriteResult{Revision: uint64(r.revision), Changed: r.changed != 0}, nil
+	return WriteResult{Revision: uint64(w.result.revision), Changed: w.result.changed != 0}, nil
 }
+
+// handle is the store's handle as calls.h takes it.
+func (s *Store) handle() C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(s.db))) }
 
 // Put writes a whole claim (a record, e.g. from Decode or another store),
 // creating it if absent.
 func (s *Store) Put(c *Claim, pre Preconditions) (WriteResult, error) {
-	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
-		return C.claimstore_put(s.db, bytesSlice(c.b), cPre(pre), r, e)
+	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+		return C.cs_put(db, bytesSlice(c.b), cPre(pre), w)
 	})
 }
 
 // PutJSON writes a whole claim from one ResourceClaim's JSON.
 func (s *Store) PutJSON(claimJSON []byte, pre Preconditions) (WriteResult, error) {
-	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
-		return C.claimstore_put_json(s.db, bytesSlice(claimJSON), cPre(pre), r, e)
+	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+		return C.cs_put_json(db, bytesSlice(claimJSON), cPre(pre), w)
 	})
 }
 
 // Delete deletes the claim.
 func (s *Store) Delete(key Key, pre Preconditions) (WriteResult, error) {
-	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
-		return C.claimstore_delete(s.db, cKey(key), cPre(pre), r, e)
+	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+		return C.cs_delete(db, cKey(key), cPre(pre), w)
 	})
 }
 
@@ -471,17 +476,17 @@ func (s *Store) Delete(key Key, pre Preconditions) (WriteResult, error) {
 // there). ErrRefused when the claim is not allocated or is being deleted,
 // ErrExhausted at 256 consumers, ErrConflict when a precondition fails.
 func (s *Store) Reserve(key Key, c Consumer, pre Preconditions) (WriteResult, error) {
-	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
-		return C.claimstore_reserve(s.db, cKey(key), C.claimstore_consumer_t{
+	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+		return C.cs_reserve(db, cKey(key), C.claimstore_consumer_t{
 			api_group: str(c.APIGroup), resource: str(c.Resource), name: str(c.Name), uid: str(c.UID),
-		}, cPre(pre), r, e)
+		}, cPre(pre), w)
 	})
 }
 
 // Unreserve removes the consumer with the uid (a no-op when absent).
 func (s *Store) Unreserve(key Key, uid string, pre Preconditions) (WriteResult, error) {
-	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
-		return C.claimstore_unreserve(s.db, cKey(key), str(uid), cPre(pre), r, e)
+	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+		return C.cs_unreserve(db, cKey(key), str(uid), cPre(pre), w)
 	})
 }
 
@@ -560,8 +565,8 @@ func (s *Store) Allocate(key Key, results []DeviceResult, opts AllocateOptions, 
 	pa := (*C.claimstore_allocation_t)(a.alloc(unsafe.Sizeof(alloc), 8))
 	*pa = alloc
 	caps, ncaps := a.limits(opts.Capacity)
-	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
-		return C.claimstore_allocate(s.db, cKey(key), pa, caps, ncaps, cPre(pre), r, e)
+	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+		return C.cs_allocate(db, cKey(key), pa, caps, ncaps, cPre(pre), w)
 	})
 }
 
@@ -572,16 +577,16 @@ func (s *Store) AllocateJSON(key Key, allocationJSON []byte, capacity []DeviceCa
 	var a cArena
 	defer a.free()
 	caps, ncaps := a.limits(capacity)
-	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
-		return C.claimstore_allocate_json(s.db, cKey(key), bytesSlice(allocationJSON), caps, ncaps, cPre(pre), r, e)
+	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+		return C.cs_allocate_json(db, cKey(key), bytesSlice(allocationJSON), caps, ncaps, cPre(pre), w)
 	})
 }
 
 // Deallocate clears the allocation and device statuses; ErrRefused while
 // reservedFor is not empty, a no-op when not allocated.
 func (s *Store) Deallocate(key Key, pre Preconditions) (WriteResult, error) {
-	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
-		return C.claimstore_deallocate(s.db, cKey(key), cPre(pre), r, e)
+	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+		return C.cs_deallocate(db, cKey(key), cPre(pre), w)
 	})
 }
 
@@ -589,8 +594,8 @@ func (s *Store) Deallocate(key Key, pre Preconditions) (WriteResult, error) {
 // AllocatedDeviceStatus objects (each replaces the entry of its
 // driver/pool/device/shareID or is added).
 func (s *Store) SetDeviceStatusJSON(key Key, statusesJSON []byte, pre Preconditions) (WriteResult, error) {
-	return s.write(func(r *C.claimstore_write_result_t, e **C.claimstore_error_t) C.int {
-		return C.claimstore_set_device_status_json(s.db, cKey(key), bytesSlice(statusesJSON), cPre(pre), r, e)
+	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+		return C.cs_set_device_status_json(db, cKey(key), bytesSlice(statusesJSON), cPre(pre), w)
 	})
 }
 
