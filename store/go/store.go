@@ -227,8 +227,11 @@ func (s *Store) lock() bool {
 
 // --- Reads ---
 
-// Get returns the claim, or ErrNotFound. One call into C, which copies
-// the record into a scratch buffer of Go's; the claim gets an exact copy.
+// Get returns the claim, or ErrNotFound. One call into C, which copies the
+// record straight into the claim's own buffer (512 bytes, kept by the claim
+// even when the record is smaller); a record over 512 bytes (a claim with
+// several pods or devices, or device statuses) takes a second call that
+// reads it into a buffer of its size.
 func (s *Store) Get(key Key) (*Claim, error) {
 	if !s.lock() {
 		return nil, ErrClosed
