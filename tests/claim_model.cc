@@ -252,7 +252,8 @@ ModelOutcome RunOnStore(Store& store, const ModelOp& op) {
               lent = ModelOutcome{absl::StatusCode::kOk, false, at, ToModelClaim(r)};
             });
         if (!s.ok()) return Error(s.code());
-        if (!lent.has_value()) return Error(absl::StatusCode::kInternal);  // OK, never called
+        // OK without a call to `read`: no model answers that.
+        if (!lent.has_value()) return Error(absl::StatusCode::kInternal);
         return *lent;
       }
       absl::StatusOr<ClaimRead> read = store.Get(key);

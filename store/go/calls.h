@@ -34,65 +34,63 @@ typedef struct cs_get_t {
 static inline claimstore_error_t* cs_error(uintptr_t e) { return (claimstore_error_t*)e; }
 
 #define CS_STORE(db) ((claimstore_t*)(db))
-#define CS_WRITE(w, call)                    \
-  do {                                       \
-    claimstore_error_t* e = NULL;            \
-    int code = (call);                       \
-    (w)->error = (uintptr_t)e;               \
-    return code;                             \
+/* Returns `call`'s code, with the error it sets through `&e` in out->error. */
+#define CS_CALL(out, call)          \
+  do {                              \
+    claimstore_error_t* e = NULL;   \
+    int code = (call);              \
+    (out)->error = (uintptr_t)e;    \
+    return code;                    \
   } while (0)
 
 static inline int cs_get_into(uintptr_t db, claimstore_key_t key, char* buffer, size_t capacity,
                               cs_get_t* out) {
-  claimstore_error_t* e = NULL;
-  int code = claimstore_get_into(CS_STORE(db), key, buffer, capacity, &out->size, NULL, &e);
-  out->error = (uintptr_t)e;
-  return code;
+  CS_CALL(out, claimstore_get_into(CS_STORE(db), key, buffer, capacity, &out->size, NULL, &e));
 }
 
 static inline int cs_put(uintptr_t db, claimstore_slice_t record, claimstore_preconditions_t pre,
                          cs_write_t* w) {
-  CS_WRITE(w, claimstore_put(CS_STORE(db), record, pre, &w->result, &e));
+  CS_CALL(w, claimstore_put(CS_STORE(db), record, pre, &w->result, &e));
 }
 static inline int cs_put_json(uintptr_t db, claimstore_slice_t json,
                               claimstore_preconditions_t pre, cs_write_t* w) {
-  CS_WRITE(w, claimstore_put_json(CS_STORE(db), json, pre, &w->result, &e));
+  CS_CALL(w, claimstore_put_json(CS_STORE(db), json, pre, &w->result, &e));
 }
 static inline int cs_delete(uintptr_t db, claimstore_key_t key, claimstore_preconditions_t pre,
                             cs_write_t* w) {
-  CS_WRITE(w, claimstore_delete(CS_STORE(db), key, pre, &w->result, &e));
+  CS_CALL(w, claimstore_delete(CS_STORE(db), key, pre, &w->result, &e));
 }
 static inline int cs_reserve(uintptr_t db, claimstore_key_t key, claimstore_consumer_t consumer,
                              claimstore_preconditions_t pre, cs_write_t* w) {
-  CS_WRITE(w, claimstore_reserve(CS_STORE(db), key, consumer, pre, &w->result, &e));
+  CS_CALL(w, claimstore_reserve(CS_STORE(db), key, consumer, pre, &w->result, &e));
 }
 static inline int cs_unreserve(uintptr_t db, claimstore_key_t key, claimstore_slice_t uid,
                                claimstore_preconditions_t pre, cs_write_t* w) {
-  CS_WRITE(w, claimstore_unreserve(CS_STORE(db), key, uid, pre, &w->result, &e));
+  CS_CALL(w, claimstore_unreserve(CS_STORE(db), key, uid, pre, &w->result, &e));
 }
 static inline int cs_allocate(uintptr_t db, claimstore_key_t key,
                               const claimstore_allocation_t* allocation,
                               const claimstore_device_capacity_t* capacity,
                               size_t capacity_count, claimstore_preconditions_t pre,
                               cs_write_t* w) {
-  CS_WRITE(w, claimstore_allocate(CS_STORE(db), key, allocation, capacity, capacity_count, pre,
+  CS_CALL(w, claimstore_allocate(CS_STORE(db), key, allocation, capacity, capacity_count, pre,
                                   &w->result, &e));
 }
 static inline int cs_allocate_json(uintptr_t db, claimstore_key_t key, claimstore_slice_t json,
                                    const claimstore_device_capacity_t* capacity,
                                    size_t capacity_count, claimstore_preconditions_t pre,
                                    cs_write_t* w) {
-  CS_WRITE(w, claimstore_allocate_json(CS_STORE(db), key, json, capacity, capacity_count, pre,
+  CS_CALL(w, claimstore_allocate_json(CS_STORE(db), key, json, capacity, capacity_count, pre,
                                        &w->result, &e));
 }
 static inline int cs_deallocate(uintptr_t db, claimstore_key_t key, claimstore_preconditions_t pre,
                                 cs_write_t* w) {
-  CS_WRITE(w, claimstore_deallocate(CS_STORE(db), key, pre, &w->result, &e));
+  CS_CALL(w, claimstore_deallocate(CS_STORE(db), key, pre, &w->result, &e));
 }
 static inline int cs_set_device_status_json(uintptr_t db, claimstore_key_t key,
                                             claimstore_slice_t json,
                                             claimstore_preconditions_t pre, cs_write_t* w) {
-  CS_WRITE(w, claimstore_set_device_status_json(CS_STORE(db), key, json, pre, &w->result, &e));
+  CS_CALL(w, claimstore_set_device_status_json(CS_STORE(db), key, json, pre, &w->result, &e));
 }
 
 static inline int cs_allocated_taken(uintptr_t snapshot, claimstore_slice_t driver,

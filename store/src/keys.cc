@@ -42,8 +42,7 @@ size_t ComponentsLength(absl::string_view key, int n) {
 std::string RecordKey(absl::string_view claim_namespace, absl::string_view name) {
   std::string key;
   key.reserve(claim_namespace.size() + name.size() + 4);
-  AppendComponent(claim_namespace, &key);
-  AppendComponent(name, &key);
+  AppendRecordKeyTo(claim_namespace, name, &key);
   return key;
 }
 

@@ -82,6 +82,13 @@ bool ConsumeComponent(absl::string_view* key, std::string* out);
 // start with n well-formed ones), without decoding them.
 size_t ComponentsLength(absl::string_view key, int n);
 
+// Appends RecordKey's bytes to `key` (a std::string or an inlined buffer,
+// as AppendComponentTo takes).
+template <typename Key>
+void AppendRecordKeyTo(absl::string_view claim_namespace, absl::string_view name, Key* key) {
+  AppendComponentTo(claim_namespace, key);
+  AppendComponentTo(name, key);
+}
 std::string RecordKey(absl::string_view claim_namespace, absl::string_view name);
 std::string ConsumerKey(absl::string_view uid, absl::string_view claim_namespace,
                         absl::string_view name);

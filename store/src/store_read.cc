@@ -39,8 +39,7 @@ absl::Status StoreImpl::GetInPlace(absl::string_view claim_namespace, absl::stri
                                    RecordVisitor read) const {
   if (!claim_namespace.empty() && !name.empty()) {
     absl::InlinedVector<char, 192> key;  // RecordKey's bytes, without a heap string
-    AppendComponentTo(claim_namespace, &key);
-    AppendComponentTo(name, &key);
+    AppendRecordKeyTo(claim_namespace, name, &key);
     if (published_.ReadCached(absl::string_view(key.data(), key.size()), read)) {
       return absl::OkStatus();
     }
