@@ -254,16 +254,43 @@ TEST_F(AllocatedTest, RacingSharesNeverOverCommitADevice) {
 
 // The persistent tree against a std::map, through random edits (with a
 // bottom-up rebuild midway), with old versions checked to stay as they
-// were. `name_of(rng)` gives a (driver, pool, device).
+// were. `name_of(rng)` gives a (driver, pool, device). `in_place`: edits
+// as the store's leader makes them while nobody took the version
+// (ApplyDeviceChanges, in the version's epoch), with versions taken at
+// random (a copy kept, the version given a new epoch, as PublishedState
+// does) and checked to stay as they were when released.
 using DeviceName = std::tuple<std::string, std::string, std::string>;
 void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_of, int steps,
-                          const std::vector<std::string>& drivers) {
+                          const std::vector<std::string>& drivers, bool in_place = false) {
   using internal::AllocatedVersion;
   using internal::DeviceId;
   std::mt19937 rng(7);
   AllocatedVersion version;
+  if (in_place) version.epoch = internal::NewEpoch();
   std::map<DeviceName, int> model;
   std::vector<std::pair<AllocatedVersion, decltype(model)>> kept;
+  // Taken versions held for a while, each checked as it goes.
+  std::vector<std::pair<AllocatedVersion, decltype(model)>> taken;
+  const auto same = [](const AllocatedVersion& v, const std::map<DeviceName, int>& m) {
+    std::vector<std::pair<DeviceName, std::string>> got, want;
+    internal::AllocatedTracker::Wrap(std::make_shared<AllocatedVersion>(v))
+        .ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
+          got.emplace_back(DeviceName(d.driver, d.pool, d.device), d.exclusive->name);
+          return true;
+        });
+    for (const auto& entry : m) want.emplace_back(entry.first, absl::StrCat(entry.second));
+    EXPECT_EQ(v.devices, m.size());
+    EXPECT_TRUE(got == want) << got.size() << " devices, " << want.size() << " expected";
+  };
+  const auto set = [&](const DeviceId& id, internal::DevicePtr device) {
+    if (!in_place) return internal::SetDevice(&version, id, std::move(device));
+    std::vector<std::shared_ptr<const void>> released;
+    const internal::DeviceChange change(id, std::move(device));
+    internal::ApplyDeviceChanges(&version, {&change, 1}, &released);
+  };
+  const auto take = [&] {
+    if (in_place) version.epoch = internal::NewEpoch();  // the copy shares its nodes
+  };
   const auto device_of = [](const DeviceName& key, int holder) {
     auto d = std::make_shared<AllocatedDevice>();
     d->driver = std::get<0>(key);
@@ -276,19 +303,32 @@ void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_o
     const DeviceName key = name_of(rng);
     const DeviceId id{std::get<0>(key), std::get<1>(key), std::get<2>(key)};
     if (rng() % 3 == 0) {
-      internal::SetDevice(&version, id, nullptr);
+      set(id, nullptr);
       model.erase(key);
     } else {
-      internal::SetDevice(&version, id, device_of(key, step));
+      set(id, device_of(key, step));
       model[key] = step;
     }
-    if (step % 5000 == 0) kept.emplace_back(version, model);
+    if (step % 5000 == 0) {
+      kept.emplace_back(version, model);
+      take();
+    }
+    if (in_place && rng() % 50 == 0) {
+      taken.emplace_back(version, model);
+      take();
+      if (taken.size() > 4) {
+        same(taken.front().first, taken.front().second);
+        taken.erase(taken.begin());
+      }
+    }
     if (step == steps / 2) {  // rebuilt bottom-up, as a first snapshot is
       std::vector<internal::DevicePtr> devices;
       for (const auto& [k, holder] : model) devices.push_back(device_of(k, holder));
       version = *internal::BuildVersion(version.revision, std::move(devices));
+      take();
     }
   }
+  for (const auto& t : taken) same(t.first, t.second);
   kept.emplace_back(version, model);
   for (const auto& entry : kept) {
     const AllocatedVersion& v = entry.first;
@@ -356,7 +396,7 @@ void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_o
   }
   // Everything removed: an empty tree.
   for (const auto& [key, value] : model) {
-    internal::SetDevice(&version, {std::get<0>(key), std::get<1>(key), std::get<2>(key)}, nullptr);
+    set({std::get<0>(key), std::get<1>(key), std::get<2>(key)}, nullptr);
   }
   EXPECT_EQ(version.devices, 0u);
   EXPECT_EQ(version.root, nullptr);
@@ -370,6 +410,18 @@ TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
                           absl::StrCat("dev-", rng() % 500));
       },
       30000, {kDrivers[0], kDriver, kDrivers[2]});
+}
+
+// The same, edited in place as the store's leader does between versions
+// taken.
+TEST(AllocatedTreeTest, InPlaceEditsMatchAMapAndKeepTakenVersions) {
+  static const char* kDrivers[] = {"a.example.com", kDriver, "z.example.com"};
+  CheckTreeAgainstAMap(
+      [](std::mt19937& rng) {
+        return DeviceName(kDrivers[rng() % 3], absl::StrCat("pool-", rng() % 7),
+                          absl::StrCat("dev-", rng() % 500));
+      },
+      30000, {kDrivers[0], kDriver, kDrivers[2]}, /*in_place=*/true);
 }
 
 // Nodes compare keys by the prefix their entries share and 8 bytes after
@@ -389,8 +441,7 @@ TEST(AllocatedTreeTest, MatchesAMapWithNamesOfEveryShape) {
                                           longer + "ab",
                                           "worker-node-0000000000000000-a",
                                           "worker-node-0000000000000000-b"};
-  CheckTreeAgainstAMap(
-      [&](std::mt19937& rng) {
+  const auto name_of = [&](std::mt19937& rng) {
         std::string device;
         switch (rng() % 4) {
           case 0:
@@ -406,8 +457,13 @@ TEST(AllocatedTreeTest, MatchesAMapWithNamesOfEveryShape) {
             device = std::string(rng() % 4, 'g');
         }
         return DeviceName(drivers[rng() % drivers.size()], pools[rng() % pools.size()], device);
-      },
-      40000, {drivers.begin() + 1, drivers.end()});  // ForEach("") visits every driver
+      };
+  // ForEach("") visits every driver. Persistent edits, then in place (as
+  // the store's leader makes them between versions taken).
+  for (const bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "persistent");
+    CheckTreeAgainstAMap(name_of, 40000, {drivers.begin() + 1, drivers.end()}, in_place);
+  }
 }
 
 TEST(AllocatedTreeTest, ComparingNamesEveryDeviceThatDiffers) {

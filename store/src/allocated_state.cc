@@ -1,13 +1,14 @@
 #include "allocated_state.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstring>
 #include <map>
 #include <tuple>
 #include <utility>
 
-#include "absl/container/btree_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "fb_strings.h"
@@ -211,19 +212,25 @@ namespace {
 
 // Sums the shares' consumed capacity into `device`.
 void SumConsumed(AllocatedDevice* device) {
-  absl::btree_map<std::string, Quantity> sums;
+  // By name (views into the shares); a device's shares name few.
+  absl::InlinedVector<std::pair<absl::string_view, Quantity>, 4> sums;
   for (const DeviceShare& share : device->shares) {
     for (const CapacityValue& c : share.consumed_capacity) {
       absl::StatusOr<Quantity> q = Quantity::Parse(c.quantity);
       if (!q.ok()) continue;  // only in claims restored without validation
-      Quantity& sum = sums[c.name];
-      absl::StatusOr<Quantity> next = sum.Plus(*q);
-      if (next.ok()) sum = *std::move(next);  // else left out (Quantity::kMaxSumDigits)
+      auto it = std::find_if(sums.begin(), sums.end(),
+                             [&](const auto& s) { return s.first == c.name; });
+      if (it == sums.end()) it = &sums.emplace_back(c.name, Quantity());
+      absl::StatusOr<Quantity> next = it->second.Plus(*q);
+      if (next.ok()) it->second = *std::move(next);  // else left out (Quantity::kMaxSumDigits)
     }
   }
+  std::sort(sums.begin(), sums.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   device->consumed_capacity.clear();
   device->consumed_capacity.reserve(sums.size());
-  for (const auto& [name, sum] : sums) device->consumed_capacity.push_back({name, sum.ToString()});
+  for (const auto& [name, sum] : sums) {
+    device->consumed_capacity.push_back({std::string(name), sum.ToString()});
+  }
 }
 
 void AddHolding(AllocatedDevice* device, const ClaimKey& claim, const ResultHolding& h) {
@@ -285,18 +292,27 @@ DevicePtr WithHoldings(const AllocatedDevice* old, const ClaimKey& claim,
 
 // The tree ----------------------------------------------------------------------
 
-const AllocatedDevice* FindDevice(const AllocatedVersion& version, const DeviceId& id) {
+namespace {
+
+// FindDevice, given id's DeviceOrderKey.
+const AllocatedDevice* FindByKey(const AllocatedVersion& version, const DeviceId& id,
+                                 absl::string_view key) {
   const AllocatedNode* node = version.root.get();
-  if (node == nullptr) return nullptr;
-  const DeviceOrderKey key(id);
   while (node != nullptr) {
     bool equal;
-    const ptrdiff_t i = Floor(*node, id, key.bytes(), &equal);
+    const ptrdiff_t i = Floor(*node, id, key, &equal);
     if (i < 0) return nullptr;
     if (node->leaf) return equal ? node->firsts[static_cast<size_t>(i)] : nullptr;
     node = node->child(static_cast<size_t>(i));
   }
   return nullptr;
+}
+
+}  // namespace
+
+const AllocatedDevice* FindDevice(const AllocatedVersion& version, const DeviceId& id) {
+  if (version.root == nullptr) return nullptr;
+  return FindByKey(version, id, DeviceOrderKey(id).bytes());
 }
 
 namespace {
@@ -309,10 +325,14 @@ class NodeBuilder {
  public:
   // `like`: the node this one replaces; its entries are copied with their
   // slices, under its prefix (shortened when an entry added does not share
-  // it).
-  explicit NodeBuilder(bool leaf, const AllocatedNode* like = nullptr)
-      : node_(std::make_shared<AllocatedNode>()) {
+  // it). `epoch`: the new node's. When `like` is of that epoch (not 0), its
+  // entries are moved, not copied: it is the version's own (see the
+  // header), and goes once replaced.
+  explicit NodeBuilder(bool leaf, const AllocatedNode* like = nullptr, uint64_t epoch = 0)
+      : node_(std::make_shared<AllocatedNode>()),
+        steal_(like != nullptr && epoch != 0 && like->epoch == epoch ? like : nullptr) {
     node_->leaf = leaf;
+    node_->epoch = epoch;
     if (like != nullptr) {
       node_->lcp = like->lcp;
       std::memcpy(node_->prefix, like->prefix, like->lcp);
@@ -340,8 +360,16 @@ class NodeBuilder {
   // replaces, or one built from it); `owned`, when set, replaces what it
   // owns (a child copied on the path, with the same first device).
   void AddFrom(const AllocatedNode& from, size_t i, std::shared_ptr<const void> owned = nullptr) {
-    Append(from.firsts[i], owned != nullptr ? std::move(owned) : from.owned[i],
-           Reslice(from, from.slices[i]));
+    // Moving a node's own entry touches no reference count (the count is
+    // the child's or the device's cache line: a miss per entry). (Not a
+    // conditional expression: its const operand would make both a copy.)
+    if (owned != nullptr) {
+    } else if (&from == steal_) {
+      owned = std::move(const_cast<AllocatedNode&>(from).owned[i]);
+    } else {
+      owned = from.owned[i];
+    }
+    Append(from.firsts[i], std::move(owned), Reslice(from, from.slices[i]));
   }
   // Entries [begin, end) of `from` (as AddFrom).
   void AddRange(const AllocatedNode& from, size_t begin, size_t end) {
@@ -349,12 +377,14 @@ class NodeBuilder {
   }
   size_t size() const { return node_->size; }
   // The node, split in two when it overflowed; none when empty.
-  void Emit(std::vector<NodePtr>* out) {
+  template <typename List>
+  void Emit(List* out) {
     AllocatedNode& n = *node_;
     if (n.size == 0) return;
     if (n.size > AllocatedNode::kMaxEntries) {
       const size_t half = n.size / 2;
       auto right = std::make_shared<AllocatedNode>();
+      right->epoch = n.epoch;
       right->leaf = n.leaf;
       right->lcp = n.lcp;
       std::memcpy(right->prefix, n.prefix, n.lcp);
@@ -408,28 +438,84 @@ class NodeBuilder {
   }
 
   std::shared_ptr<AllocatedNode> node_;
+  const AllocatedNode* const steal_;  // the node whose entries are moved
   bool has_prefix_ = false;
 };
 
 using DeviceFn = absl::FunctionRef<DevicePtr(const AllocatedDevice* old)>;
+using Released = std::vector<std::shared_ptr<const void>>;
+
+// Sets entry `at` of a leaf that only the version changed holds
+// (`found`: whether entry `at` is the device's already) to `device` (null:
+// removes it) in place, when that keeps the leaf's first key, its prefix
+// and its bounds: a device replaced, or one added or removed past the
+// first entry of a leaf with room. False when it needs a new leaf. What it
+// replaces goes to `released` (when set).
+bool SetInLeaf(AllocatedNode* n, size_t at, bool found, DevicePtr device, absl::string_view key,
+               Released* released, ptrdiff_t* delta) {
+  const auto release = [&](std::shared_ptr<const void> p) {
+    if (released != nullptr) released->push_back(std::move(p));
+  };
+  if (found && device != nullptr) {  // the same key: the same slice
+    n->firsts[at] = device.get();
+    release(std::exchange(n->owned[at], std::move(device)));
+    return true;
+  }
+  if (at == 0) return false;  // the leaf's first key changes: its parent's separator
+  if (found) {
+    if (n->size == 1) return false;
+    release(std::move(n->owned[at]));
+    for (size_t j = at; j + 1 < n->size; ++j) {
+      n->slices[j] = n->slices[j + 1];
+      n->firsts[j] = n->firsts[j + 1];
+      n->owned[j] = std::move(n->owned[j + 1]);
+    }
+    --n->size;
+    *delta = -1;
+    return true;
+  }
+  if (n->size >= AllocatedNode::kMaxEntries || ComparePrefix(key, n->prefix, n->lcp) != 0 ||
+      key.size() < n->lcp) {
+    return false;
+  }
+  for (size_t j = n->size; j > at; --j) {
+    n->slices[j] = n->slices[j - 1];
+    n->firsts[j] = n->firsts[j - 1];
+    n->owned[j] = std::move(n->owned[j - 1]);
+  }
+  n->slices[at] = SliceOf(key, n->lcp);
+  n->firsts[at] = device.get();
+  n->owned[at] = std::move(device);
+  ++n->size;
+  *delta = 1;
+  return true;
+}
 
 // The nodes replacing `node` once the device of `id` (whose DeviceOrderKey
 // is `key`) is device_of(what `node` holds of it) (null: removed): none
 // (emptied), one, or two (split). `delta` gets the change in the number of
-// devices.
+// devices. New nodes are of `epoch`; nodes of that epoch (not 0) are
+// changed in place where they can be, else give their entries to the nodes
+// replacing them. `node` itself in `out`: unchanged, or changed in place.
+using NodeList = absl::InlinedVector<NodePtr, 2>;
 void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, DeviceFn device_of,
-            std::vector<NodePtr>* out, ptrdiff_t* delta) {
+            uint64_t epoch, Released* released, NodeList* out, ptrdiff_t* delta) {
   const AllocatedNode& n = *node;
+  const bool own = epoch != 0 && n.epoch == epoch;  // only the version changed holds it
   bool found;
   const ptrdiff_t floor = Floor(n, id, key, &found);
   if (n.leaf) {
     const size_t at = static_cast<size_t>(floor + (found ? 0 : 1));
-    const DevicePtr device = device_of(found ? n.firsts[at] : nullptr);
+    DevicePtr device = device_of(found ? n.firsts[at] : nullptr);
     if (!found && device == nullptr) {
       out->push_back(node);  // nothing to remove
       return;
     }
-    NodeBuilder copy(/*leaf=*/true, &n);
+    if (own && SetInLeaf(const_cast<AllocatedNode*>(&n), at, found, device, key, released, delta)) {
+      out->push_back(node);
+      return;
+    }
+    NodeBuilder copy(/*leaf=*/true, &n, epoch);
     copy.AddRange(n, 0, at);
     if (device != nullptr) copy.Add(device.get(), device, key);
     copy.AddRange(n, found ? at + 1 : at, n.size);
@@ -438,10 +524,21 @@ void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, Devi
     return;
   }
   const size_t i = static_cast<size_t>(std::max<ptrdiff_t>(0, floor));
-  std::vector<NodePtr> replaced;
-  Update(std::static_pointer_cast<const AllocatedNode>(n.owned[i]), id, key, device_of, &replaced,
-         delta);
-  NodeBuilder copy(/*leaf=*/false, &n);
+  NodeList replaced;
+  Update(std::static_pointer_cast<const AllocatedNode>(n.owned[i]), id, key, device_of, epoch,
+         released, &replaced, delta);
+  if (replaced.size() == 1 && replaced[0].get() == n.child(i)) {
+    // The child unchanged, or changed in place: then it is this version's
+    // alone, and so is this node (its parent); its first device may be a
+    // new one of the same key.
+    if (replaced[0]->firsts[0] != n.firsts[i]) {
+      assert(own);
+      const_cast<AllocatedNode&>(n).firsts[i] = replaced[0]->firsts[0];
+    }
+    out->push_back(node);
+    return;
+  }
+  NodeBuilder copy(/*leaf=*/false, &n, epoch);
   copy.AddRange(n, 0, i);
   for (NodePtr& r : replaced) {
     const AllocatedDevice* first = r->firsts[0];
@@ -455,19 +552,14 @@ void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, Devi
   copy.Emit(out);
 }
 
-}  // namespace
-
-void SetDevice(AllocatedVersion* version, const DeviceId& id, DevicePtr device) {
-  UpdateDevice(version, id, [&](const AllocatedDevice*) { return device; });
-}
-
-void UpdateDevice(AllocatedVersion* version, const DeviceId& id,
-                  absl::FunctionRef<DevicePtr(const AllocatedDevice* old)> device_of) {
-  const DeviceOrderKey key(id);
+// UpdateDevice in `epoch` (0: copying every node on the path), given id's
+// DeviceOrderKey; the root replaced goes to `released` when set.
+void UpdateIn(AllocatedVersion* version, const DeviceId& id, const DeviceOrderKey& key,
+              DeviceFn device_of, uint64_t epoch, Released* released) {
   if (version->root == nullptr) {
     const DevicePtr device = device_of(nullptr);
     if (device == nullptr) return;
-    NodeBuilder leaf(/*leaf=*/true);
+    NodeBuilder leaf(/*leaf=*/true, nullptr, epoch);
     leaf.Add(device.get(), device, key.bytes());
     std::vector<NodePtr> out;
     leaf.Emit(&out);
@@ -475,16 +567,20 @@ void UpdateDevice(AllocatedVersion* version, const DeviceId& id,
     version->devices = 1;
     return;
   }
-  std::vector<NodePtr> replaced;
+  NodeList replaced;
   ptrdiff_t delta = 0;
-  Update(version->root, id, key.bytes(), device_of, &replaced, &delta);
+  Update(version->root, id, key.bytes(), device_of, epoch, released, &replaced, &delta);
   version->devices = static_cast<size_t>(static_cast<ptrdiff_t>(version->devices) + delta);
+  if (replaced.size() == 1 && replaced[0] == version->root) return;  // changed in place
+  // The old path (of the version's epoch: emptied but for what the change
+  // replaced) goes with the old root.
+  if (released != nullptr) released->push_back(std::move(version->root));
   if (replaced.empty()) {
     version->root = nullptr;
   } else if (replaced.size() == 1) {
     version->root = std::move(replaced[0]);
   } else {
-    NodeBuilder root(/*leaf=*/false);
+    NodeBuilder root(/*leaf=*/false, nullptr, epoch);
     for (NodePtr& r : replaced) {
       const AllocatedDevice* first = r->firsts[0];
       root.Add(first, std::move(r));
@@ -496,6 +592,32 @@ void UpdateDevice(AllocatedVersion* version, const DeviceId& id,
   // A root with one child gives way to it.
   while (version->root != nullptr && !version->root->leaf && version->root->size == 1) {
     version->root = std::static_pointer_cast<const AllocatedNode>(version->root->owned[0]);
+  }
+}
+
+}  // namespace
+
+uint64_t NewEpoch() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+void SetDevice(AllocatedVersion* version, const DeviceId& id, DevicePtr device) {
+  UpdateDevice(version, id, [&](const AllocatedDevice*) { return device; });
+}
+
+void UpdateDevice(AllocatedVersion* version, const DeviceId& id,
+                  absl::FunctionRef<DevicePtr(const AllocatedDevice* old)> device_of) {
+  UpdateIn(version, id, DeviceOrderKey(id), device_of, /*epoch=*/0, nullptr);
+}
+
+void ApplyDeviceChanges(AllocatedVersion* version, absl::Span<const DeviceChange> changes,
+                        std::vector<std::shared_ptr<const void>>* released) {
+  assert(version->epoch != 0);
+  for (const DeviceChange& c : changes) {
+    UpdateIn(
+        version, c.id, c.key, [&](const AllocatedDevice*) { return c.device; }, version->epoch,
+        released);
   }
 }
 
@@ -532,11 +654,15 @@ std::shared_ptr<const AllocatedVersion> BuildVersion(uint64_t revision,
   return version;
 }
 
-std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& base,
-                                                     uint64_t revision,
-                                                     absl::Span<const RecordChange> changes) {
-  auto next = std::make_shared<AllocatedVersion>(base);
-  next->revision = revision;
+namespace {
+
+// Calls visit(claim, device, holdings after) for each device a change of
+// `changes` touches: the claim held it before or holds it after, and what
+// it holds changed.
+void ForEachTouched(absl::Span<const RecordChange> changes,
+                    absl::FunctionRef<void(const ClaimKey& claim, const DeviceId& id,
+                                           absl::Span<const ResultHolding* const> holdings)>
+                        visit) {
   for (const RecordChange& change : changes) {
     const std::vector<ResultHolding> before =
         change.previous.has_value() ? ResultHoldingsOf(*change.previous) : std::vector<ResultHolding>{};
@@ -557,13 +683,48 @@ std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& bas
       for (const ResultHolding& h : after) {
         if (DeviceId{h.driver, h.pool, h.device} == id) holdings.push_back(&h);
       }
-      // `id` views strings of before/after, which outlive the update.
-      UpdateDevice(next.get(), id, [&](const AllocatedDevice* old) {
-        return WithHoldings(old, claim, holdings);
-      });
+      // `id` views strings of the change's records, which outlive the call.
+      visit(claim, id, holdings);
     }
   }
+}
+
+}  // namespace
+
+std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& base,
+                                                     uint64_t revision,
+                                                     absl::Span<const RecordChange> changes) {
+  auto next = std::make_shared<AllocatedVersion>(base);
+  next->revision = revision;
+  // Its own epoch: a commit that changes two devices of one leaf copies it
+  // once.
+  next->epoch = NewEpoch();
+  ForEachTouched(changes, [&](const ClaimKey& claim, const DeviceId& id,
+                              absl::Span<const ResultHolding* const> holdings) {
+    UpdateIn(
+        next.get(), id, DeviceOrderKey(id),
+        [&](const AllocatedDevice* old) { return WithHoldings(old, claim, holdings); }, next->epoch,
+        nullptr);
+  });
   return next;
+}
+
+std::vector<DeviceChange> DeviceChangesOf(const AllocatedVersion& base,
+                                          absl::Span<const RecordChange> changes) {
+  std::vector<DeviceChange> out;
+  ForEachTouched(changes, [&](const ClaimKey& claim, const DeviceId& id,
+                              absl::Span<const ResultHolding* const> holdings) {
+    // A device an earlier change of the commit changed starts from there.
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const DeviceChange& c) { return c.id == id; });
+    if (it != out.end()) {
+      it->device = WithHoldings(it->device.get(), claim, holdings);
+    } else {
+      DeviceChange& c = out.emplace_back(id);
+      c.device = WithHoldings(FindByKey(base, id, c.key.bytes()), claim, holdings);
+    }
+  });
+  return out;
 }
 
 std::vector<std::string> CompareAllocated(const AllocatedVersion& kept,

@@ -10,10 +10,24 @@
 // node and reads one device (about one cache miss a level, instead of one
 // per comparison). Nodes are immutable once built and shared between versions:
 // changing a device copies the nodes on the path from the root to its leaf
-// and nothing else. A node that overflows splits in two; deletions do not
+// and nothing else, except for nodes the version being changed may change
+// in place (below). A node that overflows splits in two; deletions do not
 // merge nodes (an emptied node goes, a sparse one stays, and a root with one
 // child gives way to it), so the height stays that of the largest size the
 // tree has had: about log32(devices).
+//
+// Epochs: each node records the epoch of the change that made it, and a
+// version the epoch its changes are made in (0: none). A version that
+// nobody else has seen may be changed in its own epoch (ApplyDeviceChanges):
+// a node of that epoch was made by an earlier change of this version, after
+// it was last seen, so only this version holds it. Such a leaf is changed in
+// place when a device is replaced, or added or removed without changing the
+// leaf's first key, prefix or bounds (and its parents' separators then stay
+// or take the new device of the same key); otherwise such a node is rebuilt
+// with its entries moved, not copied (no reference count touched). A node
+// of another epoch may be shared with a version someone holds, and is
+// copied. A change remakes the path from the root unless it was made in
+// place, so a node of the version's epoch has parents of that epoch too.
 //
 // Thread-safety: versions are immutable. AllocatedTracker: Publish* and
 // Reset are called by the write leader (one at a time); Snapshot from any
@@ -29,10 +43,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "claimstore/allocated.h"
@@ -69,6 +83,7 @@ struct AllocatedNode {
   std::array<const AllocatedDevice*, kMaxEntries + 1> firsts;
   // What entry i owns: the device (a leaf) or the child node.
   std::array<std::shared_ptr<const void>, kMaxEntries + 1> owned{};
+  uint64_t epoch = 0;  // of the change that made it (see above)
   const AllocatedNode* child(size_t i) const {
     return static_cast<const AllocatedNode*>(owned[i].get());
   }
@@ -77,6 +92,9 @@ struct AllocatedNode {
 struct AllocatedVersion {
   uint64_t revision = 0;
   size_t devices = 0;
+  // Nodes of this epoch are this version's alone while nobody else has
+  // seen it (0: none are). A copy of a version must get a new one.
+  uint64_t epoch = 0;
   std::shared_ptr<const AllocatedNode> root;  // null: nothing allocated
 };
 
@@ -139,10 +157,34 @@ void UpdateDevice(AllocatedVersion* version, const DeviceId& id,
 // A version holding `devices` (sorted by id, unique), built bottom-up.
 std::shared_ptr<const AllocatedVersion> BuildVersion(uint64_t revision,
                                                      std::vector<DevicePtr> devices);
-// `base` with the changes of one commit (at `revision`) applied.
+// `base` with the changes of one commit (at `revision`) applied: a new
+// version, in an epoch of its own, sharing the nodes not on a changed path.
 std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& base,
                                                      uint64_t revision,
                                                      absl::Span<const RecordChange> changes);
+
+// An epoch not used before (process-wide).
+uint64_t NewEpoch();
+
+// A device a commit changes, with what it holds after (null: nobody).
+struct DeviceChange {
+  explicit DeviceChange(const DeviceId& id, DevicePtr device = nullptr)
+      : id(id), key(id), device(std::move(device)) {}
+  DeviceId id;  // views into the commit's records
+  DeviceOrderKey key;
+  DevicePtr device;
+};
+// The devices `changes` (one commit, against `base`) change, each once.
+std::vector<DeviceChange> DeviceChangesOf(const AllocatedVersion& base,
+                                          absl::Span<const RecordChange> changes);
+// Sets each device of `changes` in `version`, in place: nodes of
+// version->epoch (which must not be 0) are rebuilt with their entries
+// moved. Only for a version nobody else has seen (nor a copy of it): it
+// changes nodes that no other version holds only then. What is released
+// (nodes and devices replaced) goes to `released`, for the caller to free
+// outside its locks.
+void ApplyDeviceChanges(AllocatedVersion* version, absl::Span<const DeviceChange> changes,
+                        std::vector<std::shared_ptr<const void>>* released);
 
 // How `kept` (the state kept in memory) differs from `expected` (built
 // from the records at the same revision): one line per device, for Verify.

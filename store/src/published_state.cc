@@ -1,6 +1,7 @@
 #include "published_state.h"
 
 #include <algorithm>
+#include <cassert>
 #include <mutex>
 #include <optional>
 
@@ -226,22 +227,61 @@ std::shared_ptr<const AllocatedVersion> PublishedState::DropAllocated() {
   return std::move(alloc_latest_);
 }
 
-std::shared_ptr<const AllocatedVersion> PublishedState::NextAllocated(
+PublishedState::AllocatedStep PublishedState::PrepareAllocated(
     uint64_t revision, absl::Span<const RecordChange> changes) {
-  if (alloc_latest_ != nullptr) {
-    alloc_latest_ = ApplyChanges(*alloc_latest_, revision, changes);
-    return alloc_latest_;
+  AllocatedStep step;
+  if (alloc_latest_ == nullptr) {
+    if (alloc_building_) {
+      alloc_pending_.push_back(
+          {revision, std::vector<RecordChange>(changes.begin(), changes.end())});
+    }
+    return step;
   }
-  if (alloc_building_) {
-    alloc_pending_.push_back({revision, std::vector<RecordChange>(changes.begin(), changes.end())});
+  // Taken (a relaxed read: it is read again under mu_ when it says no), or
+  // a version of no epoch of its own (built): a new version.
+  if (alloc_taken_.load(std::memory_order_relaxed) || alloc_latest_->epoch == 0) {
+    step.next = alloc_latest_ = ApplyChanges(*alloc_latest_, revision, changes);
+    return step;
   }
-  return nullptr;
+  step.in_place = true;
+  step.devices = DeviceChangesOf(*alloc_latest_, changes);
+  return step;
+}
+
+void PublishedState::FinishAllocated(uint64_t revision, AllocatedStep step,
+                                     std::vector<std::shared_ptr<const void>>* released) {
+  if (step.in_place) {
+    assert(alloc_latest_ == alloc_published_);
+    if (!alloc_taken_.load(std::memory_order_relaxed)) {
+      // Nobody has seen it since it was made: its nodes of its epoch are
+      // its alone (allocated_state.h). Made by ApplyChanges, not const.
+      auto* latest = const_cast<AllocatedVersion*>(alloc_latest_.get());
+      ApplyDeviceChanges(latest, step.devices, released);
+      latest->revision = revision;
+      return;
+    }
+    // Taken since PrepareAllocated looked: a new version after all.
+    auto next = std::make_shared<AllocatedVersion>(*alloc_latest_);
+    next->revision = revision;
+    next->epoch = NewEpoch();
+    ApplyDeviceChanges(next.get(), step.devices, released);
+    step.next = alloc_latest_ = std::move(next);
+  }
+  if (step.next == nullptr) return;
+  released->push_back(std::move(alloc_published_));
+  alloc_published_ = std::move(step.next);
+  alloc_taken_.store(false, std::memory_order_relaxed);
+}
+
+AllocatedState PublishedState::HandOutAllocated() const {
+  alloc_taken_.store(true, std::memory_order_relaxed);
+  return AllocatedTracker::Wrap(alloc_published_);
 }
 
 absl::StatusOr<AllocatedState> PublishedState::Allocated() const {
   {
     ReaderLock lock(&mu_);
-    if (alloc_published_ != nullptr) return AllocatedTracker::Wrap(alloc_published_);
+    if (alloc_published_ != nullptr) return HandOutAllocated();
   }
   MutexLock build_lock(&alloc_build_mu_);
   for (;;) {
@@ -252,7 +292,7 @@ absl::StatusOr<AllocatedState> PublishedState::Allocated() const {
       MutexLock alloc_lock(&alloc_mu_);
       if (alloc_latest_ != nullptr) {
         ReaderLock lock(&mu_);
-        return AllocatedTracker::Wrap(alloc_published_);  // built while this call waited
+        return HandOutAllocated();  // built while this call waited
       }
       if (alloc_loader_ == nullptr) return absl::InternalError("no loader of the allocated state");
       // Every commit published after this pin queues its changes.
@@ -272,21 +312,25 @@ absl::StatusOr<AllocatedState> PublishedState::Allocated() const {
     for (const PendingChanges& p : pending) version = ApplyChanges(*version, p.revision, p.changes);
     alloc_latest_ = version;
     WriterLock lock(&mu_);
-    alloc_published_ = version;
-    return AllocatedTracker::Wrap(std::move(version));
+    alloc_published_ = std::move(version);
+    return HandOutAllocated();
   }
 }
 
 std::shared_ptr<const AllocatedVersion> PublishedState::AllocatedIfBuilt(Pin* pin) const {
   ReaderLock lock(&mu_);
   *pin = Pin{revision_, snapshot_};
-  return alloc_published_;
+  if (alloc_published_ == nullptr) return nullptr;
+  return AllocatedTracker::Version(HandOutAllocated());
 }
 
 void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
                              absl::Span<const RecordChange> changes) {
+  // What the allocated state releases is freed after the locks (declared
+  // first: destroyed last).
+  std::vector<std::shared_ptr<const void>> released;
   MutexLock alloc_lock(&alloc_mu_);
-  std::shared_ptr<const AllocatedVersion> allocated = NextAllocated(revision, changes);
+  AllocatedStep allocated = PrepareAllocated(revision, changes);
   // Indexes not loaded: none to edit; a load reads them later, at this
   // commit's snapshot or a newer one. (A load in flight is waited for, so
   // that it does not read at the state before this commit.)
@@ -310,9 +354,9 @@ void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
   }
   revision_ = revision;
   snapshot_ = std::move(snapshot);
-  // The version replaced goes when `allocated` does, after mu_ is released
+  // The version replaced goes with `released`, after mu_ is released
   // (freeing the nodes only it held takes microseconds).
-  if (allocated != nullptr) std::swap(alloc_published_, allocated);
+  FinishAllocated(revision, std::move(allocated), &released);
   EvictLocked();
 }
 

@@ -185,8 +185,12 @@ class PublishedState {
   // AllocatedDevices). The first call after a Reset or a bulk load builds
   // it with `load` (SetAllocatedLoader), at the published state, while
   // commits go on (their changes are applied to it once built); from then
-  // on the leader updates it with each commit (ApplyChanges, outside mu_)
-  // and a call costs a shared lock and a reference count.
+  // on the leader updates it with each commit, and a call costs a shared
+  // lock and a reference count. While nobody took the published version
+  // since it was made, a commit changes it in place, under mu_ (its nodes
+  // are nobody else's: allocated_state.h); once somebody took it, the next
+  // commit makes a new version outside mu_ and publishes that. So the
+  // copying of paths is paid once per version taken, not per commit.
   using AllocatedLoader =
       std::function<absl::StatusOr<std::shared_ptr<const AllocatedVersion>>(const Pin& at)>;
   void SetAllocatedLoader(AllocatedLoader load);
@@ -229,11 +233,23 @@ class PublishedState {
   Pin Scan(const BucketedKeys& set, absl::string_view prefix, KeyVisitor visit) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // Publish's part for the allocated state: the next version when it is
-  // built (null otherwise); queues the changes while it is being built.
-  std::shared_ptr<const AllocatedVersion> NextAllocated(uint64_t revision,
-                                                        absl::Span<const RecordChange> changes)
+  // Publish's part for the allocated state, in two steps: PrepareAllocated
+  // before mu_ (the work that reads alone: a new version when the latest
+  // was taken, else the devices to change in place; queues the changes
+  // while the state is being built), FinishAllocated under it. What is
+  // replaced goes to `released`, freed after the locks.
+  struct AllocatedStep {
+    std::shared_ptr<const AllocatedVersion> next;  // made outside mu_
+    bool in_place = false;                         // else: change alloc_latest_
+    std::vector<DeviceChange> devices;
+  };
+  AllocatedStep PrepareAllocated(uint64_t revision, absl::Span<const RecordChange> changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
+  void FinishAllocated(uint64_t revision, AllocatedStep step,
+                       std::vector<std::shared_ptr<const void>>* released)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_, mu_);
+  // alloc_published_, marked taken.
+  AllocatedState HandOutAllocated() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Drops the allocated state (Reset, bulk loads): the next call builds it.
   // Returns the leader's copy, for the caller to free once unlocked.
   std::shared_ptr<const AllocatedVersion> DropAllocated() ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
@@ -269,6 +285,11 @@ class PublishedState {
   mutable BucketedKeys devices_ ABSL_GUARDED_BY(mu_) = NewDeviceIndex();
   // What Allocated() hands out: alloc_latest_ once published.
   mutable std::shared_ptr<const AllocatedVersion> alloc_published_ ABSL_GUARDED_BY(mu_);
+  // Whether alloc_published_ was handed out (or may have been): set under
+  // mu_ shared by the readers that take it, cleared under mu_ held
+  // exclusively when a new version is published. An atomic because
+  // readers set it together; mu_ orders it with the leader's changes.
+  mutable std::atomic<bool> alloc_taken_{true};
   absl::flat_hash_map<std::string, Entry> records_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> clock_ ABSL_GUARDED_BY(mu_);  // cached keys in insertion order
   size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
