@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -667,6 +668,80 @@ TEST_F(AllocatedTest, EqualsWhatAListImpliesAfterRandomConcurrentWorkloads) {
   EXPECT_GT(shares, 20u);
   EXPECT_GT(admin, 0u);
   EXPECT_GT(exclusive, 0u);
+}
+
+// What a snapshot holds, as text.
+std::string Contents(const AllocatedState& state) {
+  std::string out = absl::StrCat(state.revision(), ":");
+  state.ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
+    absl::StrAppend(&out, d.driver, "/", d.pool, "/", d.device, "{",
+                    d.exclusive.has_value() ? d.exclusive->name : "-");
+    for (const DeviceShare& s : d.shares) absl::StrAppend(&out, " s:", s.share_id, "=", s.claim.name);
+    for (const ClaimKey& k : d.admin_access) absl::StrAppend(&out, " a:", k.name);
+    for (const CapacityValue& c : d.consumed_capacity) absl::StrAppend(&out, " ", c.name, "=", c.quantity);
+    out += "}";
+    return true;
+  });
+  return out;
+}
+
+// The leader changes the published version in place until somebody takes
+// it (allocated_state.h): snapshots taken between commits, while writes go
+// on, read the same whenever they are read again, and the last one equals
+// what a List implies. (Under tsan too: the readers and the leader's
+// changes in place.)
+TEST_F(AllocatedTest, SnapshotsTakenBetweenCommitsNeverChange) {
+  constexpr int kClaims = 24, kWriters = 2, kOps = 400;
+  for (int i = 0; i < kClaims; ++i) Claim(absl::StrCat("c", i));
+  std::atomic<int> writing{kWriters};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kWriters; ++t) {
+    writers.emplace_back([&, t] {
+      std::mt19937 rng(t + 1);
+      for (int op = 0; op < kOps; ++op) {
+        const ClaimKey key = Key(absl::StrCat("c", rng() % kClaims));
+        const std::string device = absl::StrCat("gpu-", rng() % 40);
+        switch (rng() % 4) {
+          case 0:
+            (void)store_->Allocate(key, Of({Exclusive(device)}));
+            break;
+          case 1:
+            (void)store_->Allocate(
+                key, Of({Share(device, static_cast<int>(rng() % 100),
+                               {{"memory", absl::StrCat(1 + rng() % 4, "Gi")}})}));
+            break;
+          default:
+            (void)store_->Deallocate(key);
+        }
+      }
+      --writing;
+    });
+  }
+  std::vector<std::pair<AllocatedState, std::string>> held;
+  size_t taken = 0, rechecked = 0;
+  uint64_t last_revision = 0;
+  while (writing.load() > 0 || taken < 10) {
+    const AllocatedState s = Snapshot();
+    EXPECT_GE(s.revision(), last_revision);
+    last_revision = s.revision();
+    held.emplace_back(s, Contents(s));
+    ++taken;
+    for (const auto& h : held) {
+      ASSERT_EQ(Contents(h.first), h.second) << "a snapshot at revision " << h.first.revision()
+                                             << " changed";
+      ++rechecked;
+    }
+    if (held.size() > 6) held.erase(held.begin());
+  }
+  for (std::thread& t : writers) t.join();
+  for (const auto& h : held) EXPECT_EQ(Contents(h.first), h.second);
+  absl::StatusOr<ListPage> list = store_->List({});
+  ASSERT_THAT(list.status(), IsOk());
+  const AllocatedState last = Snapshot();
+  ASSERT_EQ(last.revision(), list->revision);
+  ExpectMatches(last, FromList(list->records));
+  EXPECT_GT(taken, 10u);
+  EXPECT_GT(rechecked, taken);
 }
 
 TEST_F(AllocatedTest, ReadOnlyStoreShowsTheWritersStateAfterEachCatchUp) {
