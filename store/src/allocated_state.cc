@@ -319,6 +319,36 @@ namespace {
 
 using NodePtr = std::shared_ptr<const AllocatedNode>;
 
+// A slice taken after `prefix` as a slice at `lcp`, which is at most
+// prefix's length: the bytes between come from `prefix`.
+uint64_t ResliceAt(absl::string_view prefix, uint64_t slice, size_t lcp) {
+  assert(prefix.size() >= lcp);
+  if (prefix.size() == lcp) return slice;
+  const size_t shift = prefix.size() - lcp;
+  const uint64_t head = SliceOf(prefix, lcp);
+  return shift >= 8 ? head : head | (slice >> (8 * shift));
+}
+
+// How many bytes of n's prefix `key` starts with.
+size_t CommonPrefix(const AllocatedNode& n, absl::string_view key) {
+  size_t common = 0;
+  while (common < n.lcp && common < key.size() && key[common] == n.prefix[common]) ++common;
+  return common;
+}
+
+// Makes n's prefix its first `lcp` bytes (at most its length), re-slicing
+// its entries.
+void ShortenPrefix(AllocatedNode* n, size_t lcp) {
+  if (lcp == n->lcp) return;
+  char before[AllocatedNode::kPrefixMax];
+  const size_t before_lcp = n->lcp;
+  std::memcpy(before, n->prefix, before_lcp);
+  n->lcp = static_cast<uint8_t>(lcp);
+  for (size_t i = 0; i < n->size; ++i) {
+    n->slices[i] = ResliceAt(absl::string_view(before, before_lcp), n->slices[i], lcp);
+  }
+}
+
 // A node under construction: entries appended in order, with their key
 // slices (AllocatedNode::slices) under a prefix common to them all.
 class NodeBuilder {
@@ -347,9 +377,7 @@ class NodeBuilder {
       std::memcpy(n.prefix, key.data(), n.lcp);
       has_prefix_ = true;
     }
-    size_t common = 0;
-    while (common < n.lcp && common < key.size() && key[common] == n.prefix[common]) ++common;
-    if (common < n.lcp) Shorten(common);
+    ShortenPrefix(&n, CommonPrefix(n, key));
     Append(first, std::move(owned), SliceOf(key, n.lcp));
   }
   // The same, the key read from the device.
@@ -418,23 +446,7 @@ class NodeBuilder {
   // A slice taken after `prefix` as a slice at this node's lcp, which is at
   // most prefix's length: the bytes between come from `prefix`.
   uint64_t Reslice(absl::string_view prefix, uint64_t slice) const {
-    const size_t lcp = node_->lcp;
-    assert(prefix.size() >= lcp);
-    if (prefix.size() == lcp) return slice;
-    const size_t shift = prefix.size() - lcp;
-    const uint64_t head = SliceOf(prefix, lcp);
-    return shift >= 8 ? head : head | (slice >> (8 * shift));
-  }
-  // Makes the prefix its first `lcp` bytes, re-slicing the entries so far.
-  void Shorten(size_t lcp) {
-    AllocatedNode& n = *node_;
-    char before[AllocatedNode::kPrefixMax];
-    const size_t before_lcp = n.lcp;
-    std::memcpy(before, n.prefix, before_lcp);
-    n.lcp = static_cast<uint8_t>(lcp);
-    for (size_t i = 0; i < n.size; ++i) {
-      n.slices[i] = Reslice(absl::string_view(before, before_lcp), n.slices[i]);
-    }
+    return ResliceAt(prefix, slice, node_->lcp);
   }
 
   std::shared_ptr<AllocatedNode> node_;
@@ -447,10 +459,10 @@ using Released = std::vector<std::shared_ptr<const void>>;
 
 // Sets entry `at` of a leaf that only the version changed holds
 // (`found`: whether entry `at` is the device's already) to `device` (null:
-// removes it) in place, when that keeps the leaf's first key, its prefix
-// and its bounds: a device replaced, or one added or removed past the
-// first entry of a leaf with room. False when it needs a new leaf. What it
-// replaces goes to `released` (when set).
+// removes it) in place, shortening the leaf's prefix when the key does not
+// share it; the caller mends the separators above when the leaf's first
+// device changed. False when it needs a new leaf (one full, or emptied).
+// What it replaces goes to `released` (when set).
 bool SetInLeaf(AllocatedNode* n, size_t at, bool found, DevicePtr device, absl::string_view key,
                Released* released, ptrdiff_t* delta) {
   const auto release = [&](std::shared_ptr<const void> p) {
@@ -461,7 +473,6 @@ bool SetInLeaf(AllocatedNode* n, size_t at, bool found, DevicePtr device, absl::
     release(std::exchange(n->owned[at], std::move(device)));
     return true;
   }
-  if (at == 0) return false;  // the leaf's first key changes: its parent's separator
   if (found) {
     if (n->size == 1) return false;
     release(std::move(n->owned[at]));
@@ -474,10 +485,8 @@ bool SetInLeaf(AllocatedNode* n, size_t at, bool found, DevicePtr device, absl::
     *delta = -1;
     return true;
   }
-  if (n->size >= AllocatedNode::kMaxEntries || ComparePrefix(key, n->prefix, n->lcp) != 0 ||
-      key.size() < n->lcp) {
-    return false;
-  }
+  if (n->size >= AllocatedNode::kMaxEntries) return false;
+  ShortenPrefix(n, CommonPrefix(*n, key));
   for (size_t j = n->size; j > at; --j) {
     n->slices[j] = n->slices[j - 1];
     n->firsts[j] = n->firsts[j - 1];
@@ -529,11 +538,15 @@ void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, Devi
          released, &replaced, delta);
   if (replaced.size() == 1 && replaced[0].get() == n.child(i)) {
     // The child unchanged, or changed in place: then it is this version's
-    // alone, and so is this node (its parent); its first device may be a
-    // new one of the same key.
-    if (replaced[0]->firsts[0] != n.firsts[i]) {
+    // alone, and so is this node (its parent). A new first device (of the
+    // same key, or the child's new first key) is its separator here.
+    if (const AllocatedDevice* first = replaced[0]->firsts[0]; first != n.firsts[i]) {
       assert(own);
-      const_cast<AllocatedNode&>(n).firsts[i] = replaced[0]->firsts[0];
+      AllocatedNode& m = const_cast<AllocatedNode&>(n);
+      const DeviceOrderKey first_key(IdOf(*first));
+      ShortenPrefix(&m, CommonPrefix(m, first_key.bytes()));
+      m.firsts[i] = first;
+      m.slices[i] = SliceOf(first_key.bytes(), m.lcp);
     }
     out->push_back(node);
     return;
@@ -672,14 +685,14 @@ void ForEachTouched(absl::Span<const RecordChange> changes,
     const ClaimRecord& any = change.record.has_value() ? *change.record : *change.previous;
     const ClaimKey claim{std::string(any.claim_namespace()), std::string(any.name())};
     // Each device the claim held or holds, with its holdings after.
-    std::vector<DeviceId> touched;
+    absl::InlinedVector<DeviceId, 4> touched;
     for (const auto* list : {&before, &after}) {
       for (const ResultHolding& h : *list) touched.push_back({h.driver, h.pool, h.device});
     }
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (const DeviceId& id : touched) {
-      std::vector<const ResultHolding*> holdings;
+      absl::InlinedVector<const ResultHolding*, 4> holdings;
       for (const ResultHolding& h : after) {
         if (DeviceId{h.driver, h.pool, h.device} == id) holdings.push_back(&h);
       }

@@ -131,7 +131,7 @@ struct ResultHolding {
   absl::string_view driver, pool, device;
   HoldingKind kind = HoldingKind::kExclusive;
   absl::string_view share_id;
-  std::vector<CapacityView> consumed;  // by name, as the record has them
+  absl::InlinedVector<CapacityView, 2> consumed;  // by name, as the record has them
   friend bool operator==(const ResultHolding&, const ResultHolding&) = default;
 };
 // The holdings of `record`'s allocation, sorted by device (then kind and
