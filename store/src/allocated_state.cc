@@ -536,13 +536,22 @@ void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, Devi
   NodeList replaced;
   Update(std::static_pointer_cast<const AllocatedNode>(n.owned[i]), id, key, device_of, epoch,
          released, &replaced, delta);
-  if (replaced.size() == 1 && replaced[0].get() == n.child(i)) {
-    // The child unchanged, or changed in place: then it is this version's
-    // alone, and so is this node (its parent). A new first device (of the
-    // same key, or the child's new first key) is its separator here.
-    if (const AllocatedDevice* first = replaced[0]->firsts[0]; first != n.firsts[i]) {
-      assert(own);
-      AllocatedNode& m = const_cast<AllocatedNode&>(n);
+  const bool same_child = replaced.size() == 1 && replaced[0].get() == n.child(i);
+  if (same_child && replaced[0]->firsts[0] == n.firsts[i]) {
+    out->push_back(node);  // the child unchanged, or changed in place with its first device
+    return;
+  }
+  if (own && replaced.size() == 1) {
+    // The child changed in place, or replaced by one node (copied, or
+    // rebuilt): set here in place. A new first device (of the same key, or
+    // the child's new first key) is its separator here.
+    AllocatedNode& m = const_cast<AllocatedNode&>(n);
+    const AllocatedDevice* first = replaced[0]->firsts[0];
+    if (!same_child) {
+      std::shared_ptr<const void> old = std::exchange(m.owned[i], std::move(replaced[0]));
+      if (released != nullptr) released->push_back(std::move(old));
+    }
+    if (first != m.firsts[i]) {
       const DeviceOrderKey first_key(IdOf(*first));
       ShortenPrefix(&m, CommonPrefix(m, first_key.bytes()));
       m.firsts[i] = first;
@@ -712,12 +721,16 @@ std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& bas
   // Its own epoch: a commit that changes two devices of one leaf copies it
   // once.
   next->epoch = NewEpoch();
+  // What a change replaces in nodes of that epoch goes after the walk (a
+  // parent compares its first device with the child's).
+  Released released;
   ForEachTouched(changes, [&](const ClaimKey& claim, const DeviceId& id,
                               absl::Span<const ResultHolding* const> holdings) {
     UpdateIn(
         next.get(), id, DeviceOrderKey(id),
         [&](const AllocatedDevice* old) { return WithHoldings(old, claim, holdings); }, next->epoch,
-        nullptr);
+        &released);
+    released.clear();
   });
   return next;
 }

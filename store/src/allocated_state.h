@@ -21,17 +21,19 @@
 // nobody else has seen may be changed in its own epoch (ApplyDeviceChanges):
 // a node of that epoch was made by an earlier change of this version, after
 // it was last seen, so only this version holds it. Such a leaf is changed in
-// place when a device is replaced, or added or removed without changing the
-// leaf's first key, prefix or bounds (and its parents' separators then stay
-// or take the new device of the same key); otherwise such a node is rebuilt
-// with its entries moved, not copied (no reference count touched). A node
+// place when a device is replaced, added or removed (its prefix shortened
+// when a new key does not share it, and the separators above mended when
+// its first device changed); a leaf that would overflow or be emptied, and
+// the nodes above it, are rebuilt with their entries moved, not copied (no
+// reference count touched). A node
 // of another epoch may be shared with a version someone holds, and is
 // copied. A change remakes the path from the root unless it was made in
 // place, so a node of the version's epoch has parents of that epoch too.
 //
-// Thread-safety: versions are immutable. AllocatedTracker: Publish* and
-// Reset are called by the write leader (one at a time); Snapshot from any
-// thread.
+// Thread-safety: a version is immutable once anybody but its maker has
+// seen it (PublishedState marks it taken when it hands it out, and changes
+// only versions not taken); any thread may read those. Changes are made by
+// the write leader, one at a time.
 #ifndef CLAIMSTORE_SRC_ALLOCATED_STATE_H_
 #define CLAIMSTORE_SRC_ALLOCATED_STATE_H_
 
@@ -93,7 +95,9 @@ struct AllocatedVersion {
   uint64_t revision = 0;
   size_t devices = 0;
   // Nodes of this epoch are this version's alone while nobody else has
-  // seen it (0: none are). A copy of a version must get a new one.
+  // seen it (0: none are). Only one holder of an epoch may change a version
+  // in it: a copy to be changed gets a new one (copies only read are
+  // harmless).
   uint64_t epoch = 0;
   std::shared_ptr<const AllocatedNode> root;  // null: nothing allocated
 };
@@ -178,8 +182,9 @@ struct DeviceChange {
 std::vector<DeviceChange> DeviceChangesOf(const AllocatedVersion& base,
                                           absl::Span<const RecordChange> changes);
 // Sets each device of `changes` in `version`, in place: nodes of
-// version->epoch (which must not be 0) are rebuilt with their entries
-// moved. Only for a version nobody else has seen (nor a copy of it): it
+// version->epoch (which must not be 0) are changed in place or rebuilt with
+// their entries moved, others copied. Only for a version nobody else has
+// seen (nor a copy of it): it
 // changes nodes that no other version holds only then. What is released
 // (nodes and devices replaced) goes to `released`, for the caller to free
 // outside its locks.

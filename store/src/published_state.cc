@@ -237,9 +237,12 @@ PublishedState::AllocatedStep PublishedState::PrepareAllocated(
     }
     return step;
   }
-  // Taken (a relaxed read: it is read again under mu_ when it says no), or
-  // a version of no epoch of its own (built): a new version.
-  if (alloc_taken_.load(std::memory_order_relaxed) || alloc_latest_->epoch == 0) {
+  // Taken (a relaxed read: it is read again under mu_ when it says no), a
+  // version of no epoch of its own (built), or a commit of many claims (a
+  // PutAll, a large group: its changes are not made under mu_): a new
+  // version.
+  if (alloc_taken_.load(std::memory_order_relaxed) || alloc_latest_->epoch == 0 ||
+      changes.size() > kInPlaceChanges) {
     step.next = alloc_latest_ = ApplyChanges(*alloc_latest_, revision, changes);
     return step;
   }
@@ -274,7 +277,10 @@ void PublishedState::FinishAllocated(uint64_t revision, AllocatedStep step,
 }
 
 AllocatedState PublishedState::HandOutAllocated() const {
-  alloc_taken_.store(true, std::memory_order_relaxed);
+  // Read first: readers taking the same version do not write to one line.
+  if (!alloc_taken_.load(std::memory_order_relaxed)) {
+    alloc_taken_.store(true, std::memory_order_relaxed);
+  }
   return AllocatedTracker::Wrap(alloc_published_);
 }
 

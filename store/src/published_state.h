@@ -187,10 +187,13 @@ class PublishedState {
   // commits go on (their changes are applied to it once built); from then
   // on the leader updates it with each commit, and a call costs a shared
   // lock and a reference count. While nobody took the published version
-  // since it was made, a commit changes it in place, under mu_ (its nodes
-  // are nobody else's: allocated_state.h); once somebody took it, the next
-  // commit makes a new version outside mu_ and publishes that. So the
-  // copying of paths is paid once per version taken, not per commit.
+  // since it was made, a commit of a few claims changes it in place, under
+  // mu_ (its nodes are nobody else's: allocated_state.h); once somebody
+  // took it, the next commit makes a new version (outside mu_, or under it
+  // when the version was taken between the two steps below) and publishes
+  // that. So the copying of paths is paid once per version taken, not per
+  // commit: a scheduler that takes a snapshot before each write still pays
+  // it for each write.
   using AllocatedLoader =
       std::function<absl::StatusOr<std::shared_ptr<const AllocatedVersion>>(const Pin& at)>;
   void SetAllocatedLoader(AllocatedLoader load);
@@ -237,7 +240,9 @@ class PublishedState {
   // before mu_ (the work that reads alone: a new version when the latest
   // was taken, else the devices to change in place; queues the changes
   // while the state is being built), FinishAllocated under it. What is
-  // replaced goes to `released`, freed after the locks.
+  // replaced goes to `released`, freed after the locks. Commits of more
+  // claims than kInPlaceChanges make a new version, outside mu_.
+  static constexpr size_t kInPlaceChanges = 8;
   struct AllocatedStep {
     std::shared_ptr<const AllocatedVersion> next;  // made outside mu_
     bool in_place = false;                         // else: change alloc_latest_
