@@ -229,14 +229,16 @@ Store& WriteStore(bool upkeep) {
   return *s;
 }
 
-// The leader's upkeep alone: one commit's change (a share added, then
-// removed) applied to the version of 10k generated claims.
-void BM_Upkeep(benchmark::State& state) {
-  Store& store = WriteStore(true);
-  absl::StatusOr<AllocatedState> s = store.AllocatedDevices();
-  std::shared_ptr<const internal::AllocatedVersion> version = internal::AllocatedTracker::Version(*s);
+// One commit's change as the leader sees it: a share of a GPU among the
+// cluster's (`first`: of a device before all others) added to the claim
+// bench/shared of the store with the snapshot, then removed.
+struct ShareChanges {
+  std::vector<internal::RecordChange> add, remove;
+};
+ShareChanges ShareAddedAndRemoved(Store& store, bool first) {
   const ClaimRecord free = store.Get({"bench", "shared"})->record;
   DeviceResult share{.request = "req", .driver = "gpu.example.com", .pool = "node-7", .device = "gpu-3x"};
+  if (first) share.driver = "bench.example.com";
   share.share_id = "00000000-0000-4000-8000-00000000000a";
   share.consumed_capacity = {{"memory", "1Gi"}};
   if (!store.Allocate({"bench", "shared"}, AllocationBuilder().AddResult(share).Build()).ok()) {
@@ -244,11 +246,20 @@ void BM_Upkeep(benchmark::State& state) {
   }
   const ClaimRecord held = store.Get({"bench", "shared"})->record;
   (void)store.Deallocate({"bench", "shared"});
-  const std::vector<internal::RecordChange> add = {{"k", held, {}, {}, 1, free}};
-  const std::vector<internal::RecordChange> remove = {{"k", free, {}, {}, 2, held}};
+  return {{{"k", held, {}, {}, 1, free}}, {{"k", free, {}, {}, 2, held}}};
+}
+
+// The leader's upkeep alone, copying the paths (what a commit after a
+// snapshot was taken does): the change applied to the version of 10k
+// generated claims.
+void BM_Upkeep(benchmark::State& state) {
+  Store& store = WriteStore(true);
+  absl::StatusOr<AllocatedState> s = store.AllocatedDevices();
+  std::shared_ptr<const internal::AllocatedVersion> version = internal::AllocatedTracker::Version(*s);
+  const ShareChanges changes = ShareAddedAndRemoved(store, false);
   for (auto _ : state) {
-    version = internal::ApplyChanges(*version, 1, add);
-    version = internal::ApplyChanges(*version, 2, remove);
+    version = internal::ApplyChanges(*version, 1, changes.add);
+    version = internal::ApplyChanges(*version, 2, changes.remove);
   }
 }
 BENCHMARK(BM_Upkeep);
@@ -262,22 +273,10 @@ void BM_UpkeepInPlace(benchmark::State& state) {
   auto version =
       std::make_shared<internal::AllocatedVersion>(*internal::AllocatedTracker::Version(*s));
   version->epoch = internal::NewEpoch();
-  const ClaimRecord free = store.Get({"bench", "shared"})->record;
-  DeviceResult share{
-      .request = "req", .driver = "gpu.example.com", .pool = "node-7", .device = "gpu-3x"};
-  if (state.range(0) == 1) share.driver = "bench.example.com";
-  share.share_id = "00000000-0000-4000-8000-00000000000a";
-  share.consumed_capacity = {{"memory", "1Gi"}};
-  if (!store.Allocate({"bench", "shared"}, AllocationBuilder().AddResult(share).Build()).ok()) {
-    std::abort();
-  }
-  const ClaimRecord held = store.Get({"bench", "shared"})->record;
-  (void)store.Deallocate({"bench", "shared"});
-  const std::vector<internal::RecordChange> add = {{"k", held, {}, {}, 1, free}};
-  const std::vector<internal::RecordChange> remove = {{"k", free, {}, {}, 2, held}};
+  const ShareChanges changes = ShareAddedAndRemoved(store, state.range(0) == 1);
   std::vector<std::shared_ptr<const void>> released;
   for (auto _ : state) {
-    for (const auto* change : {&add, &remove}) {
+    for (const auto* change : {&changes.add, &changes.remove}) {
       internal::ApplyDeviceChanges(version.get(), internal::DeviceChangesOf(*version, *change),
                                    &released);
       released.clear();

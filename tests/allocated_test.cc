@@ -426,26 +426,19 @@ void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_o
   EXPECT_EQ(version.root, nullptr);
 }
 
+// Persistent edits, then in place (as the store's leader makes them
+// between versions taken).
 TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
   static const char* kDrivers[] = {"a.example.com", kDriver, "z.example.com"};
-  CheckTreeAgainstAMap(
-      [](std::mt19937& rng) {
-        return DeviceName(kDrivers[rng() % 3], absl::StrCat("pool-", rng() % 7),
-                          absl::StrCat("dev-", rng() % 500));
-      },
-      30000, {kDrivers[0], kDriver, kDrivers[2]});
-}
-
-// The same, edited in place as the store's leader does between versions
-// taken.
-TEST(AllocatedTreeTest, InPlaceEditsMatchAMapAndKeepTakenVersions) {
-  static const char* kDrivers[] = {"a.example.com", kDriver, "z.example.com"};
-  CheckTreeAgainstAMap(
-      [](std::mt19937& rng) {
-        return DeviceName(kDrivers[rng() % 3], absl::StrCat("pool-", rng() % 7),
-                          absl::StrCat("dev-", rng() % 500));
-      },
-      30000, {kDrivers[0], kDriver, kDrivers[2]}, /*in_place=*/true);
+  for (const bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "persistent");
+    CheckTreeAgainstAMap(
+        [](std::mt19937& rng) {
+          return DeviceName(kDrivers[rng() % 3], absl::StrCat("pool-", rng() % 7),
+                            absl::StrCat("dev-", rng() % 500));
+        },
+        30000, {kDrivers[0], kDriver, kDrivers[2]}, in_place);
+  }
 }
 
 // Nodes compare keys by the prefix their entries share and 8 bytes after
