@@ -758,7 +758,53 @@ TEST_F(AllocatedTest, SnapshotsTakenBetweenCommitsNeverChange) {
   const AllocatedState last = Snapshot();
   ASSERT_EQ(last.revision(), list->revision);
   ExpectMatches(last, FromList(list->records));
-  EXPECT_GE(taken, 10u);
+}
+
+// Commits too large to make in place under the published state's lock (an
+// allocation of many devices, a PutAll of many claims) make a new version
+// instead, also while nobody took the current one; small commits after
+// them go in place again. Each time the snapshot equals what a List
+// implies.
+TEST_F(AllocatedTest, LargeCommitsMakeANewVersionAndSmallOnesGoOnInPlace) {
+  for (int i = 0; i < 30; ++i) Claim(absl::StrCat("c", i));
+  const auto check = [&] {
+    absl::StatusOr<ListPage> list = store_->List({});
+    ASSERT_THAT(list.status(), IsOk());
+    const AllocatedState s = Snapshot();
+    ASSERT_EQ(s.revision(), list->revision);
+    ExpectMatches(s, FromList(list->records));
+  };
+  check();  // built, and taken
+  ASSERT_THAT(store_->Allocate(Key("c0"), Of({Exclusive("gpu-0")})), IsOk());  // a new version
+  // One claim, 20 devices: more than are changed in place.
+  std::vector<DeviceResult> many;
+  for (int d = 0; d < 20; ++d) many.push_back(Exclusive(absl::StrCat("gpu-1", d), "pool-b"));
+  ASSERT_THAT(store_->Allocate(Key("c1"), Of(many)), IsOk());
+  ASSERT_THAT(store_->Allocate(Key("c2"), Of({Exclusive("gpu-2")})), IsOk());  // in place
+  check();
+  ASSERT_THAT(store_->Deallocate(Key("c1")), IsOk());  // 20 devices freed
+  // Twenty claims in one PutAll (allocated, each sharing one device).
+  std::vector<ClaimRecord> records;
+  for (int i = 10; i < 30; ++i) {
+    ASSERT_THAT(store_->Allocate(Key(absl::StrCat("c", i)),
+                                 Of({Share("gpu-9", i, {{"memory", "1Gi"}}, "pool-c")})),
+                IsOk());
+    absl::StatusOr<ClaimRead> read = store_->Get(Key(absl::StrCat("c", i)));
+    ASSERT_THAT(read.status(), IsOk());
+    records.push_back(read->record);
+    ASSERT_THAT(store_->Deallocate(Key(absl::StrCat("c", i))), IsOk());
+  }
+  ASSERT_THAT(store_->Allocate(Key("c3"), Of({Exclusive("gpu-3")})), IsOk());
+  ASSERT_THAT(store_->PutAll(records).status(), IsOk());
+  ASSERT_THAT(store_->Deallocate(Key("c2")), IsOk());  // in place again
+  check();
+  const AllocatedDevice* shared = Snapshot().Find(kDriver, "pool-c", "gpu-9");
+  ASSERT_NE(shared, nullptr);
+  EXPECT_EQ(shared->shares.size(), 20u);
+  EXPECT_TRUE(SameQuantity(shared->Consumed("memory"), "20Gi")) << shared->Consumed("memory");
+  absl::StatusOr<VerifyReport> report = store_->Verify(false);
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_TRUE(report->problems.empty()) << report->problems[0];
 }
 
 TEST_F(AllocatedTest, ReadOnlyStoreShowsTheWritersStateAfterEachCatchUp) {

@@ -541,10 +541,13 @@ void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, Devi
     out->push_back(node);  // the child unchanged, or changed in place with its first device
     return;
   }
+  // A child of the version's epoch has a parent of that epoch (the header).
+  assert(own || !same_child);
   if (own && replaced.size() == 1) {
     // The child changed in place, or replaced by one node (copied, or
     // rebuilt): set here in place. A new first device (of the same key, or
     // the child's new first key) is its separator here.
+    assert(same_child || replaced[0]->epoch == epoch);
     AllocatedNode& m = const_cast<AllocatedNode&>(n);
     const AllocatedDevice* first = replaced[0]->firsts[0];
     if (!same_child) {

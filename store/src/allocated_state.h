@@ -23,12 +23,14 @@
 // it was last seen, so only this version holds it. Such a leaf is changed in
 // place when a device is replaced, added or removed (its prefix shortened
 // when a new key does not share it, and the separators above mended when
-// its first device changed); a leaf that would overflow or be emptied, and
-// the nodes above it, are rebuilt with their entries moved, not copied (no
-// reference count touched). A node
-// of another epoch may be shared with a version someone holds, and is
-// copied. A change remakes the path from the root unless it was made in
-// place, so a node of the version's epoch has parents of that epoch too.
+// its first device changed); a leaf that would overflow or be emptied is
+// rebuilt, with its entries moved, not copied (no reference count touched),
+// and so is its parent when it splits or goes. A node of another epoch may
+// be shared with a version someone holds, and is copied; so are its
+// parents up to the first of the version's epoch, which takes the copy in
+// place (or the root). So a node of the version's epoch has parents of that
+// epoch too: a node is made in an epoch only with its path up to one of
+// that epoch, or the root.
 //
 // Thread-safety: a version is immutable once anybody but its maker has
 // seen it (PublishedState marks it taken when it hands it out, and changes

@@ -239,15 +239,26 @@ PublishedState::AllocatedStep PublishedState::PrepareAllocated(
   }
   // Taken (a relaxed read: it is read again under mu_ when it says no), a
   // version of no epoch of its own (built), or a commit of many claims (a
-  // PutAll, a large group: its changes are not made under mu_): a new
-  // version.
+  // PutAll: not worked out device by device): a new version.
   if (alloc_taken_.load(std::memory_order_relaxed) || alloc_latest_->epoch == 0 ||
-      changes.size() > kInPlaceChanges) {
+      changes.size() > kInPlaceClaims) {
     step.next = alloc_latest_ = ApplyChanges(*alloc_latest_, revision, changes);
     return step;
   }
-  step.in_place = true;
   step.devices = DeviceChangesOf(*alloc_latest_, changes);
+  if (step.devices.size() > kInPlaceDevices) {
+    // Too many to change under mu_: a new version, here. It copies what it
+    // changes (its epoch is new), so it releases nothing but references.
+    auto next = std::make_shared<AllocatedVersion>(*alloc_latest_);
+    next->revision = revision;
+    next->epoch = NewEpoch();
+    std::vector<std::shared_ptr<const void>> dropped;
+    ApplyDeviceChanges(next.get(), step.devices, &dropped);
+    step.devices.clear();
+    step.next = alloc_latest_ = std::move(next);
+    return step;
+  }
+  step.in_place = true;
   return step;
 }
 

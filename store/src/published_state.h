@@ -241,8 +241,10 @@ class PublishedState {
   // was taken, else the devices to change in place; queues the changes
   // while the state is being built), FinishAllocated under it. What is
   // replaced goes to `released`, freed after the locks. Commits of more
-  // claims than kInPlaceChanges make a new version, outside mu_.
-  static constexpr size_t kInPlaceChanges = 8;
+  // claims than kInPlaceClaims, or that change more devices than
+  // kInPlaceDevices, make a new version, outside mu_ (not to hold it long).
+  static constexpr size_t kInPlaceClaims = 16;
+  static constexpr size_t kInPlaceDevices = 16;
   struct AllocatedStep {
     std::shared_ptr<const AllocatedVersion> next;  // made outside mu_
     bool in_place = false;                         // else: change alloc_latest_
