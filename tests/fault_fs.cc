@@ -25,7 +25,7 @@ class FaultWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
       : FSWritableFileOwnerWrapper(std::move(target)), fs_(fs), path_(std::move(path)) {}
 
   IOStatus Append(const Slice& data, const IOOptions& o, IODebugContext* d) override {
-    IOStatus s = fs_->Inject(Op::kWrite);
+    IOStatus s = fs_->Inject(Op::kWrite, path_);
     if (!s.ok()) {
       if (!s.IsIOError() || s.ToString().find("injected") == std::string::npos) return s;
       // A torn write: half of it reaches the file.
@@ -43,7 +43,7 @@ class FaultWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
   }
   IOStatus PositionedAppend(const Slice& data, uint64_t offset, const IOOptions& o,
                             IODebugContext* d) override {
-    IOStatus s = fs_->Inject(Op::kWrite);
+    IOStatus s = fs_->Inject(Op::kWrite, path_);
     if (!s.ok()) return s;
     s = target()->PositionedAppend(data, offset, o, d);
     if (s.ok()) fs_->Appended(path_, data.size());
@@ -59,13 +59,13 @@ class FaultWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
     return s;
   }
   IOStatus Sync(const IOOptions& o, IODebugContext* d) override {
-    IOStatus s = fs_->Inject(Op::kSync);
+    IOStatus s = fs_->Inject(Op::kSync, path_);
     if (s.ok()) s = target()->Sync(o, d);
     if (s.ok()) fs_->Synced(path_);
     return s;
   }
   IOStatus Fsync(const IOOptions& o, IODebugContext* d) override {
-    IOStatus s = fs_->Inject(Op::kSync);
+    IOStatus s = fs_->Inject(Op::kSync, path_);
     if (s.ok()) s = target()->Fsync(o, d);
     if (s.ok()) fs_->Synced(path_);
     return s;
@@ -149,7 +149,7 @@ class FaultDirectory : public rocksdb::FSDirectoryWrapper {
   }
   IOStatus FsyncWithDirOptions(const IOOptions& o, IODebugContext* d,
                                const rocksdb::DirFsyncOptions& options) override {
-    IOStatus s = fs_->Inject(Op::kSync);
+    IOStatus s = fs_->Inject(Op::kSync, path_);
     if (s.ok()) s = FSDirectoryWrapper::FsyncWithDirOptions(o, d, options);
     if (s.ok()) fs_->DirectorySynced(path_);
     return s;
@@ -162,9 +162,11 @@ class FaultDirectory : public rocksdb::FSDirectoryWrapper {
 
 }  // namespace
 
-void FaultFileSystem::FailNth(Op op, uint64_t n, Error error) {
+void FaultFileSystem::FailNth(Op op, uint64_t n, Error error, std::string_view only_suffix) {
   std::lock_guard<std::mutex> lock(mu_);
   counts_ = {};
+  armed_count_ = 0;
+  armed_suffix_ = std::string(only_suffix);
   armed_ = true;
   fired_ = false;
   armed_op_ = op;
@@ -220,11 +222,13 @@ void FaultFileSystem::SpareReadsOf(const std::string& part) {
   spared_reads_ = part;
 }
 
-IOStatus FaultFileSystem::Inject(Op op) {
+IOStatus FaultFileSystem::Inject(Op op, std::string_view path) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!powered_) return IOStatus::IOError("power cut");
-  const uint64_t n = ++counts_[static_cast<size_t>(op)];
-  if (!armed_ || op != armed_op_ || n != armed_n_) return IOStatus::OK();
+  ++counts_[static_cast<size_t>(op)];
+  if (!armed_ || op != armed_op_) return IOStatus::OK();
+  if (!armed_suffix_.empty() && !path.ends_with(armed_suffix_)) return IOStatus::OK();
+  if (++armed_count_ != armed_n_) return IOStatus::OK();
   armed_ = false;
   fired_ = true;
   if (error_ == Error::kNoSpace) {

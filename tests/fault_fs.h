@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "rocksdb/file_system.h"
@@ -39,8 +40,11 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   const char* Name() const override { return kClassName(); }
 
   // --- I/O errors ---
-  // Fails the n-th (from 1) operation of kind `op` from now on, once.
-  void FailNth(Op op, uint64_t n, Error error);
+  // Fails the n-th (from 1) operation of kind `op` from now on, once. With
+  // `only_suffix`, only operations on files whose path ends with it count
+  // (".log": the write-ahead log, not a background flush's or compaction's
+  // files; reads have no path and never match).
+  void FailNth(Op op, uint64_t n, Error error, std::string_view only_suffix = {});
   // Operations of kind `op` since the last FailNth or ResetCounts.
   uint64_t Count(Op op) const;
   // Whether the armed failure happened.
@@ -58,7 +62,7 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   absl::Status DropUnsyncedData();
 
   // Called by the file and directory wrappers.
-  rocksdb::IOStatus Inject(Op op);
+  rocksdb::IOStatus Inject(Op op, std::string_view path = {});
   void Appended(const std::string& path, uint64_t bytes);
   void Synced(const std::string& path);
   void DirectorySynced(const std::string& dir);
@@ -104,6 +108,8 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   bool armed_ = false, fired_ = false;
   Op armed_op_ = Op::kWrite;
   uint64_t armed_n_ = 0;
+  uint64_t armed_count_ = 0;  // operations that count towards armed_n_
+  std::string armed_suffix_;
   std::string spared_reads_;
   Error error_ = Error::kEIO;
 };

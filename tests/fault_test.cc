@@ -271,9 +271,12 @@ TEST_F(FaultTest, AFailedCommitStopsWritesUntilReopenedAndReadsGoOn) {
   ClaimModel model;
   const ModelOp put0{ModelOp::Kind::kPut, "c0", "uid-0"};
   ASSERT_EQ(RunOnStore(**store, put0), model.Apply(put0));
-  fs_->FailNth(Op::kSync, 1, Error::kEIO);
+  // The write-ahead log's next sync fails (a background flush's or
+  // compaction's sync could otherwise take the one injected error).
+  fs_->FailNth(Op::kSync, 1, Error::kEIO, ".log");
   const ModelOutcome failed = RunOnStore(**store, {ModelOp::Kind::kPut, "c1", "uid-1"});
   EXPECT_EQ(failed.code, absl::StatusCode::kUnavailable) << failed.ToString();
+  EXPECT_TRUE(fs_->Fired());
   // Later writes are refused without touching the disk; reads still work.
   const absl::StatusOr<WriteResult> later = (*store)->Delete({"ns", "c0"});
   EXPECT_TRUE(absl::IsUnavailable(later.status())) << later.status();
