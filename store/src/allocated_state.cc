@@ -627,6 +627,13 @@ uint64_t NewEpoch() {
   return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
+std::shared_ptr<AllocatedVersion> NextVersion(const AllocatedVersion& base, uint64_t revision) {
+  auto next = std::make_shared<AllocatedVersion>(base);
+  next->revision = revision;
+  next->epoch = NewEpoch();
+  return next;
+}
+
 void SetDevice(AllocatedVersion* version, const DeviceId& id, DevicePtr device) {
   UpdateDevice(version, id, [&](const AllocatedDevice*) { return device; });
 }
@@ -719,11 +726,7 @@ void ForEachTouched(absl::Span<const RecordChange> changes,
 std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& base,
                                                      uint64_t revision,
                                                      absl::Span<const RecordChange> changes) {
-  auto next = std::make_shared<AllocatedVersion>(base);
-  next->revision = revision;
-  // Its own epoch: a commit that changes two devices of one leaf copies it
-  // once.
-  next->epoch = NewEpoch();
+  std::shared_ptr<AllocatedVersion> next = NextVersion(base, revision);
   // What a change replaces in nodes of that epoch goes after the walk (a
   // parent compares its first device with the child's).
   Released released;

@@ -171,6 +171,10 @@ std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& bas
 
 // An epoch not used before (process-wide).
 uint64_t NewEpoch();
+// A new version: `base` at `revision`, in an epoch of its own, sharing all
+// of base's nodes. Changes to it copy each node they touch once (a commit
+// that changes two devices of one leaf copies it once).
+std::shared_ptr<AllocatedVersion> NextVersion(const AllocatedVersion& base, uint64_t revision);
 
 // A device a commit changes, with what it holds after (null: nobody).
 struct DeviceChange {

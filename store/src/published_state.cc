@@ -249,9 +249,7 @@ PublishedState::AllocatedStep PublishedState::PrepareAllocated(
   if (step.devices.size() > kInPlaceDevices) {
     // Too many to change under mu_: a new version, here. It copies what it
     // changes (its epoch is new), so it releases nothing but references.
-    auto next = std::make_shared<AllocatedVersion>(*alloc_latest_);
-    next->revision = revision;
-    next->epoch = NewEpoch();
+    std::shared_ptr<AllocatedVersion> next = NextVersion(*alloc_latest_, revision);
     std::vector<std::shared_ptr<const void>> dropped;
     ApplyDeviceChanges(next.get(), step.devices, &dropped);
     step.devices.clear();
@@ -275,9 +273,7 @@ void PublishedState::FinishAllocated(uint64_t revision, AllocatedStep step,
       return;
     }
     // Taken since PrepareAllocated looked: a new version after all.
-    auto next = std::make_shared<AllocatedVersion>(*alloc_latest_);
-    next->revision = revision;
-    next->epoch = NewEpoch();
+    std::shared_ptr<AllocatedVersion> next = NextVersion(*alloc_latest_, revision);
     ApplyDeviceChanges(next.get(), step.devices, released);
     step.next = alloc_latest_ = std::move(next);
   }
