@@ -65,13 +65,6 @@ uint64_t SliceOf(absl::string_view key, size_t at) {
   return v;
 }
 
-// <0, 0, >0 as `id` is below, at or above `d`.
-int Compare(const DeviceId& id, const AllocatedDevice& d) {
-  if (int c = id.driver.compare(d.driver); c != 0) return c;
-  if (int c = id.pool.compare(d.pool); c != 0) return c;
-  return id.device.compare(d.device);
-}
-
 // <0, 0, >0 as `key` is below, at or above the bytes [0, lcp) of `prefix`.
 int ComparePrefix(absl::string_view key, const char* prefix, size_t lcp) {
   const int c = std::memcmp(key.data(), prefix, std::min(lcp, key.size()));
@@ -95,7 +88,7 @@ int CompareTied(const AllocatedNode& node, size_t j, const DeviceId& id, absl::s
   } else if (key.size() + 2 <= node.lcp + size_t{8}) {
     return 0;
   }
-  return Compare(id, *node.firsts[j]);
+  return Compare(id, internal::IdOf(*node.firsts[j]));
 }
 
 // The index of the last entry of `node` whose first device is <= `id`

@@ -107,12 +107,14 @@ struct AllocatedVersion {
 // A device's identity, compared as the tuple (driver, pool, device).
 struct DeviceId {
   absl::string_view driver, pool, device;
-  friend bool operator==(const DeviceId&, const DeviceId&) = default;
-  friend bool operator<(const DeviceId& a, const DeviceId& b) {
-    if (int c = a.driver.compare(b.driver); c != 0) return c < 0;
-    if (int c = a.pool.compare(b.pool); c != 0) return c < 0;
-    return a.device.compare(b.device) < 0;
+  // <0, 0, >0 as `a` is below, equal to or above `b`.
+  friend int Compare(const DeviceId& a, const DeviceId& b) {
+    if (int c = a.driver.compare(b.driver); c != 0) return c;
+    if (int c = a.pool.compare(b.pool); c != 0) return c;
+    return a.device.compare(b.device);
   }
+  friend bool operator==(const DeviceId&, const DeviceId&) = default;
+  friend bool operator<(const DeviceId& a, const DeviceId& b) { return Compare(a, b) < 0; }
 };
 inline DeviceId IdOf(const AllocatedDevice& d) { return {d.driver, d.pool, d.device}; }
 

@@ -406,7 +406,7 @@ Pin PublishedState::Lookup(absl::Span<const std::string> record_keys,
       missed = true;
       continue;
     }
-    it->second.referenced.store(true, std::memory_order_relaxed);
+    MarkReferenced(it->second);
     (*out)[i] = it->second.record;
   }
   return Pin{revision_, missed ? snapshot_ : nullptr};
@@ -418,7 +418,7 @@ bool PublishedState::ReadCached(
   ReaderLock lock(&mu_);
   auto it = records_.find(record_key);
   if (it == records_.end()) return false;
-  it->second.referenced.store(true, std::memory_order_relaxed);
+  MarkReferenced(it->second);
   read(it->second.record, revision_);
   return true;
 }

@@ -223,9 +223,19 @@ class PublishedState {
     ClaimRecord record;
     mutable std::atomic<bool> referenced{false};  // read since the hand passed
   };
+  // Read first: readers of one hot entry do not all write to its line.
+  static void MarkReferenced(const Entry& e) {
+    if (!e.referenced.load(std::memory_order_relaxed)) {
+      e.referenced.store(true, std::memory_order_relaxed);
+    }
+  }
 
+  // What an entry costs against the budget: its slot and control byte, its
+  // key twice (the slot's and clock_'s: a std::string each, the bytes on
+  // the heap when longer than it keeps inline) and the record's bytes.
   static size_t Cost(absl::string_view key, const ClaimRecord& record) {
-    return key.size() + record.bytes().size() + 96;
+    constexpr size_t kFixed = sizeof(std::pair<const std::string, Entry>) + 1 + sizeof(std::string);
+    return kFixed + 2 * key.size() + record.bytes().size();
   }
   void InsertLocked(const std::string& key, ClaimRecord record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

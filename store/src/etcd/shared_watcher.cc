@@ -21,6 +21,12 @@ std::chrono::steady_clock::time_point DeadlineIn(absl::Duration d) {
              absl::ToChronoNanoseconds(std::min(d, absl::Hours(24 * 365))));
 }
 
+// etcd's OutOfRange (a read or watch at a compacted revision) as the
+// feed's error for a watch from `from`; any other status as it is.
+absl::Status AsFeedError(uint64_t from, const absl::Status& s) {
+  return absl::IsOutOfRange(s) ? FeedCompacted(from, CompactRevisionOf(s)) : s;
+}
+
 }  // namespace
 
 SharedWatcher::SharedWatcher(EtcdClient* etcd, std::string prefix, uint64_t from,
@@ -29,7 +35,6 @@ SharedWatcher::SharedWatcher(EtcdClient* etcd, std::string prefix, uint64_t from
       prefix_(std::move(prefix)),
       options_(std::move(options)),
       event_of_(std::move(event_of)),
-      read_next_(from),
       next_(from) {}
 
 etcdserverpb::WatchCreateRequest SharedWatcher::Request(uint64_t from) const {
@@ -68,11 +73,9 @@ absl::StatusOr<std::unique_ptr<Watcher>> SharedWatcher::Start(EtcdClient* etcd,
   }
   if (compacted) return w->CompactedStart(from);
   absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd->Watch(w->Request(from));
-  if (absl::IsOutOfRange(watch.status())) {  // compacted since the probe
-    return FeedCompacted(from, CompactRevisionOf(watch.status()));
-  }
-  if (!watch.ok()) return watch.status();
-  w->reader_ = std::thread(&SharedWatcher::Run, w.get(), *std::move(watch));
+  // OutOfRange: compacted since the probe.
+  if (!watch.ok()) return AsFeedError(from, watch.status());
+  w->reader_ = std::thread(&SharedWatcher::Run, w.get(), *std::move(watch), from);
   return w;
 }
 
@@ -94,9 +97,7 @@ absl::Status SharedWatcher::CompactedStart(uint64_t from) {
       } while (r.ok());
       watch = r.status();
     }
-    if (absl::IsOutOfRange(watch.status())) {
-      return FeedCompacted(from, CompactRevisionOf(watch.status()));
-    }
+    if (absl::IsOutOfRange(watch.status())) return AsFeedError(from, watch.status());
     last = watch.status();
     absl::SleepFor(absl::Milliseconds(100));  // the member catches up
   }
@@ -126,7 +127,7 @@ void SharedWatcher::Fail(absl::Status error) {
   cv_.NotifyAll();
 }
 
-void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first) {
+void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first, uint64_t from) {
   std::unique_ptr<EtcdWatch> watch = std::move(first);
   // However Run ends, Cancel no longer reaches the watch it is about to
   // destroy.
@@ -142,14 +143,9 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first) {
     if (cancelled_) return;
     current_ = watch.get();
   }
-  // The next revision to hand over: events below it are ones read before
-  // the stream broke (a watch is made again from the revision before it;
-  // WatchStartFor). Only this thread writes read_next_.
-  uint64_t from;
-  {
-    MutexLock lock(&mu_);
-    from = read_next_;
-  }
+  // `from`: the next revision to hand over. Events below it are ones read
+  // before the stream broke (a watch is made again from the revision
+  // before it; WatchStartFor).
   for (;;) {
     if (watch == nullptr) {
       // The stream broke: watch again (another member, when the client's
@@ -159,9 +155,7 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first) {
         if (cancelled_) return;
       }
       absl::StatusOr<std::unique_ptr<EtcdWatch>> again = etcd_->Watch(Request(from), &canceller_);
-      if (absl::IsOutOfRange(again.status())) {
-        return Fail(FeedCompacted(from, CompactRevisionOf(again.status())));
-      }
+      if (absl::IsOutOfRange(again.status())) return Fail(AsFeedError(from, again.status()));
       MutexLock lock(&mu_);
       if (cancelled_) return;
       if (!again.ok()) {
@@ -180,9 +174,7 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first) {
         if (cancelled_) return;
       }
       watch.reset();
-      if (absl::IsOutOfRange(r.status())) {
-        return Fail(FeedCompacted(from, CompactRevisionOf(r.status())));
-      }
+      if (absl::IsOutOfRange(r.status())) return Fail(AsFeedError(from, r.status()));
       continue;
     }
     std::vector<WatchEvent> events;
@@ -202,7 +194,6 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first) {
     if (cancelled_) return;
     for (WatchEvent& e : events) queue_.push_back(std::move(e));
     from = std::max(from, last + 1);
-    read_next_ = from;
     cv_.NotifyAll();
   }
 }

@@ -62,8 +62,8 @@ class SharedWatcher : public Watcher {
   // Start's error when etcd refused a read at WatchStartFor(from) as
   // compacted: OutOfRange with the compact revision.
   absl::Status CompactedStart(uint64_t from);
-  // The reader thread, from the watch Start created.
-  void Run(std::unique_ptr<EtcdWatch> first);
+  // The reader thread, from the watch Start created (from `from`).
+  void Run(std::unique_ptr<EtcdWatch> first, uint64_t from);
   // Ends the watch with `error` (read by Next once the queue is empty).
   void Fail(absl::Status error);
 
@@ -75,8 +75,7 @@ class SharedWatcher : public Watcher {
   mutable Mutex mu_;
   CondVar cv_;  // an event queued or taken, an error, Cancel
   std::deque<WatchEvent> queue_ ABSL_GUARDED_BY(mu_);
-  uint64_t read_next_ ABSL_GUARDED_BY(mu_);  // the reader's next revision
-  uint64_t next_ ABSL_GUARDED_BY(mu_);       // Next's: next_revision()
+  uint64_t next_ ABSL_GUARDED_BY(mu_);  // Next's: next_revision()
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   EtcdWatch* current_ ABSL_GUARDED_BY(mu_) = nullptr;  // the reader's, to cancel
