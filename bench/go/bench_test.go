@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -241,6 +242,52 @@ func benchmarkGet(b *testing.B, stride int) {
 			sink += len(c.results[0].Device) + len(c.reservedFor[0].UID) + int(c.modRevision)
 		}
 	})
+}
+
+// Get of a random claim over 512 bytes (eight pods, two devices: about 1.2
+// KB) at 10k claims, reading its allocation and reservations. Get's first
+// buffer follows the sizes of the records read (Store.Get): one call into
+// C each, where a fixed 512-byte first buffer took two.
+func BenchmarkGetLarger(b *testing.B) {
+	const claims = 10000
+	s, err := claimstore.Open(filepath.Join(b.TempDir(), "larger"), claimstore.Options{RecordCacheBytes: recordCache})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	keys := make([]claimstore.Key, claims)
+	for i := range keys {
+		n := strconv.Itoa(i)
+		var pods []string
+		for p := 0; p < 8; p++ {
+			pn := n + "-" + strconv.Itoa(p)
+			pods = append(pods, `{"resource":"pods","name":"pod-`+pn+`","uid":"pod-uid-`+pn+`"}`)
+		}
+		claim := `{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"large-` + n +
+			`","namespace":"ns","uid":"uid-` + n + `"},"status":{"allocation":{"devices":{"results":[` +
+			`{"request":"gpu","driver":"gpu.example.com","pool":"` + pool(i) + `","device":"` + device(i) + `"},` +
+			`{"request":"nic","driver":"nic.example.com","pool":"` + pool(i) + `","device":"nic-` + n + `"}]}},` +
+			`"reservedFor":[` + strings.Join(pods, ",") + `]}}`
+		if _, err := s.PutJSON([]byte(claim), claimstore.Preconditions{}); err != nil {
+			b.Fatal(err)
+		}
+		keys[(i*7919)%claims] = claimstore.Key{Namespace: "ns", Name: "large-" + n}
+	}
+	c, err := s.Get(keys[0])
+	if err != nil || len(c.Bytes()) <= 512 {
+		b.Fatalf("a claim of the benchmark: %v", err)
+	}
+	size := len(c.Bytes())
+	runtime.GC()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c, err := s.Get(keys[i%claims])
+		if err != nil {
+			b.Fatal(err)
+		}
+		sink += len(c.ResultAt(1).Device) + len(c.ReservedForAt(7).UID) + int(c.ModRevision())
+	}
+	b.ReportMetric(float64(size), "record-bytes")
 }
 
 // The cost of one cgo call that does nothing but return a field.

@@ -108,6 +108,7 @@ type Store struct {
 	mu      sync.RWMutex // shared by every call, exclusive by Close
 	db      *C.claimstore_t
 	closing atomic.Bool
+	getSize atomic.Int32 // Get's first buffer, in bytes (0: getBufferBytes)
 
 	wmu      sync.Mutex
 	watchers map[*Watcher]struct{}
@@ -228,10 +229,10 @@ func (s *Store) lock() bool {
 // --- Reads ---
 
 // Get returns the claim, or ErrNotFound. One call into C, which copies the
-// record straight into the claim's own buffer (512 bytes, kept by the claim
-// even when the record is smaller); a record over 512 bytes (a claim with
-// several pods or devices, or device statuses) takes a second call that
-// reads it into a buffer of its size.
+// record straight into the claim's own buffer. The buffer is sized like the
+// records the store's Gets read lately (at least 512 bytes: see getSize);
+// a record that does not fit (a claim larger than those read before it)
+// takes a second call that reads it into a buffer of its size.
 func (s *Store) Get(key Key) (*Claim, error) {
 	if !s.lock() {
 		return nil, ErrClosed
@@ -240,25 +241,80 @@ func (s *Store) Get(key Key) (*Claim, error) {
 	// The claim and the call's out-parameters are one allocation, and the
 	// C library copies the record, in place, straight into the claim's own
 	// buffer: one copy, two allocations, one call (calls.h: no check, no
-	// boxing) for a record of up to getBufferBytes. (A Go variable whose
-	// address goes to C is moved to the heap, one allocation each (Go
-	// 1.19); a field of an object made for the heap anyway is not.)
+	// boxing) for a record that fits. (A Go variable whose address goes to
+	// C is moved to the heap, one allocation each (Go 1.19); a field of an
+	// object made for the heap anyway is not.)
 	g := &getCall{}
-	buf := make([]byte, getBufferBytes)
+	buf := make([]byte, s.getBufferSize())
 	for {
 		if code := C.cs_get_into(s.handle(), cKey(key), (*C.char)(unsafe.Pointer(&buf[0])),
 			C.size_t(len(buf)), &g.out); code != 0 {
 			return nil, fromC(code, C.cs_error(g.out.error))
 		}
-		if n := int(g.out.size); n <= len(buf) {
+		n := int(g.out.size)
+		s.learnSize(n)
+		if n <= len(buf) {
 			g.c.b = buf[:n:n]
 			g.c.root = rootTable(g.c.b)
 			return &g.c, nil
 		}
-		// Larger (a claim with many reservations or results): read again
-		// into a buffer of its size (a write may have grown it meanwhile).
-		buf = make([]byte, g.out.size)
+		// Larger: read again into a buffer of its size (a write may have
+		// grown it meanwhile).
+		buf = make([]byte, n)
 	}
+}
+
+// The first buffer of a Get (getSize): at least getBufferBytes, a size
+// class of Go's allocator that holds a claim with a few results and
+// reservations (one device and one pod take about 450 bytes); at most
+// getBufferMax.
+const (
+	getBufferBytes = 512
+	getBufferMax   = 64 << 10
+)
+
+func (s *Store) getBufferSize() int {
+	if n := s.getSize.Load(); n > getBufferBytes {
+		return int(n)
+	}
+	return getBufferBytes
+}
+
+// learnSize moves Get's first buffer size towards the record just read (n
+// bytes, rounded up to 64): up to it when it did not fit; halved, but not
+// below it nor getBufferBytes, when it was smaller. A second call costs
+// about as much as the read, and each byte a Get allocates costs GC time
+// later (bench/RESULTS.md): the size follows records of one size closely,
+// and one large record does not make every later Get allocate as much.
+// Written only when it changes (goroutines reading records of one size do
+// not all write one cache line); when another Get moved it meanwhile, its
+// move stands.
+func (s *Store) learnSize(n int) {
+	cur := s.getSize.Load()
+	size := cur
+	if size < getBufferBytes {
+		size = getBufferBytes
+	}
+	want := int32(getBufferMax)
+	if n < getBufferMax {
+		want = int32((n + 63) &^ 63)
+	}
+	var next int32
+	switch {
+	case want > size:
+		next = want
+	case want < size && size > getBufferBytes:
+		next = (size / 2) &^ 63
+		if next < want {
+			next = want
+		}
+		if next < getBufferBytes {
+			next = getBufferBytes
+		}
+	default:
+		return
+	}
+	s.getSize.CompareAndSwap(cur, next)
 }
 
 // getCall is a Claim with Get's out-parameters beside it (cgo's rules allow
@@ -267,11 +323,6 @@ type getCall struct {
 	c   Claim
 	out C.cs_get_t
 }
-
-// getBufferBytes is the buffer Get reads into first: a size class of Go's
-// allocator that holds a claim with a few results and reservations (a
-// claim with one device and one pod takes about 450 bytes).
-const getBufferBytes = 512
 
 func recordsOf(r *C.claimstore_records_t) []*Claim {
 	n := int(C.claimstore_records_count(r))
