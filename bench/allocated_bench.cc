@@ -270,9 +270,8 @@ BENCHMARK(BM_Upkeep);
 void BM_UpkeepInPlace(benchmark::State& state) {
   Store& store = WriteStore(true);
   absl::StatusOr<AllocatedState> s = store.AllocatedDevices();
-  auto version =
-      std::make_shared<internal::AllocatedVersion>(*internal::AllocatedTracker::Version(*s));
-  version->epoch = internal::NewEpoch();
+  const internal::AllocatedVersion& taken = *internal::AllocatedTracker::Version(*s);
+  std::shared_ptr<internal::AllocatedVersion> version = internal::NextVersion(taken, taken.revision);
   const ShareChanges changes = ShareAddedAndRemoved(store, state.range(0) == 1);
   std::vector<std::shared_ptr<const void>> released;
   for (auto _ : state) {

@@ -42,12 +42,14 @@ func TestGetBufferFollowsTheRecordsRead(t *testing.T) {
 	sizes := map[string]int{
 		"small":  putReserved(t, s, "small", 1),
 		"medium": putReserved(t, s, "medium", 12),
-		"large":  putReserved(t, s, "large", 256),
+		"big":    putReserved(t, s, "big", 150),
+		"huge":   putReserved(t, s, "huge", 256),
 	}
 	roundUp := func(n int) int { return (n + 63) &^ 63 }
-	m, l := roundUp(sizes["medium"]), roundUp(sizes["large"])
+	m, b := roundUp(sizes["medium"]), roundUp(sizes["big"])
 	t.Logf("record sizes: %v", sizes)
-	if roundUp(sizes["small"]) > getBufferBytes || m/2 <= getBufferBytes || m/4 >= getBufferBytes || l < 8*m {
+	if roundUp(sizes["small"]) > getBufferBytes || m/2 <= getBufferBytes || m/4 >= getBufferBytes ||
+		b < 8*m || b > getBufferMax || sizes["huge"] <= getBufferMax {
 		t.Fatalf("the claims' sizes do not make the steps below: %v", sizes)
 	}
 	get := func(step, name string) int {
@@ -57,6 +59,9 @@ func TestGetBufferFollowsTheRecordsRead(t *testing.T) {
 		}
 		if got := len(c.Bytes()); got != sizes[name] || c.Name() != name {
 			t.Errorf("%s: Get %s returned claim %q of %d bytes, the record has %d", step, name, c.Name(), got, sizes[name])
+		}
+		if n := len(c.ReservedFor()); n == 0 {
+			t.Errorf("%s: Get %s: the claim does not read whole (no reservations)", step, name)
 		}
 		return s.getBufferSize()
 	}
@@ -74,19 +79,22 @@ func TestGetBufferFollowsTheRecordsRead(t *testing.T) {
 	if got := get("small again", "small"); got != getBufferBytes {
 		t.Errorf("after smaller records, the first buffer is %d bytes, want %d (halved, not below it)", got, getBufferBytes)
 	}
-	if got := get("large", "large"); got != l {
-		t.Errorf("after a record of %d bytes, the first buffer is %d bytes, want %d (up at once)", sizes["large"], got, l)
+	if got := get("huge", "huge"); got != getBufferBytes {
+		t.Errorf("after a record over %d bytes, the first buffer is %d bytes, want it unmoved (%d)", getBufferMax, got, getBufferBytes)
+	}
+	if got := get("big", "big"); got != b {
+		t.Errorf("after a record of %d bytes, the first buffer is %d bytes, want %d (up at once)", sizes["big"], got, b)
 	}
 	// Medium records after it: halved each time until the record's size.
-	size := l
+	size := b
 	for i := 0; size != m; i++ {
 		want := (size / 2) &^ 63
 		if want < m {
 			want = m
 		}
-		got := get("medium after large", "medium")
+		got := get("medium after big", "medium")
 		if got != want {
-			t.Fatalf("medium Get %d after the large one: the first buffer is %d bytes, want %d", i, got, want)
+			t.Fatalf("medium Get %d after the big one: the first buffer is %d bytes, want %d", i, got, want)
 		}
 		size = got
 	}

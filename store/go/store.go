@@ -230,9 +230,10 @@ func (s *Store) lock() bool {
 
 // Get returns the claim, or ErrNotFound. One call into C, which copies the
 // record straight into the claim's own buffer. The buffer is sized like the
-// records the store's Gets read lately (at least 512 bytes: see getSize);
-// a record that does not fit (a claim larger than those read before it)
-// takes a second call that reads it into a buffer of its size.
+// records the store's Gets read lately (512 bytes to 16 KiB: see
+// learnSize), so claims of similar sizes take one call each; a record that
+// does not fit (a claim larger than those read before it) takes a second
+// call that reads it into a buffer of its size.
 func (s *Store) Get(key Key) (*Claim, error) {
 	if !s.lock() {
 		return nil, ErrClosed
@@ -254,6 +255,11 @@ func (s *Store) Get(key Key) (*Claim, error) {
 		n := int(g.out.size)
 		s.learnSize(n)
 		if n <= len(buf) {
+			if len(buf) > getBufferBytes && n <= len(buf)/2 {
+				// The buffer was sized for a larger record read before: the
+				// claim keeps a copy of its size, not the buffer.
+				buf = append([]byte(nil), buf[:n]...)
+			}
 			g.c.b = buf[:n:n]
 			g.c.root = rootTable(g.c.b)
 			return &g.c, nil
@@ -267,10 +273,11 @@ func (s *Store) Get(key Key) (*Claim, error) {
 // The first buffer of a Get (getSize): at least getBufferBytes, a size
 // class of Go's allocator that holds a claim with a few results and
 // reservations (one device and one pod take about 450 bytes); at most
-// getBufferMax.
+// getBufferMax (a claim with about 200 pods): a larger record takes two
+// calls, and does not move the size.
 const (
 	getBufferBytes = 512
-	getBufferMax   = 64 << 10
+	getBufferMax   = 16 << 10
 )
 
 func (s *Store) getBufferSize() int {
@@ -282,7 +289,8 @@ func (s *Store) getBufferSize() int {
 
 // learnSize moves Get's first buffer size towards the record just read (n
 // bytes, rounded up to 64): up to it when it did not fit; halved, but not
-// below it nor getBufferBytes, when it was smaller. A second call costs
+// below it nor getBufferBytes, when it was smaller; not at all for a record
+// over getBufferMax. A second call costs
 // about as much as the read, and each byte a Get allocates costs GC time
 // later (bench/RESULTS.md): the size follows records of one size closely,
 // and one large record does not make every later Get allocate as much.
@@ -295,10 +303,10 @@ func (s *Store) learnSize(n int) {
 	if size < getBufferBytes {
 		size = getBufferBytes
 	}
-	want := int32(getBufferMax)
-	if n < getBufferMax {
-		want = int32((n + 63) &^ 63)
+	if n > getBufferMax {
+		return
 	}
+	want := int32((n + 63) &^ 63)
 	var next int32
 	switch {
 	case want > size:

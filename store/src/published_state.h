@@ -230,9 +230,10 @@ class PublishedState {
     }
   }
 
-  // What an entry costs against the budget: its slot and control byte, its
-  // key twice (the slot's and clock_'s: a std::string each, the bytes on
-  // the heap when longer than it keeps inline) and the record's bytes.
+  // What an entry costs against the budget, roughly: a slot and its
+  // control byte (a flat map has up to about twice as many as entries),
+  // clock_'s std::string, the key's bytes twice (counted whether or not a
+  // std::string keeps them inline) and the record's bytes.
   static size_t Cost(absl::string_view key, const ClaimRecord& record) {
     constexpr size_t kFixed = sizeof(std::pair<const std::string, Entry>) + 1 + sizeof(std::string);
     return kFixed + 2 * key.size() + record.bytes().size();

@@ -22,9 +22,9 @@ std::chrono::steady_clock::time_point DeadlineIn(absl::Duration d) {
 }
 
 // etcd's OutOfRange (a read or watch at a compacted revision) as the
-// feed's error for a watch from `from`; any other status as it is.
-absl::Status AsFeedError(uint64_t from, const absl::Status& s) {
-  return absl::IsOutOfRange(s) ? FeedCompacted(from, CompactRevisionOf(s)) : s;
+// feed's error for a watch from `from`.
+absl::Status Compacted(uint64_t from, const absl::Status& out_of_range) {
+  return FeedCompacted(from, CompactRevisionOf(out_of_range));
 }
 
 }  // namespace
@@ -73,8 +73,8 @@ absl::StatusOr<std::unique_ptr<Watcher>> SharedWatcher::Start(EtcdClient* etcd,
   }
   if (compacted) return w->CompactedStart(from);
   absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd->Watch(w->Request(from));
-  // OutOfRange: compacted since the probe.
-  if (!watch.ok()) return AsFeedError(from, watch.status());
+  if (absl::IsOutOfRange(watch.status())) return Compacted(from, watch.status());  // since the probe
+  if (!watch.ok()) return watch.status();
   w->reader_ = std::thread(&SharedWatcher::Run, w.get(), *std::move(watch), from);
   return w;
 }
@@ -97,7 +97,7 @@ absl::Status SharedWatcher::CompactedStart(uint64_t from) {
       } while (r.ok());
       watch = r.status();
     }
-    if (absl::IsOutOfRange(watch.status())) return AsFeedError(from, watch.status());
+    if (absl::IsOutOfRange(watch.status())) return Compacted(from, watch.status());
     last = watch.status();
     absl::SleepFor(absl::Milliseconds(100));  // the member catches up
   }
@@ -155,7 +155,7 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first, uint64_t from) {
         if (cancelled_) return;
       }
       absl::StatusOr<std::unique_ptr<EtcdWatch>> again = etcd_->Watch(Request(from), &canceller_);
-      if (absl::IsOutOfRange(again.status())) return Fail(AsFeedError(from, again.status()));
+      if (absl::IsOutOfRange(again.status())) return Fail(Compacted(from, again.status()));
       MutexLock lock(&mu_);
       if (cancelled_) return;
       if (!again.ok()) {
@@ -174,7 +174,7 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first, uint64_t from) {
         if (cancelled_) return;
       }
       watch.reset();
-      if (absl::IsOutOfRange(r.status())) return Fail(AsFeedError(from, r.status()));
+      if (absl::IsOutOfRange(r.status())) return Fail(Compacted(from, r.status()));
       continue;
     }
     std::vector<WatchEvent> events;
