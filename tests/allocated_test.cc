@@ -443,9 +443,9 @@ TEST(AllocatedTreeTest, MatchesAMapThroughRandomEditsAndKeepsOldVersions) {
   }
 }
 
-// Nodes compare keys by the prefix their entries share and 8 bytes after
+// Nodes compare keys by the prefix their entries share and 16 bytes after
 // it: names that are prefixes of others, with NUL bytes, empty, longer than
-// the prefix a node keeps (56 bytes), and alike for more than 8 bytes
+// the prefix a node keeps (56 bytes), and alike for more than 16 bytes
 // after it.
 TEST(AllocatedTreeTest, MatchesAMapWithNamesOfEveryShape) {
   const std::string longer(70, 'n');
@@ -462,7 +462,7 @@ TEST(AllocatedTreeTest, MatchesAMapWithNamesOfEveryShape) {
                                           "worker-node-0000000000000000-b"};
   const auto name_of = [&](std::mt19937& rng) {
         std::string device;
-        switch (rng() % 4) {
+        switch (rng() % 5) {
           case 0:
             device = absl::StrCat("gpu-", rng() % 40);
             break;
@@ -471,6 +471,9 @@ TEST(AllocatedTreeTest, MatchesAMapWithNamesOfEveryShape) {
             break;
           case 2:
             device = std::string(rng() % 3, '\0') + absl::StrCat(rng() % 10);
+            break;
+          case 3:
+            device = absl::StrCat("gpu-0000000000000000000000", rng() % 40);
             break;
           default:
             device = std::string(rng() % 4, 'g');

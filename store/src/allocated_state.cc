@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cassert>
 #include <cstring>
 #include <map>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "fb_strings.h"
@@ -55,20 +57,53 @@ namespace {
 using internal::AllocatedNode;
 using internal::DeviceId;
 
-// Bytes [at, at + 8) of `key`, big-endian, zero-padded.
-uint64_t SliceOf(absl::string_view key, size_t at) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < 8; ++i) {
-    v <<= 8;
-    if (at + i < key.size()) v |= static_cast<unsigned char>(key[at + i]);
-  }
+using Slice = internal::KeySlice;
+constexpr size_t kSliceBytes = AllocatedNode::kSliceBytes;
+
+// The 8 bytes at `p`, big-endian.
+uint64_t BigEndian64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::little) v = __builtin_bswap64(v);
   return v;
 }
 
-// <0, 0, >0 as `key` is below, at or above the bytes [0, lcp) of `prefix`.
-int ComparePrefix(absl::string_view key, const char* prefix, size_t lcp) {
-  const int c = std::memcmp(key.data(), prefix, std::min(lcp, key.size()));
-  return c != 0 ? c : (key.size() < lcp ? -1 : 0);
+// Bytes [at, at + kSliceBytes) of `key`, big-endian, zero-padded.
+Slice SliceOf(absl::string_view key, size_t at) {
+  char bytes[kSliceBytes] = {};
+  const char* p = bytes;
+  if (at + kSliceBytes <= key.size()) {
+    p = key.data() + at;
+  } else if (at < key.size()) {
+    std::memcpy(bytes, key.data() + at, key.size() - at);
+  }
+  return {BigEndian64(p), BigEndian64(p + 8)};
+}
+
+// Bytes [at, at + kSliceBytes) of `key`, read through its padding (`at`
+// is at most its size).
+Slice SliceOf(const internal::DeviceOrderKey& key, size_t at) {
+  assert(at <= key.size());
+  const char* p = key.data() + at;
+  return {BigEndian64(p), BigEndian64(p + 8)};
+}
+
+// <0, 0, >0 as `key` is below, at or above the bytes [0, lcp) of `prefix`
+// (of a node: kPrefixMax bytes), compared 8 at a time, given that the key
+// starts with the first `known` of them.
+int ComparePrefix(const internal::DeviceOrderKey& key, const char* prefix, size_t lcp,
+                  size_t known) {
+  const size_t n = std::min(lcp, key.size());
+  for (size_t i = std::min(known, n) & ~size_t{7}; i < n; i += 8) {
+    uint64_t a = BigEndian64(key.data() + i), b = BigEndian64(prefix + i);
+    if (n - i < 8) {  // only the bytes up to n
+      const uint64_t mask = ~uint64_t{0} << (8 * (8 - (n - i)));
+      a &= mask;
+      b &= mask;
+    }
+    if (a != b) return a < b ? -1 : 1;
+  }
+  return key.size() < lcp ? -1 : 0;
 }
 
 // `id` (whose DeviceOrderKey is `key`) against entry j of `node`, whose
@@ -79,52 +114,85 @@ int ComparePrefix(absl::string_view key, const char* prefix, size_t lcp) {
 // prefix of another (each ends with Str's 0x00 0x01 terminator, which no
 // longer key has at that place), so an entry that matched the key's last
 // bytes ends there too.
-int CompareTied(const AllocatedNode& node, size_t j, const DeviceId& id, absl::string_view key) {
+int CompareTied(const AllocatedNode& node, size_t j, const DeviceId& id,
+                const internal::DeviceOrderKey& key) {
   if (!node.leaf) {
     const AllocatedNode& c = *node.child(j);
-    if (int r = ComparePrefix(key, c.prefix, c.lcp); r != 0) return r;
-    const uint64_t slice = SliceOf(key, c.lcp);
+    // The key starts with node's prefix, and so does c's first key.
+    if (int r = ComparePrefix(key, c.prefix, c.lcp, node.lcp); r != 0) return r;
+    const Slice slice = SliceOf(key, c.lcp);
     if (slice != c.slices[0]) return slice < c.slices[0] ? -1 : 1;
-  } else if (key.size() + 2 <= node.lcp + size_t{8}) {
+  } else if (key.size() + 2 <= node.lcp + kSliceBytes) {
     return 0;
   }
   return Compare(id, internal::IdOf(*node.firsts[j]));
 }
 
+// How many of the sorted `slices[0, n)` are below `slice`: a binary search
+// without branches (a conditional move a step), since which way it goes is
+// a coin toss.
+size_t CountBelow(const Slice* slices, size_t n, const Slice& slice) {
+  if (n == 0) return 0;
+  const Slice* base = slices;
+  for (; n > 1; n -= n / 2) {
+    base += (size_t{0} - static_cast<size_t>(base[n / 2 - 1] < slice)) & (n / 2);
+  }
+  return static_cast<size_t>(base - slices) + static_cast<size_t>(*base < slice);
+}
+
 // The index of the last entry of `node` whose first device is <= `id`
-// (-1: none); `key` is id's DeviceOrderKey. `*equal`: whether that
-// entry's first device is `id`.
-ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id, absl::string_view key,
-                bool* equal) {
+// (-1: none); `key` is id's DeviceOrderKey, known to start with the
+// first `known` bytes of node's prefix. `*equal`: whether that entry's
+// first device is `id`; `*child_known`: how many bytes of the child's
+// prefix the key is thereby known to start with (the node's prefix is its
+// first key's, and so is the child's).
+ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id,
+                const internal::DeviceOrderKey& key, size_t known, bool* equal,
+                size_t* child_known) {
   *equal = false;
-  const int c = ComparePrefix(key, node.prefix, node.lcp);
+  *child_known = 0;
+  // The slices' cache lines all at once (the search below reads them one
+  // after another).
+  for (size_t i = 0; i < node.size; i += 64 / sizeof(Slice)) __builtin_prefetch(&node.slices[i]);
+  const int c = ComparePrefix(key, node.prefix, node.lcp, known);
   if (c < 0) return -1;  // below every entry
   if (c > 0) return static_cast<ptrdiff_t>(node.size) - 1;
+  *child_known = node.lcp;
   // Entries whose slice is below the key's are below it, those above are
-  // above it; ties are compared further, from the last.
-  const uint64_t slice = SliceOf(key, node.lcp);
-  size_t below = 0, upto = 0;
-  for (size_t i = 0; i < node.size; ++i) {
-    below += node.slices[i] < slice;
-    upto += node.slices[i] <= slice;
-  }
-  for (size_t j = upto; j > below; --j) {
-    const int r = CompareTied(node, j - 1, id, key);
-    if (r >= 0) {
-      *equal = r == 0;
-      return static_cast<ptrdiff_t>(j) - 1;
+  // above it; ties are compared further.
+  const Slice slice = SliceOf(key, node.lcp);
+  const size_t below = CountBelow(node.slices.data(), node.size, slice);
+  size_t upto = below;
+  while (upto < node.size && node.slices[upto] == slice) ++upto;
+  // The last tie not above the key, by bisection: a root over several
+  // drivers ties on the drivers' names, 16 bytes or more.
+  ptrdiff_t floor = static_cast<ptrdiff_t>(below) - 1;
+  for (size_t lo = below, hi = upto; lo < hi;) {
+    const size_t mid = lo + (hi - lo) / 2;
+    const int r = CompareTied(node, mid, id, key);
+    if (r == 0) {
+      *equal = true;
+      return static_cast<ptrdiff_t>(mid);
+    }
+    if (r > 0) {
+      floor = static_cast<ptrdiff_t>(mid);
+      lo = mid + 1;
+    } else {
+      hi = mid;
     }
   }
-  return static_cast<ptrdiff_t>(below) - 1;
+  return floor;
 }
 
 // Visits devices >= `from` while `in` holds; false when `visit` stopped.
-bool Visit(const AllocatedNode& node, const DeviceId& from, absl::string_view from_key,
+bool Visit(const AllocatedNode& node, const DeviceId& from,
+           const internal::DeviceOrderKey& from_key,
            absl::FunctionRef<bool(const AllocatedDevice&)> in,
-           absl::FunctionRef<bool(const AllocatedDevice&)> visit) {
+           absl::FunctionRef<bool(const AllocatedDevice&)> visit, size_t known = 0) {
   bool equal;
-  const size_t start =
-      static_cast<size_t>(std::max<ptrdiff_t>(0, Floor(node, from, from_key, &equal)));
+  size_t child_known;
+  const size_t start = static_cast<size_t>(
+      std::max<ptrdiff_t>(0, Floor(node, from, from_key, known, &equal, &child_known)));
   for (size_t i = start; i < node.size; ++i) {
     if (node.leaf) {
       const AllocatedDevice& d = *node.firsts[i];
@@ -134,7 +202,7 @@ bool Visit(const AllocatedNode& node, const DeviceId& from, absl::string_view fr
       // A later child starts at or after `from`: out of the range, so is
       // everything after it.
       if (i > start && !in(*node.firsts[i])) return false;
-      if (!Visit(*node.child(i), from, from_key, in, visit)) return false;
+      if (!Visit(*node.child(i), from, from_key, in, visit, child_known)) return false;
     }
   }
   return true;
@@ -150,15 +218,32 @@ void AllocatedState::ForEach(absl::string_view driver, std::optional<absl::strin
     if (driver.empty()) return true;
     return d.driver == driver && (!pool.has_value() || d.pool == *pool);
   };
-  Visit(*version_->root, from, internal::DeviceOrderKey(from).bytes(), in, visit);
+  Visit(*version_->root, from, internal::DeviceOrderKey(from), in, visit);
 }
 
 namespace internal {
 
 DeviceOrderKey::DeviceOrderKey(const DeviceId& id) {
-  AppendComponentTo(id.driver, &buf_);
-  AppendComponentTo(id.pool, &buf_);
-  AppendComponentTo(id.device, &buf_);
+  const absl::string_view parts[] = {id.driver, id.pool, id.device};
+  bool plain = true;  // no NUL byte to escape (names rarely have any)
+  for (absl::string_view part : parts) {
+    plain = plain && (part.empty() || std::memchr(part.data(), 0, part.size()) == nullptr);
+  }
+  if (plain) {  // the common case, written straight into the buffer
+    size_ = id.driver.size() + id.pool.size() + id.device.size() + 6;
+    buf_.resize(size_ + kPadding);  // zeroed
+    char* out = buf_.data();
+    for (absl::string_view part : parts) {
+      if (!part.empty()) std::memcpy(out, part.data(), part.size());
+      out += part.size();
+      *out++ = '\0';
+      *out++ = '\x01';
+    }
+    return;
+  }
+  for (absl::string_view part : parts) AppendComponentTo(part, &buf_);
+  size_ = buf_.size();
+  buf_.resize(size_ + kPadding);
 }
 
 // Holdings of records ------------------------------------------------------------
@@ -289,11 +374,12 @@ namespace {
 
 // FindDevice, given id's DeviceOrderKey.
 const AllocatedDevice* FindByKey(const AllocatedVersion& version, const DeviceId& id,
-                                 absl::string_view key) {
+                                 const DeviceOrderKey& key) {
   const AllocatedNode* node = version.root.get();
+  size_t known = 0;
   while (node != nullptr) {
     bool equal;
-    const ptrdiff_t i = Floor(*node, id, key, &equal);
+    const ptrdiff_t i = Floor(*node, id, key, known, &equal, &known);
     if (i < 0) return nullptr;
     if (node->leaf) return equal ? node->firsts[static_cast<size_t>(i)] : nullptr;
     node = node->child(static_cast<size_t>(i));
@@ -305,7 +391,7 @@ const AllocatedDevice* FindByKey(const AllocatedVersion& version, const DeviceId
 
 const AllocatedDevice* FindDevice(const AllocatedVersion& version, const DeviceId& id) {
   if (version.root == nullptr) return nullptr;
-  return FindByKey(version, id, DeviceOrderKey(id).bytes());
+  return FindByKey(version, id, DeviceOrderKey(id));
 }
 
 namespace {
@@ -314,12 +400,15 @@ using NodePtr = std::shared_ptr<const AllocatedNode>;
 
 // A slice taken after `prefix` as a slice at `lcp`, which is at most
 // prefix's length: the bytes between come from `prefix`.
-uint64_t ResliceAt(absl::string_view prefix, uint64_t slice, size_t lcp) {
+Slice ResliceAt(absl::string_view prefix, Slice slice, size_t lcp) {
   assert(prefix.size() >= lcp);
   if (prefix.size() == lcp) return slice;
   const size_t shift = prefix.size() - lcp;
-  const uint64_t head = SliceOf(prefix, lcp);
-  return shift >= 8 ? head : head | (slice >> (8 * shift));
+  const Slice head = SliceOf(prefix, lcp);
+  if (shift >= kSliceBytes) return head;
+  const absl::uint128 tail =
+      absl::MakeUint128(slice.hi, slice.lo) >> static_cast<int>(8 * shift);
+  return {head.hi | absl::Uint128High64(tail), head.lo | absl::Uint128Low64(tail)};
 }
 
 // How many bytes of n's prefix `key` starts with.
@@ -424,7 +513,7 @@ class NodeBuilder {
   }
 
  private:
-  void Append(const AllocatedDevice* first, std::shared_ptr<const void> owned, uint64_t slice) {
+  void Append(const AllocatedDevice* first, std::shared_ptr<const void> owned, Slice slice) {
     AllocatedNode& n = *node_;
     n.slices[n.size] = slice;
     n.firsts[n.size] = first;
@@ -433,12 +522,12 @@ class NodeBuilder {
   }
   // A slice of `from` (at from.lcp) as a slice at this node's lcp, which
   // is at most from's: the bytes between come from from's prefix.
-  uint64_t Reslice(const AllocatedNode& from, uint64_t slice) const {
+  Slice Reslice(const AllocatedNode& from, Slice slice) const {
     return Reslice(absl::string_view(from.prefix, from.lcp), slice);
   }
   // A slice taken after `prefix` as a slice at this node's lcp, which is at
   // most prefix's length: the bytes between come from `prefix`.
-  uint64_t Reslice(absl::string_view prefix, uint64_t slice) const {
+  Slice Reslice(absl::string_view prefix, Slice slice) const {
     return ResliceAt(prefix, slice, node_->lcp);
   }
 
@@ -500,12 +589,14 @@ bool SetInLeaf(AllocatedNode* n, size_t at, bool found, DevicePtr device, absl::
 // changed in place where they can be, else give their entries to the nodes
 // replacing them. `node` itself in `out`: unchanged, or changed in place.
 using NodeList = absl::InlinedVector<NodePtr, 2>;
-void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, DeviceFn device_of,
-            uint64_t epoch, Released* released, NodeList* out, ptrdiff_t* delta) {
+void Update(const NodePtr& node, const DeviceId& id, const DeviceOrderKey& key, DeviceFn device_of,
+            uint64_t epoch, Released* released, NodeList* out, ptrdiff_t* delta,
+            size_t known = 0) {
   const AllocatedNode& n = *node;
   const bool own = epoch != 0 && n.epoch == epoch;  // only the version changed holds it
   bool found;
-  const ptrdiff_t floor = Floor(n, id, key, &found);
+  size_t child_known;
+  const ptrdiff_t floor = Floor(n, id, key, known, &found, &child_known);
   if (n.leaf) {
     const size_t at = static_cast<size_t>(floor + (found ? 0 : 1));
     DevicePtr device = device_of(found ? n.firsts[at] : nullptr);
@@ -513,13 +604,14 @@ void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, Devi
       out->push_back(node);  // nothing to remove
       return;
     }
-    if (own && SetInLeaf(const_cast<AllocatedNode*>(&n), at, found, device, key, released, delta)) {
+    if (own && SetInLeaf(const_cast<AllocatedNode*>(&n), at, found, device, key.bytes(), released,
+                                 delta)) {
       out->push_back(node);
       return;
     }
     NodeBuilder copy(/*leaf=*/true, &n, epoch);
     copy.AddRange(n, 0, at);
-    if (device != nullptr) copy.Add(device.get(), device, key);
+    if (device != nullptr) copy.Add(device.get(), device, key.bytes());
     copy.AddRange(n, found ? at + 1 : at, n.size);
     *delta = found ? (device != nullptr ? 0 : -1) : 1;
     copy.Emit(out);
@@ -528,7 +620,7 @@ void Update(const NodePtr& node, const DeviceId& id, absl::string_view key, Devi
   const size_t i = static_cast<size_t>(std::max<ptrdiff_t>(0, floor));
   NodeList replaced;
   Update(std::static_pointer_cast<const AllocatedNode>(n.owned[i]), id, key, device_of, epoch,
-         released, &replaced, delta);
+         released, &replaced, delta, child_known);
   const bool same_child = replaced.size() == 1 && replaced[0].get() == n.child(i);
   if (same_child && replaced[0]->firsts[0] == n.firsts[i]) {
     out->push_back(node);  // the child unchanged, or changed in place with its first device
@@ -587,7 +679,7 @@ void UpdateIn(AllocatedVersion* version, const DeviceId& id, const DeviceOrderKe
   }
   NodeList replaced;
   ptrdiff_t delta = 0;
-  Update(version->root, id, key.bytes(), device_of, epoch, released, &replaced, &delta);
+  Update(version->root, id, key, device_of, epoch, released, &replaced, &delta);
   version->devices = static_cast<size_t>(static_cast<ptrdiff_t>(version->devices) + delta);
   if (replaced.size() == 1 && replaced[0] == version->root) return;  // changed in place
   // The old path (of the version's epoch: emptied but for what the change
@@ -746,7 +838,7 @@ std::vector<DeviceChange> DeviceChangesOf(const AllocatedVersion& base,
       it->device = WithHoldings(it->device.get(), claim, holdings);
     } else {
       DeviceChange& c = out.emplace_back(id);
-      c.device = WithHoldings(FindByKey(base, id, c.key.bytes()), claim, holdings);
+      c.device = WithHoldings(FindByKey(base, id, c.key), claim, holdings);
     }
   });
   return out;

@@ -64,6 +64,16 @@ struct RecordChange;
 
 using DevicePtr = std::shared_ptr<const AllocatedDevice>;
 
+// 16 bytes of a key, big-endian, compared as the bytes are.
+struct KeySlice {
+  uint64_t hi, lo;  // not initialized: a node's are set as it is built
+  friend bool operator==(const KeySlice&, const KeySlice&) = default;
+  // Without branches: a search's compares go either way at random.
+  friend bool operator<(const KeySlice& a, const KeySlice& b) {
+    return (a.hi < b.hi) | ((a.hi == b.hi) & (a.lo < b.lo));
+  }
+};
+
 struct AllocatedNode {
   static constexpr size_t kMaxEntries = 32;
   static constexpr size_t kPrefixMax = 56;
@@ -77,11 +87,14 @@ struct AllocatedNode {
   // The first `lcp` bytes of every entry's key (DeviceOrderKey: the first
   // device's), e.g. the driver and pool they share.
   uint8_t lcp = 0;
-  char prefix[kPrefixMax];
-  // Bytes [lcp, lcp + 8) of entry i's key, big-endian, zero-padded: a
-  // search compares these within the node and follows an entry to its
-  // device only where they tie.
-  std::array<uint64_t, kMaxEntries + 1> slices;
+  char prefix[kPrefixMax] = {};  // zeroed: a search reads it 8 bytes at a time
+  // Bytes [lcp, lcp + kSliceBytes) of entry i's key, big-endian,
+  // zero-padded: a search compares these within the node and follows an
+  // entry to its device only where they tie. 16 bytes take in what follows
+  // a shared driver and pool in most names (a node's number, the device's
+  // name), so that a lookup rarely reads a device to break a tie.
+  static constexpr size_t kSliceBytes = 16;
+  std::array<KeySlice, kMaxEntries + 1> slices;
   // Entry i's first device (a leaf's: the device), in key order. Kept alive
   // by `owned` (a device by its leaf, a child's first device by the child).
   std::array<const AllocatedDevice*, kMaxEntries + 1> firsts;
@@ -122,11 +135,18 @@ inline DeviceId IdOf(const AllocatedDevice& d) { return {d.driver, d.pool, d.dev
 // family's key prefix, Str(driver) Str(pool) Str(device) (keys.h).
 class DeviceOrderKey {
  public:
+  // Zero bytes after bytes(), so that a search reads a key's slices and
+  // compares its prefix 8 bytes at a time without checking its end.
+  static constexpr size_t kPadding = 16;
+
   explicit DeviceOrderKey(const DeviceId& id);
-  absl::string_view bytes() const { return {buf_.data(), buf_.size()}; }
+  absl::string_view bytes() const { return {buf_.data(), size_}; }
+  const char* data() const { return buf_.data(); }
+  size_t size() const { return size_; }
 
  private:
-  absl::InlinedVector<char, 160> buf_;
+  absl::InlinedVector<char, 160> buf_;  // size_ bytes, then kPadding zeros
+  size_t size_ = 0;
 };
 
 // One allocation result of a claim, with the capacity it consumes: views
