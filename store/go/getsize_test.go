@@ -63,7 +63,7 @@ func TestGetBufferFollowsTheRecordsRead(t *testing.T) {
 		if n := len(c.ReservedFor()); n == 0 {
 			t.Errorf("%s: Get %s: the claim does not read whole (no reservations)", step, name)
 		}
-		return s.getBufferSize()
+		return bufferSize(s.getSize.Load())
 	}
 	if got := get("a small claim first", "small"); got != getBufferBytes {
 		t.Errorf("after a record that fits, the first buffer is %d bytes, want %d", got, getBufferBytes)

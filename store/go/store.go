@@ -246,14 +246,15 @@ func (s *Store) Get(key Key) (*Claim, error) {
 	// C is moved to the heap, one allocation each (Go 1.19); a field of an
 	// object made for the heap anyway is not.)
 	g := &getCall{}
-	buf := make([]byte, s.getBufferSize())
+	size := s.getSize.Load()
+	buf := make([]byte, bufferSize(size))
 	for {
 		if code := C.cs_get_into(s.handle(), cKey(key), (*C.char)(unsafe.Pointer(&buf[0])),
 			C.size_t(len(buf)), &g.out); code != 0 {
 			return nil, fromC(code, C.cs_error(g.out.error))
 		}
 		n := int(g.out.size)
-		s.learnSize(n)
+		s.learnSize(size, n)
 		if n <= len(buf) {
 			if len(buf) > getBufferBytes && n <= len(buf)/2 {
 				// The buffer was sized for a larger record read before: the
@@ -280,32 +281,29 @@ const (
 	getBufferMax   = 16 << 10
 )
 
-func (s *Store) getBufferSize() int {
-	if n := s.getSize.Load(); n > getBufferBytes {
-		return int(n)
+// bufferSize is the first buffer for getSize's value `size`.
+func bufferSize(size int32) int {
+	if size > getBufferBytes {
+		return int(size)
 	}
 	return getBufferBytes
 }
 
-// learnSize moves Get's first buffer size towards the record just read (n
-// bytes, rounded up to 64): up to it when it did not fit; halved, but not
-// below it nor getBufferBytes, when it was smaller; not at all for a record
-// over getBufferMax. A second call costs
-// about as much as the read, and each byte a Get allocates costs GC time
+// learnSize moves Get's first buffer size (getSize, `cur` when the Get
+// read it) towards the record just read (n bytes, rounded up to 64): up to
+// it when it did not fit; halved, but not below it nor getBufferBytes, when
+// it was smaller; not at all for a record over getBufferMax. A second call
+// costs about as much as the read, and each byte a Get allocates costs GC time
 // later (bench/RESULTS.md): the size follows records of one size closely,
 // and one large record does not make every later Get allocate as much.
 // Written only when it changes (goroutines reading records of one size do
 // not all write one cache line); when another Get moved it meanwhile, its
 // move stands.
-func (s *Store) learnSize(n int) {
-	cur := s.getSize.Load()
-	size := cur
-	if size < getBufferBytes {
-		size = getBufferBytes
-	}
+func (s *Store) learnSize(cur int32, n int) {
 	if n > getBufferMax {
 		return
 	}
+	size := int32(bufferSize(cur))
 	want := int32((n + 63) &^ 63)
 	var next int32
 	switch {
