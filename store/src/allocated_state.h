@@ -5,10 +5,10 @@
 //
 // The tree: a leaf holds up to kMaxEntries devices in key order; an
 // internal node up to kMaxEntries children, each with its first device (the
-// separator). Each node keeps the key prefix its entries share and the 8
+// separator). Each node keeps the key prefix its entries share and the 16
 // bytes of each entry's key after it, so that a lookup compares within the
-// node and reads one device (about one cache miss a level, instead of one
-// per comparison). Nodes are immutable once built and shared between versions:
+// node and rarely reads a device (about one cache miss a level, instead of
+// one per comparison). Nodes are immutable once built and shared between versions:
 // changing a device copies the nodes on the path from the root to its leaf
 // and nothing else, except for nodes the version being changed may change
 // in place (below). A node that overflows splits in two; deletions do not
