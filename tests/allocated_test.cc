@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -254,6 +255,67 @@ TEST_F(AllocatedTest, RacingSharesNeverOverCommitADevice) {
   }
 }
 
+// Bytes [at, at + 16) of `key`, big-endian, zero-padded: a node's slice,
+// worked out here without the tree's code.
+internal::KeySlice ExpectedSlice(absl::string_view key, size_t at) {
+  uint64_t half[2] = {0, 0};
+  for (size_t i = 0; i < 16; ++i) {
+    const uint64_t byte = at + i < key.size() ? static_cast<unsigned char>(key[at + i]) : 0;
+    half[i / 8] = half[i / 8] << 8 | byte;
+  }
+  return {half[0], half[1]};
+}
+
+// What a node promises its searches (allocated_state.h), checked through
+// the subtree of `node`, whose leaves are `height` levels down: its prefix
+// starts every entry's key, each slice is the key's bytes after it, the
+// entries ascend, a child's first device is its entry's, and a node of
+// `epoch` (not 0) has a parent of that epoch. Returns the number of devices.
+size_t CheckNode(const internal::AllocatedNode& node, int height, uint64_t epoch,
+                 bool parent_of_epoch) {
+  using internal::AllocatedNode;
+  EXPECT_GE(node.size, 1u);
+  EXPECT_LE(node.size, AllocatedNode::kMaxEntries);
+  EXPECT_LE(node.lcp, AllocatedNode::kPrefixMax);
+  EXPECT_EQ(node.leaf, height == 0);
+  if (epoch != 0 && node.epoch == epoch) {
+    EXPECT_TRUE(parent_of_epoch) << "a node of the version's epoch under one of another";
+  }
+  size_t devices = 0;
+  std::string last;
+  for (size_t i = 0; i < node.size; ++i) {
+    const std::string key(internal::DeviceOrderKey(internal::IdOf(*node.firsts[i])).bytes());
+    EXPECT_EQ(absl::string_view(key).substr(0, node.lcp), absl::string_view(node.prefix, node.lcp))
+        << "entry " << i << " of " << node.size;
+    EXPECT_EQ(node.slices[i], ExpectedSlice(key, node.lcp)) << "entry " << i << " of " << node.size;
+    if (i > 0) {
+      EXPECT_LT(last, key) << "entry " << i;
+    }
+    last = key;
+    if (node.leaf) {
+      EXPECT_EQ(node.owned[i].get(), node.firsts[i]);
+      ++devices;
+    } else {
+      const AllocatedNode& child = *node.child(i);
+      EXPECT_EQ(child.firsts[0], node.firsts[i]) << "entry " << i;
+      devices += CheckNode(child, height - 1, epoch, epoch != 0 && node.epoch == epoch);
+    }
+  }
+  return devices;
+}
+
+// The whole tree of `version` (CheckNode), and its count of devices.
+void CheckStructure(const internal::AllocatedVersion& version) {
+  if (version.root == nullptr) {
+    EXPECT_EQ(version.devices, 0u);
+    return;
+  }
+  int height = 0;
+  for (const internal::AllocatedNode* n = version.root.get(); !n->leaf; n = n->child(0)) ++height;
+  EXPECT_EQ(CheckNode(*version.root, height, version.epoch, /*parent_of_epoch=*/true),
+            version.devices);
+}
+
 // The persistent tree against a std::map, through random edits (with a
 // bottom-up rebuild midway), with old versions checked to stay as they
 // were. `name_of(rng)` gives a (driver, pool, device). `in_place`: edits
@@ -326,6 +388,7 @@ void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_o
       ++edits;
       kept_root += root != nullptr && version.root.get() == root;
     }
+    if (step % 1000 == 0) CheckStructure(version);
     if (step % 5000 == 0) {
       kept.emplace_back(version, model);
       take();
@@ -360,6 +423,7 @@ void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_o
     const AllocatedVersion& v = entry.first;
     const auto& m = entry.second;  // (clang 14 cannot capture structured bindings)
     ASSERT_EQ(v.devices, m.size());
+    CheckStructure(v);
     const AllocatedState state = internal::AllocatedTracker::Wrap(
         std::make_shared<AllocatedVersion>(v));
     auto it = m.begin();
@@ -505,6 +569,69 @@ TEST(AllocatedTreeTest, ComparingNamesEveryDeviceThatDiffers) {
                 "allocated state: device gpu.example.com/p/b differs from what the records hold",
                 "allocated state: device gpu.example.com/p/c is held by a record but missing in memory"}));
   EXPECT_TRUE(internal::CompareAllocated(*records, *records).empty());
+}
+
+// A search reads a key's slices and prefix 8 bytes at a time through the
+// zeros after it: the key is Str(driver) Str(pool) Str(device) (keys.h),
+// with NUL bytes escaped, and 16 zero bytes follow it.
+TEST(AllocatedTreeTest, DeviceOrderKeyIsTheDevicesFamilysPrefixFollowedByZeros) {
+  const std::vector<std::string> names = {"", "gpu.example.com", std::string("a\0b", 3),
+                                          std::string(1, '\0'), std::string(200, 'n')};
+  for (const std::string& driver : names) {
+    for (const std::string& pool : names) {
+      for (const std::string& device : names) {
+        std::string want;
+        internal::AppendComponent(driver, &want);
+        internal::AppendComponent(pool, &want);
+        internal::AppendComponent(device, &want);
+        const internal::DeviceOrderKey key({driver, pool, device});
+        ASSERT_EQ(key.bytes(), want) << absl::CEscape(driver) << "/" << absl::CEscape(pool) << "/"
+                                     << absl::CEscape(device);
+        ASSERT_EQ(key.data(), key.bytes().data());
+        EXPECT_EQ(absl::string_view(key.data() + key.size(), internal::DeviceOrderKey::kPadding),
+                  std::string(internal::DeviceOrderKey::kPadding, '\0'));
+      }
+    }
+  }
+}
+
+// A leaf decides a tie of slices without reading the device when the key
+// ends within the slice: names of every length around that edge, held and
+// not, and names that go on where another ends (x…x\0, escaped as
+// x…x 00 FF, against x…x's terminator 00 01), in one leaf whose prefix
+// ends with the pool's name, and with a name beside them.
+TEST(AllocatedTreeTest, FindsNamesThatEndAroundTheEdgeOfASlice) {
+  const auto device = [](const std::string& name) {
+    auto d = std::make_shared<AllocatedDevice>();
+    d->driver = kDriver;
+    d->pool = "p";
+    d->device = name;
+    d->exclusive = ClaimKey{"ns", name};
+    return std::shared_ptr<const AllocatedDevice>(d);
+  };
+  for (const bool with_a_neighbour : {false, true}) {
+    std::vector<internal::DevicePtr> devices;
+    std::set<std::string> held;
+    // x…x of even lengths, and x…x\0 of odd ones, up to 22: keys that end
+    // at every byte around the slice's end; the others are probes not held.
+    for (size_t n = 0; n <= 22; ++n) {
+      held.insert(n % 2 == 0 ? std::string(n, 'x') : std::string(n, 'x') + '\0');
+    }
+    if (with_a_neighbour) held.insert("w");  // the prefix stops before the x's
+    for (const std::string& name : held) devices.push_back(device(name));
+    const auto version = internal::BuildVersion(1, std::move(devices));
+    CheckStructure(*version);
+    for (size_t n = 0; n <= 24; ++n) {
+      for (const std::string& name :
+           {std::string(n, 'x'), std::string(n, 'x') + '\0', std::string(n, 'y')}) {
+        const AllocatedDevice* d = internal::FindDevice(*version, {kDriver, "p", name});
+        EXPECT_EQ(d != nullptr, held.contains(name)) << absl::CEscape(name);
+        if (d != nullptr) {
+          EXPECT_EQ(d->device, name) << absl::CEscape(name);
+        }
+      }
+    }
+  }
 }
 
 // What a List implies: per device, holders and the exact consumed sums,

@@ -248,13 +248,15 @@ func (s *Store) Get(key Key) (*Claim, error) {
 	g := &getCall{}
 	size := s.getSize.Load()
 	buf := make([]byte, bufferSize(size))
-	for {
+	for first := true; ; first = false {
 		if code := C.cs_get_into(s.handle(), cKey(key), (*C.char)(unsafe.Pointer(&buf[0])),
 			C.size_t(len(buf)), &g.out); code != 0 {
 			return nil, fromC(code, C.cs_error(g.out.error))
 		}
 		n := int(g.out.size)
-		s.learnSize(size, n)
+		if first { // the call that getSize sized
+			s.learnSize(size, n)
+		}
 		if n <= len(buf) {
 			if len(buf) > getBufferBytes && n <= len(buf)/2 {
 				// The buffer was sized for a larger record read before: the

@@ -106,14 +106,15 @@ int ComparePrefix(const internal::DeviceOrderKey& key, const char* prefix, size_
   return key.size() < lcp ? -1 : 0;
 }
 
-// `id` (whose DeviceOrderKey is `key`) against entry j of `node`, whose
-// slice is the key's (`slice`, at node.lcp). A child's prefix and first
-// slice are more bytes of its first key: they decide most ties without
-// reading the device (the child is where the search goes next). In a leaf,
-// equal slices are equal keys when the key ends within them: no key is a
-// prefix of another (each ends with Str's 0x00 0x01 terminator, which no
-// longer key has at that place), so an entry that matched the key's last
-// bytes ends there too.
+// `id` (whose DeviceOrderKey is `key`, which starts with node's prefix)
+// against entry j of `node`, whose slice equals the key's. A child's
+// prefix and first slice are more bytes of its first key: they decide most
+// ties without reading the device (the child is where the search goes
+// next). In a leaf, equal slices are equal keys when the key ends within
+// them: the entry then has the key's bytes up to the key's end, and a key
+// parses one way only (Str escapes NUL bytes and ends each of the three
+// names with 0x00 0x01), so the entry's third name ends where the key's
+// does.
 int CompareTied(const AllocatedNode& node, size_t j, const DeviceId& id,
                 const internal::DeviceOrderKey& key) {
   if (!node.leaf) {
@@ -122,7 +123,7 @@ int CompareTied(const AllocatedNode& node, size_t j, const DeviceId& id,
     if (int r = ComparePrefix(key, c.prefix, c.lcp, node.lcp); r != 0) return r;
     const Slice slice = SliceOf(key, c.lcp);
     if (slice != c.slices[0]) return slice < c.slices[0] ? -1 : 1;
-  } else if (key.size() + 2 <= node.lcp + kSliceBytes) {
+  } else if (key.size() <= node.lcp + kSliceBytes) {
     return 0;
   }
   return Compare(id, internal::IdOf(*node.firsts[j]));
@@ -143,17 +144,22 @@ size_t CountBelow(const Slice* slices, size_t n, const Slice& slice) {
 // The index of the last entry of `node` whose first device is <= `id`
 // (-1: none); `key` is id's DeviceOrderKey, known to start with the
 // first `known` bytes of node's prefix. `*equal`: whether that entry's
-// first device is `id`; `*child_known`: how many bytes of the child's
-// prefix the key is thereby known to start with (the node's prefix is its
-// first key's, and so is the child's).
+// first device is `id`; `*child_known`: how many bytes of any child's
+// prefix the key is thereby known to start with (every entry's first key
+// starts with node's prefix, and a child's prefix is the start of its
+// first key, which is its entry here).
 ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id,
                 const internal::DeviceOrderKey& key, size_t known, bool* equal,
                 size_t* child_known) {
   *equal = false;
   *child_known = 0;
   // The slices' cache lines all at once (the search below reads them one
-  // after another).
-  for (size_t i = 0; i < node.size; i += 64 / sizeof(Slice)) __builtin_prefetch(&node.slices[i]);
+  // after another); the node need not start a line.
+  const char* const slices = reinterpret_cast<const char*>(node.slices.data());
+  for (const char* p = slices; p < slices + node.size * sizeof(Slice); p += 64) {
+    __builtin_prefetch(p);
+  }
+  if (node.size != 0) __builtin_prefetch(&node.slices[node.size - 1]);
   const int c = ComparePrefix(key, node.prefix, node.lcp, known);
   if (c < 0) return -1;  // below every entry
   if (c > 0) return static_cast<ptrdiff_t>(node.size) - 1;

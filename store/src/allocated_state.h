@@ -79,15 +79,17 @@ struct AllocatedNode {
   static constexpr size_t kPrefixMax = 56;
   // One allocation per node: copying one on a change costs a memcpy of the
   // separators and a reference count per entry.
-  // Only entries [0, size) and prefix[0, lcp) are set: a new node is not
-  // zeroed (it is copied into at once, on the write path).
-  AllocatedNode() {}  // NOLINT: leaves the arrays uninitialized
+  // Only entries [0, size) are set: a new node's entry arrays are not
+  // zeroed (it is copied into at once, on the write path); its prefix is.
+  AllocatedNode() {}  // NOLINT: leaves the entry arrays uninitialized
   uint32_t size = 0;
   bool leaf = true;
   // The first `lcp` bytes of every entry's key (DeviceOrderKey: the first
   // device's), e.g. the driver and pool they share.
   uint8_t lcp = 0;
-  char prefix[kPrefixMax] = {};  // zeroed: a search reads it 8 bytes at a time
+  // Zeroed past lcp when made: a search reads it 8 bytes at a time.
+  char prefix[kPrefixMax] = {};
+  static_assert(kPrefixMax % 8 == 0, "a search reads the prefix 8 bytes at a time");
   // Bytes [lcp, lcp + kSliceBytes) of entry i's key, big-endian,
   // zero-padded: a search compares these within the node and follows an
   // entry to its device only where they tie. 16 bytes take in what follows
@@ -148,6 +150,8 @@ class DeviceOrderKey {
   absl::InlinedVector<char, 160> buf_;  // size_ bytes, then kPadding zeros
   size_t size_ = 0;
 };
+static_assert(DeviceOrderKey::kPadding >= AllocatedNode::kSliceBytes,
+              "a search reads a slice of a key through its padding");
 
 // One allocation result of a claim, with the capacity it consumes: views
 // into the record's bytes (valid while a copy of the record lives).
