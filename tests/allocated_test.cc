@@ -388,7 +388,6 @@ void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_o
       ++edits;
       kept_root += root != nullptr && version.root.get() == root;
     }
-    if (step % 1000 == 0) CheckStructure(version);
     if (step % 5000 == 0) {
       kept.emplace_back(version, model);
       take();
