@@ -551,12 +551,26 @@ void FaultTest::SweepBulkLoad(const std::vector<ClaimRecord>& stored,
   ASSERT_GT(totals[Op::kWrite], 5u);
   ASSERT_GT(totals[Op::kSync], 3u);
   int runs = 0, failed = 0, kept_after_failure = 0;
+#ifdef CLAIMSTORE_TEST_SANITIZED
+  // Under the sanitizers (several times slower; the sweep is bound by
+  // syncs) each write and read fails with one of the two errors, in turn:
+  // every point and both errors are still met, and the release build runs
+  // both at each. Every sync still fails with both: a failed sync of the
+  // MANIFEST whose bytes were written is the case checked last below.
+  constexpr bool kAlternate = true;
+#else
+  constexpr bool kAlternate = false;
+#endif
   for (Op op : {Op::kWrite, Op::kSync, Op::kRead}) {
     for (Error error : {Error::kEIO, Error::kNoSpace}) {
       // Every sync (a few dozen: the MANIFEST's among them), every few
       // writes and reads.
       const uint64_t step = op == Op::kSync ? 1 : std::max<uint64_t>(1, totals[op] / 8);
       for (uint64_t n = 1; n <= totals[op]; n += step) {
+        if (kAlternate && op != Op::kSync &&
+            ((n - 1) / step + (error == Error::kEIO ? 0 : 1)) % 2 != 0) {
+          continue;
+        }
         const std::string what = absl::StrCat(op == Op::kWrite ? "write" : op == Op::kSync ? "sync" : "read",
                                               " #", n, error == Error::kEIO ? " EIO" : " ENOSPC");
         fresh();
