@@ -47,9 +47,7 @@
 #include "claimstore/allocation.h"
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
-#include "allocated_state.h"
 #include "claimstore/store.h"
-#include "hash_trie.h"
 #include "published_state.h"
 
 namespace claimstore {
@@ -179,82 +177,6 @@ void BM_PerPodUpstreamCopy(benchmark::State& state) {
 }
 BENCHMARK(BM_PerPodUpstreamCopy)->Name("BM_PerPod/upstream_copy/claims:100000");
 
-// The pool index of issue 16's next step, measured before it is wired
-// into the store: a HashTrie (hash_trie.h) keyed by (driver, pool) whose
-// entries hold that pool's devices in a tree of their own (the allocated
-// state's tree code, allocated_state.h). A lookup is a hash, the trie and
-// the pool's tree (one leaf for a node's 8 GPUs); a change copies the
-// trie's path and the pool's.
-struct PoolName {
-  std::string driver, pool;
-};
-struct PoolEntry {
-  std::shared_ptr<const PoolName> name;
-  internal::AllocatedVersion devices;  // the pool's tree
-};
-struct PoolTraits {
-  struct Key {
-    absl::string_view driver, pool;
-  };
-  using Entry = PoolEntry;
-  static uint64_t Hash(const Key& key, uint32_t round) {
-    return absl::HashOf(key.driver, key.pool, round);
-  }
-  static Key KeyOf(const PoolEntry& e) { return {e.name->driver, e.name->pool}; }
-  static bool Matches(const PoolEntry& e, const Key& key) {
-    return e.name->driver == key.driver && e.name->pool == key.pool;
-  }
-};
-using PoolTrie = internal::HashTrie<PoolTraits>;
-
-struct PoolIndex {
-  PoolTrie::NodePtr root;
-  size_t bytes = 0;  // heap growth while it was built
-};
-
-// The pool index of the snapshot of `claims` generated claims.
-const PoolIndex& PoolIndexOf(int claims) {
-  static std::map<int, PoolIndex>* indexes = new std::map<int, PoolIndex>;
-  auto [it, inserted] = indexes->try_emplace(claims);
-  PoolIndex& index = it->second;
-  if (!inserted) return index;
-  const absl::StatusOr<AllocatedState> s = ClusterOf(claims).store->AllocatedDevices();
-  // The devices are copies, counted as the snapshot's are.
-  const size_t before = HeapInUse();
-  std::vector<internal::DevicePtr> devices;
-  s->ForEach("", std::nullopt,
-                                                         [&](const AllocatedDevice& d) {
-    devices.push_back(std::make_shared<AllocatedDevice>(d));
-    return true;
-  });
-  for (size_t i = 0; i < devices.size();) {
-    size_t end = i;
-    std::vector<internal::DevicePtr> pool;
-    while (end < devices.size() && devices[end]->driver == devices[i]->driver &&
-           devices[end]->pool == devices[i]->pool) {
-      pool.push_back(devices[end++]);
-    }
-    auto entry = std::make_shared<PoolEntry>();
-    entry->name = std::make_shared<PoolName>(PoolName{devices[i]->driver, devices[i]->pool});
-    entry->devices = *internal::BuildVersion(0, std::move(pool));
-    const PoolTraits::Key key{entry->name->driver, entry->name->pool};
-    PoolTrie::Set(&index.root, key, PoolTraits::Hash(key, 0), std::move(entry), /*epoch=*/1,
-                  nullptr);
-    i = end;
-  }
-  devices.clear();
-  devices.shrink_to_fit();
-  index.bytes = HeapInUse() - before;
-  return index;
-}
-
-const AllocatedDevice* FindInPools(const PoolIndex& index, absl::string_view driver,
-                                   absl::string_view pool, absl::string_view device) {
-  const PoolTraits::Key key{driver, pool};
-  const PoolEntry* e = PoolTrie::Find(index.root.get(), key, PoolTraits::Hash(key, 0));
-  return e == nullptr ? nullptr : internal::FindDevice(e->devices, {driver, pool, device});
-}
-
 // One lookup, against a lookup in the flat_hash_set the baseline copies
 // (no copy): what a question costs once the state is gathered.
 void BM_Lookup(benchmark::State& state) {
@@ -274,71 +196,19 @@ void BM_Lookup(benchmark::State& state) {
     probes.push_back({c.drivers[i], c.pools[i], c.devices[i],
                       absl::StrCat(c.drivers[i], "/", c.pools[i], "/", c.devices[i])});
   }
-  const PoolIndex& pools = PoolIndexOf(100000);
   std::mt19937 rng(2);
   size_t found = 0;
   for (auto _ : state) {
     const Probe& p = probes[rng() % probes.size()];
     if (state.range(0) == 0) {
       found += s->Find(p.driver, p.pool, p.device) != nullptr;
-    } else if (state.range(0) == 1) {
-      found += set.contains(p.joined);
     } else {
-      found += FindInPools(pools, p.driver, p.pool, p.device) != nullptr;
+      found += set.contains(p.joined);
     }
   }
   benchmark::DoNotOptimize(found);
 }
 BENCHMARK(BM_Lookup)->ArgName("flat_hash_set")->Arg(0)->Arg(1);
-// arg 2: the same lookups in the pool index (above).
-BENCHMARK(BM_Lookup)->Name("BM_Lookup/pool_index")->Arg(2);
-
-// One device changed, copying what a change after a snapshot copies: the
-// path in the tree of every device (pool_index:0, what the store does), or
-// the trie's path and the pool's tree (pool_index:1); the copy is dropped
-// each time, as a version is. Random devices of the snapshot of N claims.
-// Counter bytes_per_device: the heap each structure took when built.
-void BM_PathCopy(benchmark::State& state) {
-  const int claims = static_cast<int>(state.range(1));
-  Cluster& c = ClusterOf(claims);
-  const absl::StatusOr<AllocatedState> s = c.store->AllocatedDevices();
-  const std::shared_ptr<const internal::AllocatedVersion> tree =
-      internal::AllocatedTracker::Version(*s);
-  const PoolIndex& pools = PoolIndexOf(claims);
-  std::vector<internal::DevicePtr> devices;
-  s->ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
-    devices.push_back(std::make_shared<AllocatedDevice>(d));
-    return true;
-  });
-  std::mt19937 rng(3);
-  for (auto _ : state) {
-    const internal::DevicePtr& d = devices[rng() % devices.size()];
-    const internal::DeviceId id = internal::IdOf(*d);
-    if (state.range(0) == 0) {
-      internal::AllocatedVersion next = *tree;
-      internal::SetDevice(&next, id, d);
-      benchmark::DoNotOptimize(next.root);
-    } else {
-      const PoolTraits::Key key{id.driver, id.pool};
-      const uint64_t hash = PoolTraits::Hash(key, 0);
-      const PoolEntry* old = PoolTrie::Find(pools.root.get(), key, hash);
-      auto entry = std::make_shared<PoolEntry>(*old);
-      internal::SetDevice(&entry->devices, id, d);
-      PoolTrie::NodePtr root = pools.root;
-      PoolTrie::Set(&root, key, hash, std::move(entry), /*epoch=*/0, nullptr);
-      benchmark::DoNotOptimize(root);
-    }
-  }
-  const size_t bytes = state.range(0) == 0 ? c.snapshot_bytes : pools.bytes;
-  state.counters["bytes_per_device"] =
-      static_cast<double>(bytes) / static_cast<double>(std::max<size_t>(1, devices.size()));
-}
-BENCHMARK(BM_PathCopy)
-    ->ArgNames({"pool_index", "claims"})
-    ->Args({0, 10000})
-    ->Args({1, 10000})
-    ->Args({0, 100000})
-    ->Args({1, 100000});
 
 // Two stores of 10k generated claims; the second keeps the snapshot.
 Store& WriteStore(bool upkeep) {
