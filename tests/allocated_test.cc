@@ -551,15 +551,18 @@ TEST(AllocatedTreeTest, MatchesAMapWithNamesOfEveryShape) {
   }
 }
 
+// Device `name` of pool "p", held exclusively by ns/`holder`.
+internal::DevicePtr DeviceInPool(const std::string& name, const std::string& holder) {
+  auto d = std::make_shared<AllocatedDevice>();
+  d->driver = kDriver;
+  d->pool = "p";
+  d->device = name;
+  d->exclusive = ClaimKey{"ns", holder};
+  return d;
+}
+
 TEST(AllocatedTreeTest, ComparingNamesEveryDeviceThatDiffers) {
-  const auto device = [](const std::string& name, const std::string& holder) {
-    auto d = std::make_shared<AllocatedDevice>();
-    d->driver = kDriver;
-    d->pool = "p";
-    d->device = name;
-    d->exclusive = ClaimKey{"ns", holder};
-    return std::shared_ptr<const AllocatedDevice>(d);
-  };
+  const auto device = DeviceInPool;
   const auto kept = internal::BuildVersion(3, {device("a", "x"), device("b", "x"), device("d", "x")});
   const auto records = internal::BuildVersion(3, {device("b", "y"), device("c", "x"), device("d", "x")});
   EXPECT_EQ(internal::CompareAllocated(*kept, *records),
@@ -589,6 +592,35 @@ TEST(AllocatedTreeTest, DeviceOrderKeyIsTheDevicesFamilysPrefixFollowedByZeros) 
         ASSERT_EQ(key.data(), key.bytes().data());
         EXPECT_EQ(absl::string_view(key.data() + key.size(), internal::DeviceOrderKey::kPadding),
                   std::string(internal::DeviceOrderKey::kPadding, '\0'));
+        // A copy (of a key in the object or on the heap) has the same bytes.
+        internal::DeviceOrderKey assigned({"", "", ""});
+        assigned = key;
+        internal::DeviceOrderKey constructed(key);
+        for (const internal::DeviceOrderKey* k : {&assigned, &constructed}) {
+          ASSERT_EQ(k->bytes(), want);
+          EXPECT_EQ(absl::string_view(k->data() + k->size(), internal::DeviceOrderKey::kPadding),
+                    std::string(internal::DeviceOrderKey::kPadding, '\0'));
+        }
+      }
+    }
+  }
+  // Names of every length up to 24 (copied a word, half a word or a byte
+  // at a time), plain and with a NUL byte at each place.
+  for (size_t n = 0; n <= 24; ++n) {
+    std::vector<std::string> names = {std::string(n, 'x')};
+    for (size_t at = 0; at < n; ++at) names.push_back(std::string(n, 'x').replace(at, 1, 1, '\0'));
+    for (const std::string& name : names) {
+      for (const internal::DeviceId& id :
+           {internal::DeviceId{name, "p", "d"}, internal::DeviceId{"d", name, "x"},
+            internal::DeviceId{"d", "p", name}}) {
+        std::string want;
+        internal::AppendComponent(id.driver, &want);
+        internal::AppendComponent(id.pool, &want);
+        internal::AppendComponent(id.device, &want);
+        const internal::DeviceOrderKey key(id);
+        ASSERT_EQ(key.bytes(), want) << absl::CEscape(name);
+        EXPECT_EQ(absl::string_view(key.data() + key.size(), internal::DeviceOrderKey::kPadding),
+                  std::string(internal::DeviceOrderKey::kPadding, '\0'));
       }
     }
   }
@@ -600,14 +632,7 @@ TEST(AllocatedTreeTest, DeviceOrderKeyIsTheDevicesFamilysPrefixFollowedByZeros) 
 // x…x 00 FF, against x…x's terminator 00 01), in one leaf whose prefix
 // ends with the pool's name, and with a name beside them.
 TEST(AllocatedTreeTest, FindsNamesThatEndAroundTheEdgeOfASlice) {
-  const auto device = [](const std::string& name) {
-    auto d = std::make_shared<AllocatedDevice>();
-    d->driver = kDriver;
-    d->pool = "p";
-    d->device = name;
-    d->exclusive = ClaimKey{"ns", name};
-    return std::shared_ptr<const AllocatedDevice>(d);
-  };
+  const auto device = [](const std::string& name) { return DeviceInPool(name, name); };
   for (const bool with_a_neighbour : {false, true}) {
     std::vector<internal::DevicePtr> devices;
     std::set<std::string> held;
@@ -631,6 +656,36 @@ TEST(AllocatedTreeTest, FindsNamesThatEndAroundTheEdgeOfASlice) {
       }
     }
   }
+}
+
+// The same at an internal node, whose entries tie on their slices: a
+// child's first slice equal to the key's decides only when the key ends
+// within it. Here the key q x{14} 00 01 (the name "q" + 14 x's) and the
+// root's second entry q x{14} 00 FF … (the same with a NUL byte after it)
+// agree on the 16 bytes after the root's prefix (the pool), and so do the
+// second leaf's prefix and first slice: the key is below that entry, and
+// held in the first leaf.
+TEST(AllocatedTreeTest, FindsANameThatEndsWhereTheFirstOfTheNextLeafGoesOn) {
+  const std::string held = "q" + std::string(14, 'x');
+  const std::string next = held + '\0' + "z";
+  std::vector<internal::DevicePtr> devices;
+  for (int i = 0; i < 23; ++i) devices.push_back(DeviceInPool(absl::StrCat("a", i + 10), "c"));
+  devices.push_back(DeviceInPool(held, "c"));
+  devices.push_back(DeviceInPool(next, "c"));
+  for (int i = 0; i < 23; ++i) devices.push_back(DeviceInPool(absl::StrCat("r", i + 10), "c"));
+  const auto version = internal::BuildVersion(1, devices);
+  CheckStructure(*version);
+  // The shape this is about: two leaves, the second starting at `next`.
+  ASSERT_FALSE(version->root->leaf);
+  ASSERT_EQ(version->root->size, 2u);
+  ASSERT_EQ(version->root->firsts[1]->device, next);
+  for (const internal::DevicePtr& d : devices) {
+    const AllocatedDevice* found = internal::FindDevice(*version, internal::IdOf(*d));
+    ASSERT_NE(found, nullptr) << absl::CEscape(d->device);
+    EXPECT_EQ(found->device, d->device);
+  }
+  EXPECT_EQ(internal::FindDevice(*version, {kDriver, "p", held + '\0'}), nullptr);
+  EXPECT_EQ(internal::FindDevice(*version, {kDriver, "p", held + "x"}), nullptr);
 }
 
 // What a List implies: per device, holders and the exact consumed sums,

@@ -94,7 +94,8 @@ Slice SliceOf(const internal::DeviceOrderKey& key, size_t at) {
 int ComparePrefix(const internal::DeviceOrderKey& key, const char* prefix, size_t lcp,
                   size_t known) {
   const size_t n = std::min(lcp, key.size());
-  for (size_t i = std::min(known, n) & ~size_t{7}; i < n; i += 8) {
+  // From the word holding the first byte not known (none: no word).
+  for (size_t i = known < n ? known & ~size_t{7} : n; i < n; i += 8) {
     uint64_t a = BigEndian64(key.data() + i), b = BigEndian64(prefix + i);
     if (n - i < 8) {  // only the bytes up to n
       const uint64_t mask = ~uint64_t{0} << (8 * (8 - (n - i)));
@@ -110,19 +111,21 @@ int ComparePrefix(const internal::DeviceOrderKey& key, const char* prefix, size_
 // against entry j of `node`, whose slice equals the key's. A child's
 // prefix and first slice are more bytes of its first key: they decide most
 // ties without reading the device (the child is where the search goes
-// next). In a leaf, equal slices are equal keys when the key ends within
-// them: the entry then has the key's bytes up to the key's end, and a key
-// parses one way only (Str escapes NUL bytes and ends each of the three
-// names with 0x00 0x01), so the entry's third name ends where the key's
-// does.
+// next). Equal slices (a leaf's, or a child's first) are equal keys when
+// the key ends within them: the entry then has the key's bytes up to the
+// key's end, and a key parses one way only (Str escapes NUL bytes and ends
+// each of the three names with 0x00 0x01), so the entry's third name ends
+// where the key's does.
 int CompareTied(const AllocatedNode& node, size_t j, const DeviceId& id,
                 const internal::DeviceOrderKey& key) {
   if (!node.leaf) {
     const AllocatedNode& c = *node.child(j);
-    // The key starts with node's prefix, and so does c's first key.
-    if (int r = ComparePrefix(key, c.prefix, c.lcp, node.lcp); r != 0) return r;
+    // The key starts with node's prefix and the slice after it, and so
+    // does c's first key.
+    if (int r = ComparePrefix(key, c.prefix, c.lcp, node.lcp + kSliceBytes); r != 0) return r;
     const Slice slice = SliceOf(key, c.lcp);
     if (slice != c.slices[0]) return slice < c.slices[0] ? -1 : 1;
+    if (key.size() <= c.lcp + kSliceBytes) return 0;
   } else if (key.size() <= node.lcp + kSliceBytes) {
     return 0;
   }
@@ -141,41 +144,58 @@ size_t CountBelow(const Slice* slices, size_t n, const Slice& slice) {
   return static_cast<size_t>(base - slices) + static_cast<size_t>(*base < slice);
 }
 
+// How many leading bytes two slices share.
+size_t CommonBytes(const Slice& a, const Slice& b) {
+  const uint64_t hi = a.hi ^ b.hi, lo = a.lo ^ b.lo;
+  if (hi != 0) return static_cast<size_t>(std::countl_zero(hi)) / 8;
+  return 8 + static_cast<size_t>(std::countl_zero(lo)) / 8;  // 16 when equal
+}
+
 // The index of the last entry of `node` whose first device is <= `id`
 // (-1: none); `key` is id's DeviceOrderKey, known to start with the
 // first `known` bytes of node's prefix. `*equal`: whether that entry's
-// first device is `id`; `*child_known`: how many bytes of any child's
-// prefix the key is thereby known to start with (every entry's first key
-// starts with node's prefix, and a child's prefix is the start of its
-// first key, which is its entry here).
+// first device is `id`; `*child_known`: how many bytes of that entry's
+// child's prefix the key is thereby known to start with (a child's prefix
+// is the start of its first key, which is its entry here: the key shares
+// node's prefix with every entry, and with that one as many bytes of its
+// slice as the two slices share). Of any other child's prefix, the key
+// starts with min(*child_known, node.lcp) bytes.
 ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id,
                 const internal::DeviceOrderKey& key, size_t known, bool* equal,
                 size_t* child_known) {
   *equal = false;
   *child_known = 0;
   // The slices' cache lines all at once (the search below reads them one
-  // after another); the node need not start a line.
+  // after another), whatever the node's size: a fixed count unrolls into
+  // as many instructions, where a loop to the node's last slice cost 30 a
+  // node. The node need not start a line, hence one more.
   const char* const slices = reinterpret_cast<const char*>(node.slices.data());
-  for (const char* p = slices; p < slices + node.size * sizeof(Slice); p += 64) {
-    __builtin_prefetch(p);
-  }
-  if (node.size != 0) __builtin_prefetch(&node.slices[node.size - 1]);
+  constexpr size_t kSliceLines = sizeof(node.slices) / 64 + 1;
+  for (size_t line = 0; line < kSliceLines; ++line) __builtin_prefetch(slices + 64 * line);
   const int c = ComparePrefix(key, node.prefix, node.lcp, known);
   if (c < 0) return -1;  // below every entry
   if (c > 0) return static_cast<ptrdiff_t>(node.size) - 1;
-  *child_known = node.lcp;
   // Entries whose slice is below the key's are below it, those above are
   // above it; ties are compared further.
   const Slice slice = SliceOf(key, node.lcp);
   const size_t below = CountBelow(node.slices.data(), node.size, slice);
-  size_t upto = below;
-  while (upto < node.size && node.slices[upto] == slice) ++upto;
-  // The last tie not above the key, by bisection: a root over several
-  // drivers ties on the drivers' names, 16 bytes or more.
+  if (below == node.size || node.slices[below] != slice) {  // no tie: most levels
+    if (below == 0) return -1;
+    *child_known = node.lcp + CommonBytes(node.slices[below - 1], slice);
+    return static_cast<ptrdiff_t>(below) - 1;
+  }
+  *child_known = node.lcp + kSliceBytes;
+  if (node.leaf && key.size() <= node.lcp + kSliceBytes) {  // see CompareTied
+    *equal = true;
+    return static_cast<ptrdiff_t>(below);
+  }
+  // The last tie not above the key, by bisection of the entries from the
+  // first tie on (an entry whose slice is not the key's is above it): a
+  // root over several drivers ties on the drivers' names, 16 bytes or more.
   ptrdiff_t floor = static_cast<ptrdiff_t>(below) - 1;
-  for (size_t lo = below, hi = upto; lo < hi;) {
+  for (size_t lo = below, hi = node.size; lo < hi;) {
     const size_t mid = lo + (hi - lo) / 2;
-    const int r = CompareTied(node, mid, id, key);
+    const int r = node.slices[mid] == slice ? CompareTied(node, mid, id, key) : -1;
     if (r == 0) {
       *equal = true;
       return static_cast<ptrdiff_t>(mid);
@@ -186,6 +206,10 @@ ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id,
     } else {
       hi = mid;
     }
+  }
+  // No tie at or below the key: the entry before them has a smaller slice.
+  if (floor < static_cast<ptrdiff_t>(below)) {
+    *child_known = floor < 0 ? 0 : node.lcp + CommonBytes(node.slices[floor], slice);
   }
   return floor;
 }
@@ -208,7 +232,8 @@ bool Visit(const AllocatedNode& node, const DeviceId& from,
       // A later child starts at or after `from`: out of the range, so is
       // everything after it.
       if (i > start && !in(*node.firsts[i])) return false;
-      if (!Visit(*node.child(i), from, from_key, in, visit, child_known)) return false;
+      const size_t known_here = i == start ? child_known : std::min<size_t>(child_known, node.lcp);
+      if (!Visit(*node.child(i), from, from_key, in, visit, known_here)) return false;
     }
   }
   return true;
@@ -229,27 +254,82 @@ void AllocatedState::ForEach(absl::string_view driver, std::optional<absl::strin
 
 namespace internal {
 
+namespace {
+
+// Whether a byte of `word` is zero (exact for the word as a whole).
+template <typename Word>
+bool HasZeroByte(Word word) {
+  constexpr Word kOnes = static_cast<Word>(~Word{0}) / 0xFF;  // 0x0101…01
+  return ((word - kOnes) & ~word & (kOnes << 7)) != 0;
+}
+
+// Copies n bytes from `from` with loads and stores of `Word` (the last
+// one overlapping; n >= sizeof(Word)); whether a byte copied is zero.
+template <typename Word>
+bool CopyWords(const char* from, size_t n, char* to) {
+  bool zero = false;
+  const auto copy = [&](size_t at) {
+    Word w;
+    std::memcpy(&w, from + at, sizeof w);
+    std::memcpy(to + at, &w, sizeof w);
+    zero |= HasZeroByte(w);
+  };
+  for (size_t at = 0; at + sizeof(Word) <= n; at += sizeof(Word)) copy(at);
+  if (n % sizeof(Word) != 0) copy(n - sizeof(Word));
+  return zero;
+}
+
+// Copies `part` to `to` without a call (a key is built for each lookup,
+// of names mostly under 16 bytes); false when it has a NUL byte (to be
+// escaped). Reads no byte outside `part`.
+bool CopyPlain(absl::string_view part, char* to) {
+  const char* from = part.data();
+  const size_t n = part.size();
+  if (n >= 8) return !CopyWords<uint64_t>(from, n, to);
+  if (n >= 4) return !CopyWords<uint32_t>(from, n, to);
+  bool plain = true;
+  for (size_t i = 0; i < n; ++i) {
+    to[i] = from[i];
+    plain &= from[i] != '\0';
+  }
+  return plain;
+}
+
+}  // namespace
+
 DeviceOrderKey::DeviceOrderKey(const DeviceId& id) {
   const absl::string_view parts[] = {id.driver, id.pool, id.device};
-  bool plain = true;  // no NUL byte to escape (names rarely have any)
+  // The common case, no NUL byte to escape, written straight into the
+  // buffer: each name and its terminator 0x00 0x01.
+  char* out = Reserve(id.driver.size() + id.pool.size() + id.device.size() + 6);
+  bool plain = true;
   for (absl::string_view part : parts) {
-    plain = plain && (part.empty() || std::memchr(part.data(), 0, part.size()) == nullptr);
+    plain &= CopyPlain(part, out);
+    out += part.size();
+    *out++ = '\0';
+    *out++ = '\x01';
   }
-  if (plain) {  // the common case, written straight into the buffer
-    size_ = id.driver.size() + id.pool.size() + id.device.size() + 6;
-    buf_.resize(size_ + kPadding);  // zeroed
-    char* out = buf_.data();
-    for (absl::string_view part : parts) {
-      if (!part.empty()) std::memcpy(out, part.data(), part.size());
-      out += part.size();
-      *out++ = '\0';
-      *out++ = '\x01';
-    }
-    return;
+  if (plain) return;
+  std::string escaped;
+  for (absl::string_view part : parts) AppendComponentTo(part, &escaped);
+  heap_.reset();
+  std::memcpy(Reserve(escaped.size()), escaped.data(), escaped.size());
+}
+
+char* DeviceOrderKey::Reserve(size_t size) {
+  size_ = size;
+  char* out = inline_;
+  if (size + kPadding > kInline) {
+    heap_ = std::make_unique_for_overwrite<char[]>(size + kPadding);
+    out = heap_.get();
   }
-  for (absl::string_view part : parts) AppendComponentTo(part, &buf_);
-  size_ = buf_.size();
-  buf_.resize(size_ + kPadding);
+  std::memset(out + size, 0, kPadding);
+  return out;
+}
+
+void DeviceOrderKey::Assign(const DeviceOrderKey& other) {
+  heap_.reset();
+  std::memcpy(Reserve(other.size_), other.data(), other.size_);
 }
 
 // Holdings of records ------------------------------------------------------------

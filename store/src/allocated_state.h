@@ -68,9 +68,11 @@ using DevicePtr = std::shared_ptr<const AllocatedDevice>;
 struct KeySlice {
   uint64_t hi, lo;  // not initialized: a node's are set as it is built
   friend bool operator==(const KeySlice&, const KeySlice&) = default;
-  // Without branches: a search's compares go either way at random.
+  // Without branches: a search's compares go either way at random. As one
+  // 128-bit number: a compare and a subtract with borrow.
   friend bool operator<(const KeySlice& a, const KeySlice& b) {
-    return (a.hi < b.hi) | ((a.hi == b.hi) & (a.lo < b.lo));
+    return (static_cast<unsigned __int128>(a.hi) << 64 | a.lo) <
+           (static_cast<unsigned __int128>(b.hi) << 64 | b.lo);
   }
 };
 
@@ -142,12 +144,24 @@ class DeviceOrderKey {
   static constexpr size_t kPadding = 16;
 
   explicit DeviceOrderKey(const DeviceId& id);
-  absl::string_view bytes() const { return {buf_.data(), size_}; }
-  const char* data() const { return buf_.data(); }
+  DeviceOrderKey(const DeviceOrderKey& other) { Assign(other); }
+  DeviceOrderKey& operator=(const DeviceOrderKey& other) {
+    if (this != &other) Assign(other);
+    return *this;
+  }
+  absl::string_view bytes() const { return {data(), size_}; }
+  const char* data() const { return heap_ != nullptr ? heap_.get() : inline_; }
   size_t size() const { return size_; }
 
  private:
-  absl::InlinedVector<char, 160> buf_;  // size_ bytes, then kPadding zeros
+  // Room for size bytes and the padding; only the padding is zeroed (a
+  // lookup builds a key each time: no byte is written twice).
+  char* Reserve(size_t size);
+  void Assign(const DeviceOrderKey& other);
+
+  static constexpr size_t kInline = 176;  // the names of most devices
+  char inline_[kInline];
+  std::unique_ptr<char[]> heap_;  // when the key and its padding do not fit
   size_t size_ = 0;
 };
 static_assert(DeviceOrderKey::kPadding >= AllocatedNode::kSliceBytes,
