@@ -11,9 +11,10 @@
 //                                  kube-scheduler does: copy a flat_hash_set
 //                                  of every allocated device and a map of
 //                                  consumed capacity, then look up
-//   BM_Lookup/flat_hash_set:{0,1}  one Find in the snapshot, against one
-//                                  lookup in a flat_hash_set of every device
-//                                  (100k claims, random devices)
+//   BM_Lookup/flat_hash_set:{0,1}/claims:N  one Find in the snapshot,
+//                                  against one lookup in a flat_hash_set of
+//                                  every device (random devices; 100k claims,
+//                                  and 2k, where both are in cache)
 //   BM_AllocateDeallocate/upkeep:{0,1}  a shared Allocate (with consumed
 //                                  capacity and a limit) and a Deallocate,
 //                                  without the snapshot kept and with it
@@ -180,7 +181,7 @@ BENCHMARK(BM_PerPodUpstreamCopy)->Name("BM_PerPod/upstream_copy/claims:100000");
 // One lookup, against a lookup in the flat_hash_set the baseline copies
 // (no copy): what a question costs once the state is gathered.
 void BM_Lookup(benchmark::State& state) {
-  Cluster& c = ClusterOf(100000);
+  Cluster& c = ClusterOf(static_cast<int>(state.range(1)));
   const absl::StatusOr<AllocatedState> s = c.store->AllocatedDevices();
   absl::flat_hash_set<std::string> set;
   s->ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
@@ -208,7 +209,12 @@ void BM_Lookup(benchmark::State& state) {
   }
   benchmark::DoNotOptimize(found);
 }
-BENCHMARK(BM_Lookup)->ArgName("flat_hash_set")->Arg(0)->Arg(1);
+BENCHMARK(BM_Lookup)
+    ->ArgNames({"flat_hash_set", "claims"})
+    ->Args({0, 100000})
+    ->Args({1, 100000})
+    ->Args({0, 2000})
+    ->Args({1, 2000});
 
 // Two stores of 10k generated claims; the second keeps the snapshot.
 Store& WriteStore(bool upkeep) {

@@ -596,11 +596,16 @@ TEST(AllocatedTreeTest, DeviceOrderKeyIsTheDevicesFamilysPrefixFollowedByZeros) 
         internal::DeviceOrderKey assigned({"", "", ""});
         assigned = key;
         internal::DeviceOrderKey constructed(key);
-        for (const internal::DeviceOrderKey* k : {&assigned, &constructed}) {
+        internal::DeviceOrderKey moved_from(key);
+        internal::DeviceOrderKey moved(std::move(moved_from));
+        for (const internal::DeviceOrderKey* k : {&assigned, &constructed, &moved}) {
           ASSERT_EQ(k->bytes(), want);
           EXPECT_EQ(absl::string_view(k->data() + k->size(), internal::DeviceOrderKey::kPadding),
                     std::string(internal::DeviceOrderKey::kPadding, '\0'));
         }
+        // Assigned over again, from a key in the object (the heap's let go).
+        assigned = internal::DeviceOrderKey({"d", "p", "x"});
+        EXPECT_EQ(assigned.bytes(), absl::string_view("d\0\1p\0\1x\0\1", 9));
       }
     }
   }
@@ -675,10 +680,18 @@ TEST(AllocatedTreeTest, FindsANameThatEndsWhereTheFirstOfTheNextLeafGoesOn) {
   for (int i = 0; i < 23; ++i) devices.push_back(DeviceInPool(absl::StrCat("r", i + 10), "c"));
   const auto version = internal::BuildVersion(1, devices);
   CheckStructure(*version);
-  // The shape this is about: two leaves, the second starting at `next`.
+  // The shape this is about: two leaves, the second starting at `next`;
+  // the root's prefix and the second leaf's are the pool's, and the key
+  // goes one byte past the 16 after them.
   ASSERT_FALSE(version->root->leaf);
   ASSERT_EQ(version->root->size, 2u);
   ASSERT_EQ(version->root->firsts[1]->device, next);
+  const internal::DeviceOrderKey pool_key({kDriver, "p", ""});
+  const size_t pool_bytes = pool_key.size() - 2;  // Str(driver) Str(pool)
+  ASSERT_EQ(version->root->lcp, pool_bytes);
+  ASSERT_EQ(version->root->child(1)->lcp, pool_bytes);
+  ASSERT_EQ(internal::DeviceOrderKey({kDriver, "p", held}).size(),
+            pool_bytes + internal::AllocatedNode::kSliceBytes + 1);
   for (const internal::DevicePtr& d : devices) {
     const AllocatedDevice* found = internal::FindDevice(*version, internal::IdOf(*d));
     ASSERT_NE(found, nullptr) << absl::CEscape(d->device);

@@ -317,12 +317,12 @@ DeviceOrderKey::DeviceOrderKey(const DeviceId& id) {
 }
 
 char* DeviceOrderKey::Reserve(size_t size) {
-  size_ = size;
   char* out = inline_;
   if (size + kPadding > kInline) {
     heap_ = std::make_unique_for_overwrite<char[]>(size + kPadding);
     out = heap_.get();
   }
+  size_ = size;  // once the room is there
   std::memset(out + size, 0, kPadding);
   return out;
 }

@@ -41,6 +41,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -148,6 +149,12 @@ class DeviceOrderKey {
   DeviceOrderKey& operator=(const DeviceOrderKey& other) {
     if (this != &other) Assign(other);
     return *this;
+  }
+  // Takes other's heap buffer, or copies its bytes (a vector of
+  // DeviceChange grows by moves).
+  DeviceOrderKey(DeviceOrderKey&& other) noexcept
+      : heap_(std::move(other.heap_)), size_(other.size_) {
+    if (heap_ == nullptr) std::memcpy(inline_, other.inline_, size_ + kPadding);
   }
   absl::string_view bytes() const { return {data(), size_}; }
   const char* data() const { return heap_ != nullptr ? heap_.get() : inline_; }
