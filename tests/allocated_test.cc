@@ -573,6 +573,21 @@ TEST(AllocatedTreeTest, ComparingNamesEveryDeviceThatDiffers) {
   EXPECT_TRUE(internal::CompareAllocated(*records, *records).empty());
 }
 
+// Str(driver) Str(pool) Str(device), by keys.h's own code.
+std::string EscapedKey(const internal::DeviceId& id) {
+  std::string want;
+  internal::AppendComponent(id.driver, &want);
+  internal::AppendComponent(id.pool, &want);
+  internal::AppendComponent(id.device, &want);
+  return want;
+}
+
+// Whether kPadding zero bytes follow `key`'s bytes.
+bool ZeroPadded(const internal::DeviceOrderKey& key) {
+  return absl::string_view(key.data() + key.size(), internal::DeviceOrderKey::kPadding) ==
+         std::string(internal::DeviceOrderKey::kPadding, '\0');
+}
+
 // A search reads a key's slices and prefix 8 bytes at a time through the
 // zeros after it: the key is Str(driver) Str(pool) Str(device) (keys.h),
 // with NUL bytes escaped, and 16 zero bytes follow it.
@@ -582,16 +597,12 @@ TEST(AllocatedTreeTest, DeviceOrderKeyIsTheDevicesFamilysPrefixFollowedByZeros) 
   for (const std::string& driver : names) {
     for (const std::string& pool : names) {
       for (const std::string& device : names) {
-        std::string want;
-        internal::AppendComponent(driver, &want);
-        internal::AppendComponent(pool, &want);
-        internal::AppendComponent(device, &want);
+        const std::string want = EscapedKey({driver, pool, device});
         const internal::DeviceOrderKey key({driver, pool, device});
         ASSERT_EQ(key.bytes(), want) << absl::CEscape(driver) << "/" << absl::CEscape(pool) << "/"
                                      << absl::CEscape(device);
         ASSERT_EQ(key.data(), key.bytes().data());
-        EXPECT_EQ(absl::string_view(key.data() + key.size(), internal::DeviceOrderKey::kPadding),
-                  std::string(internal::DeviceOrderKey::kPadding, '\0'));
+        EXPECT_TRUE(ZeroPadded(key));
         // A copy (of a key in the object or on the heap) has the same bytes.
         internal::DeviceOrderKey assigned({"", "", ""});
         assigned = key;
@@ -600,8 +611,7 @@ TEST(AllocatedTreeTest, DeviceOrderKeyIsTheDevicesFamilysPrefixFollowedByZeros) 
         internal::DeviceOrderKey moved(std::move(moved_from));
         for (const internal::DeviceOrderKey* k : {&assigned, &constructed, &moved}) {
           ASSERT_EQ(k->bytes(), want);
-          EXPECT_EQ(absl::string_view(k->data() + k->size(), internal::DeviceOrderKey::kPadding),
-                    std::string(internal::DeviceOrderKey::kPadding, '\0'));
+          EXPECT_TRUE(ZeroPadded(*k));
         }
         // Assigned over again, from a key in the object (the heap's let go).
         assigned = internal::DeviceOrderKey({"d", "p", "x"});
@@ -618,14 +628,9 @@ TEST(AllocatedTreeTest, DeviceOrderKeyIsTheDevicesFamilysPrefixFollowedByZeros) 
       for (const internal::DeviceId& id :
            {internal::DeviceId{name, "p", "d"}, internal::DeviceId{"d", name, "x"},
             internal::DeviceId{"d", "p", name}}) {
-        std::string want;
-        internal::AppendComponent(id.driver, &want);
-        internal::AppendComponent(id.pool, &want);
-        internal::AppendComponent(id.device, &want);
         const internal::DeviceOrderKey key(id);
-        ASSERT_EQ(key.bytes(), want) << absl::CEscape(name);
-        EXPECT_EQ(absl::string_view(key.data() + key.size(), internal::DeviceOrderKey::kPadding),
-                  std::string(internal::DeviceOrderKey::kPadding, '\0'));
+        ASSERT_EQ(key.bytes(), EscapedKey(id)) << absl::CEscape(name);
+        EXPECT_TRUE(ZeroPadded(key));
       }
     }
   }

@@ -178,13 +178,15 @@ ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id,
   // Entries whose slice is below the key's are below it, those above are
   // above it; ties are compared further.
   const Slice slice = SliceOf(key, node.lcp);
+  // Entry f as the floor, with what the key shares with its child's prefix.
+  const auto floor_at = [&](ptrdiff_t f) {
+    if (f >= 0) *child_known = node.lcp + CommonBytes(node.slices[f], slice);
+    return f;
+  };
   const size_t below = CountBelow(node.slices.data(), node.size, slice);
   if (below == node.size || node.slices[below] != slice) {  // no tie: most levels
-    if (below == 0) return -1;
-    *child_known = node.lcp + CommonBytes(node.slices[below - 1], slice);
-    return static_cast<ptrdiff_t>(below) - 1;
+    return floor_at(static_cast<ptrdiff_t>(below) - 1);
   }
-  *child_known = node.lcp + kSliceBytes;
   if (node.leaf && key.size() <= node.lcp + kSliceBytes) {  // see CompareTied
     *equal = true;
     return static_cast<ptrdiff_t>(below);
@@ -198,7 +200,7 @@ ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id,
     const int r = node.slices[mid] == slice ? CompareTied(node, mid, id, key) : -1;
     if (r == 0) {
       *equal = true;
-      return static_cast<ptrdiff_t>(mid);
+      return floor_at(static_cast<ptrdiff_t>(mid));
     }
     if (r > 0) {
       floor = static_cast<ptrdiff_t>(mid);
@@ -207,11 +209,7 @@ ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id,
       hi = mid;
     }
   }
-  // No tie at or below the key: the entry before them has a smaller slice.
-  if (floor < static_cast<ptrdiff_t>(below)) {
-    *child_known = floor < 0 ? 0 : node.lcp + CommonBytes(node.slices[floor], slice);
-  }
-  return floor;
+  return floor_at(floor);
 }
 
 // Visits devices >= `from` while `in` holds; false when `visit` stopped.
@@ -312,7 +310,6 @@ DeviceOrderKey::DeviceOrderKey(const DeviceId& id) {
   if (plain) return;
   std::string escaped;
   for (absl::string_view part : parts) AppendComponentTo(part, &escaped);
-  heap_.reset();
   std::memcpy(Reserve(escaped.size()), escaped.data(), escaped.size());
 }
 
@@ -321,6 +318,8 @@ char* DeviceOrderKey::Reserve(size_t size) {
   if (size + kPadding > kInline) {
     heap_ = std::make_unique_for_overwrite<char[]>(size + kPadding);
     out = heap_.get();
+  } else {
+    heap_.reset();  // data() is inline_ again
   }
   size_ = size;  // once the room is there
   std::memset(out + size, 0, kPadding);
@@ -328,7 +327,6 @@ char* DeviceOrderKey::Reserve(size_t size) {
 }
 
 void DeviceOrderKey::Assign(const DeviceOrderKey& other) {
-  heap_.reset();
   std::memcpy(Reserve(other.size_), other.data(), other.size_);
 }
 
