@@ -15,6 +15,9 @@
 //                                  against one lookup in a flat_hash_set of
 //                                  every device (random devices; 100k claims,
 //                                  and 2k, where both are in cache)
+//   BM_LookupTree/claims:N         the same in the snapshot's tree alone
+//                                  (what Find does when the device index no
+//                                  longer knows the snapshot's revision)
 //   BM_AllocateDeallocate/upkeep:{0,1}  a shared Allocate (with consumed
 //                                  capacity and a limit) and a Deallocate,
 //                                  without the snapshot kept and with it
@@ -179,10 +182,13 @@ void BM_PerPodUpstreamCopy(benchmark::State& state) {
 BENCHMARK(BM_PerPodUpstreamCopy)->Name("BM_PerPod/upstream_copy/claims:100000");
 
 // One lookup, against a lookup in the flat_hash_set the baseline copies
-// (no copy): what a question costs once the state is gathered.
-void BM_Lookup(benchmark::State& state) {
+// (no copy): what a question costs once the state is gathered. `way` 0:
+// Find (the device index), 1: the flat_hash_set, 2: the snapshot's tree
+// alone (where Find goes when the index no longer knows the revision).
+void Lookup(benchmark::State& state, int way) {
   Cluster& c = ClusterOf(static_cast<int>(state.range(1)));
   const absl::StatusOr<AllocatedState> s = c.store->AllocatedDevices();
+  const internal::AllocatedVersion* version = internal::AllocatedTracker::Version(*s).get();
   absl::flat_hash_set<std::string> set;
   s->ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
     set.insert(absl::StrCat(d.driver, "/", d.pool, "/", d.device));
@@ -201,14 +207,19 @@ void BM_Lookup(benchmark::State& state) {
   size_t found = 0;
   for (auto _ : state) {
     const Probe& p = probes[rng() % probes.size()];
-    if (state.range(0) == 0) {
+    if (way == 0) {
       found += s->Find(p.driver, p.pool, p.device) != nullptr;
-    } else {
+    } else if (way == 1) {
       found += set.contains(p.joined);
+    } else {
+      found += internal::FindDevice(*version, {p.driver, p.pool, p.device}) != nullptr;
     }
   }
   benchmark::DoNotOptimize(found);
 }
+void BM_Lookup(benchmark::State& state) { Lookup(state, static_cast<int>(state.range(0))); }
+void BM_LookupTree(benchmark::State& state) { Lookup(state, 2); }
+BENCHMARK(BM_LookupTree)->ArgNames({"", "claims"})->Args({0, 100000})->Args({0, 2000});
 BENCHMARK(BM_Lookup)
     ->ArgNames({"flat_hash_set", "claims"})
     ->Args({0, 100000})

@@ -905,6 +905,23 @@ std::string Contents(const AllocatedState& state) {
   return out;
 }
 
+// Find (through the device index, or the tree where the index no longer
+// knows the snapshot's revision) agrees with ForEach (the tree) on every
+// device of pool-a named gpu-0 ... gpu-(devices-1), held or not.
+void ExpectFindAgreesWithForEach(const AllocatedState& s, int devices) {
+  std::set<std::string> held;
+  s.ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
+    EXPECT_EQ(s.Find(d.driver, d.pool, d.device), &d) << d.device << " at " << s.revision();
+    if (d.pool == "pool-a") held.insert(d.device);
+    return true;
+  });
+  for (int i = 0; i < devices; ++i) {
+    const std::string device = absl::StrCat("gpu-", i);
+    EXPECT_EQ(s.Find(kDriver, "pool-a", device) != nullptr, held.contains(device))
+        << device << " at " << s.revision();
+  }
+}
+
 // The leader changes the published version in place until somebody takes
 // it (allocated_state.h): snapshots taken between commits, while writes go
 // on, read the same whenever they are read again, and the last one equals
@@ -952,6 +969,7 @@ TEST_F(AllocatedTest, SnapshotsTakenBetweenCommitsNeverChange) {
         ADD_FAILURE() << "a snapshot at revision " << h.first.revision() << " changed";
         changed = true;
       }
+      ExpectFindAgreesWithForEach(h.first, 40);
     }
     if (held.size() > 6) held.erase(held.begin());
   }
@@ -962,6 +980,35 @@ TEST_F(AllocatedTest, SnapshotsTakenBetweenCommitsNeverChange) {
   const AllocatedState last = Snapshot();
   ASSERT_EQ(last.revision(), list->revision);
   ExpectMatches(last, FromList(list->records));
+}
+
+// A snapshot kept while one device changes hands many times (more times
+// than the device index keeps: its lookups go to the tree) still finds what
+// it held, and so does one kept while it changed a few times (the index's
+// older pairs); each new snapshot finds the latest holder.
+TEST_F(AllocatedTest, AKeptSnapshotFindsWhatItHeldWhileADeviceChangesHands) {
+  for (int i = 0; i < 12; ++i) Claim(absl::StrCat("c", i));
+  ASSERT_THAT(store_->Allocate(Key("c0"), Of({Exclusive("gpu-0")})), IsOk());
+  ASSERT_THAT(store_->Allocate(Key("c11"), Of({Exclusive("gpu-1")})), IsOk());
+  std::vector<AllocatedState> kept = {Snapshot()};
+  std::vector<std::string> holders = {"c0"};
+  for (int i = 1; i <= 10; ++i) {
+    ASSERT_THAT(store_->Deallocate(Key(absl::StrCat("c", i - 1))), IsOk());
+    ASSERT_THAT(store_->Allocate(Key(absl::StrCat("c", i)), Of({Exclusive("gpu-0")})), IsOk());
+    kept.push_back(Snapshot());
+    holders.push_back(absl::StrCat("c", i));
+    for (size_t k = 0; k < kept.size(); ++k) {
+      const AllocatedDevice* d = kept[k].Find(kDriver, "pool-a", "gpu-0");
+      ASSERT_NE(d, nullptr) << "snapshot " << k << " after change " << i;
+      ASSERT_TRUE(d->exclusive.has_value());
+      EXPECT_EQ(d->exclusive->name, holders[k]) << "snapshot " << k << " after change " << i;
+      EXPECT_EQ(kept[k].Find(kDriver, "pool-a", "gpu-1")->exclusive->name, "c11");
+      EXPECT_EQ(kept[k].Find(kDriver, "pool-a", "gpu-2"), nullptr);
+    }
+  }
+  absl::StatusOr<VerifyReport> report = store_->Verify(false);
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_TRUE(report->problems.empty()) << report->problems[0];
 }
 
 // Commits too large to make in place under the published state's lock (an

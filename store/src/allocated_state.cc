@@ -13,6 +13,7 @@
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
+#include "device_index.h"
 #include "fb_strings.h"
 #include "index_entries.h"
 #include "published_state.h"
@@ -49,7 +50,14 @@ size_t AllocatedState::size() const { return version_->devices; }
 
 const AllocatedDevice* AllocatedState::Find(absl::string_view driver, absl::string_view pool,
                                             absl::string_view device) const {
-  return internal::FindDevice(*version_, {driver, pool, device});
+  const internal::DeviceId id{driver, pool, device};
+  // One probe of the device index, unless it no longer knows this revision
+  // (the device changed several times since): then the tree.
+  if (version_->index != nullptr) {
+    const internal::DeviceTable::Answer a = version_->index->Find(version_->revision, id);
+    if (a.known) return a.device;
+  }
+  return internal::FindDevice(*version_, id);
 }
 
 namespace {
@@ -251,6 +259,17 @@ void AllocatedState::ForEach(absl::string_view driver, std::optional<absl::strin
 }
 
 namespace internal {
+
+void ForEachDevice(const AllocatedVersion& version,
+                   absl::FunctionRef<void(const AllocatedDevice& device)> visit) {
+  if (version.root == nullptr) return;
+  const DeviceId from{};
+  Visit(*version.root, from, DeviceOrderKey(from), [](const AllocatedDevice&) { return true; },
+        [&](const AllocatedDevice& d) {
+          visit(d);
+          return true;
+        });
+}
 
 namespace {
 
@@ -800,6 +819,7 @@ std::shared_ptr<AllocatedVersion> NextVersion(const AllocatedVersion& base, uint
   auto next = std::make_shared<AllocatedVersion>(base);
   next->revision = revision;
   next->epoch = NewEpoch();
+  next->index = nullptr;  // set by the tracker, with the index at `revision`
   return next;
 }
 
@@ -892,9 +912,9 @@ void ForEachTouched(absl::Span<const RecordChange> changes,
 
 }  // namespace
 
-std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& base,
-                                                     uint64_t revision,
-                                                     absl::Span<const RecordChange> changes) {
+std::shared_ptr<AllocatedVersion> ApplyChanges(const AllocatedVersion& base, uint64_t revision,
+                                               absl::Span<const RecordChange> changes,
+                                               std::vector<DeviceSet>* set) {
   std::shared_ptr<AllocatedVersion> next = NextVersion(base, revision);
   // What a change replaces in nodes of that epoch goes after the walk (a
   // parent compares its first device with the child's).
@@ -903,8 +923,12 @@ std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& bas
                               absl::Span<const ResultHolding* const> holdings) {
     UpdateIn(
         next.get(), id, DeviceOrderKey(id),
-        [&](const AllocatedDevice* old) { return WithHoldings(old, claim, holdings); }, next->epoch,
-        &released);
+        [&](const AllocatedDevice* old) {
+          DevicePtr device = WithHoldings(old, claim, holdings);
+          if (set != nullptr) set->push_back({id, device.get()});
+          return device;
+        },
+        next->epoch, &released);
     released.clear();
   });
   return next;

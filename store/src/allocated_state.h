@@ -111,6 +111,8 @@ struct AllocatedNode {
   }
 };
 
+class DeviceTable;  // device_index.h
+
 struct AllocatedVersion {
   uint64_t revision = 0;
   size_t devices = 0;
@@ -120,6 +122,11 @@ struct AllocatedVersion {
   // harmless).
   uint64_t epoch = 0;
   std::shared_ptr<const AllocatedNode> root;  // null: nothing allocated
+  // The device index at this revision (device_index.h), set by the
+  // tracker that keeps it; null: lookups descend the tree. A version made
+  // from another (NextVersion, ApplyChanges) has none until the tracker
+  // sets it, having applied the same changes to the index.
+  std::shared_ptr<const DeviceTable> index;
 };
 
 // A device's identity, compared as the tuple (driver, pool, device).
@@ -135,6 +142,13 @@ struct DeviceId {
   friend bool operator<(const DeviceId& a, const DeviceId& b) { return Compare(a, b) < 0; }
 };
 inline DeviceId IdOf(const AllocatedDevice& d) { return {d.driver, d.pool, d.device}; }
+
+// A device a commit set, and what holds it from then on (null: nobody):
+// the tree's object, kept alive by the versions that hold it.
+struct DeviceSet {
+  DeviceId id;  // views into the commit's records
+  const AllocatedDevice* device;
+};
 
 // A device's identity as bytes that compare as the tuple does: the devices
 // family's key prefix, Str(driver) Str(pool) Str(device) (keys.h).
@@ -212,9 +226,14 @@ std::shared_ptr<const AllocatedVersion> BuildVersion(uint64_t revision,
                                                      std::vector<DevicePtr> devices);
 // `base` with the changes of one commit (at `revision`) applied: a new
 // version, in an epoch of its own, sharing the nodes not on a changed path.
-std::shared_ptr<const AllocatedVersion> ApplyChanges(const AllocatedVersion& base,
-                                                     uint64_t revision,
-                                                     absl::Span<const RecordChange> changes);
+// Each device set goes to `set` when given, in the order set (a device a
+// commit changes twice, twice: the last is what it holds).
+std::shared_ptr<AllocatedVersion> ApplyChanges(const AllocatedVersion& base, uint64_t revision,
+                                               absl::Span<const RecordChange> changes,
+                                               std::vector<DeviceSet>* set = nullptr);
+// Visits `version`'s devices in key order.
+void ForEachDevice(const AllocatedVersion& version,
+                   absl::FunctionRef<void(const AllocatedDevice& device)> visit);
 
 // An epoch not used before (process-wide).
 uint64_t NewEpoch();

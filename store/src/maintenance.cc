@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "device_index.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb_status.h"
 #include "snapshot_reads.h"
@@ -51,6 +52,7 @@ absl::Status VerifyAllocated(const Database& db, const PublishedState& published
   CS_ASSIGN_OR_RETURN(const std::shared_ptr<const AllocatedVersion> expected,
                       AllocatedAt(db, ReadPoint{pin.snapshot.get(), pin.revision}));
   for (std::string& p : CompareAllocated(*kept, *expected)) report->problems.push_back(std::move(p));
+  for (std::string& p : CheckIndex(*kept)) report->problems.push_back(std::move(p));
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
@@ -176,7 +177,8 @@ void PublishedState::StartOver(uint64_t revision, SnapshotRef snapshot, Bucketed
   // empty. load_mu_ first: it waits for a load in flight (of the old state).
   // The dropped allocated state is freed after the locks are released
   // (declared first: destroyed last).
-  std::shared_ptr<const AllocatedVersion> dropped_latest, dropped_published;
+  DroppedAllocated dropped_latest;
+  std::shared_ptr<const AllocatedVersion> dropped_published;
   MutexLock alloc_lock(&alloc_mu_);
   dropped_latest = DropAllocated();
   MutexLock load_lock(&load_mu_);
@@ -213,7 +215,8 @@ absl::Status PublishedState::EnsureIndexes() const {
 }
 
 void PublishedState::SetAllocatedLoader(AllocatedLoader load) {
-  std::shared_ptr<const AllocatedVersion> dropped_latest, dropped_published;  // as in StartOver
+  DroppedAllocated dropped_latest;
+  std::shared_ptr<const AllocatedVersion> dropped_published;  // as in StartOver
   MutexLock alloc_lock(&alloc_mu_);
   alloc_loader_ = std::move(load);
   dropped_latest = DropAllocated();
@@ -221,10 +224,16 @@ void PublishedState::SetAllocatedLoader(AllocatedLoader load) {
   dropped_published = std::move(alloc_published_);
 }
 
-std::shared_ptr<const AllocatedVersion> PublishedState::DropAllocated() {
+PublishedState::DroppedAllocated PublishedState::DropAllocated() {
   alloc_pending_.clear();
   ++alloc_generation_;
-  return std::move(alloc_latest_);
+  return {std::move(alloc_latest_), std::move(alloc_index_)};
+}
+
+std::shared_ptr<const DeviceTable> PublishedState::IndexChanges(uint64_t revision,
+                                                                absl::Span<const DeviceSet> set) {
+  alloc_index_->Apply(revision, set);
+  return alloc_index_->table();
 }
 
 PublishedState::AllocatedStep PublishedState::PrepareAllocated(
@@ -240,18 +249,28 @@ PublishedState::AllocatedStep PublishedState::PrepareAllocated(
   // Taken (a relaxed read: it is read again under mu_ when it says no), a
   // version of no epoch of its own (built), or a commit of many claims (a
   // PutAll: not worked out device by device): a new version.
+  // The device index takes the commit's devices here, outside mu_:
+  // readers of older versions read past pairs of a newer revision.
   if (alloc_taken_.load(std::memory_order_relaxed) || alloc_latest_->epoch == 0 ||
       changes.size() > kInPlaceClaims) {
-    step.next = alloc_latest_ = ApplyChanges(*alloc_latest_, revision, changes);
+    std::vector<DeviceSet> set;
+    std::shared_ptr<AllocatedVersion> next = ApplyChanges(*alloc_latest_, revision, changes, &set);
+    next->index = IndexChanges(revision, set);
+    step.next = alloc_latest_ = std::move(next);
     return step;
   }
   step.devices = DeviceChangesOf(*alloc_latest_, changes);
+  std::vector<DeviceSet> set;
+  set.reserve(step.devices.size());
+  for (const DeviceChange& c : step.devices) set.push_back({c.id, c.device.get()});
+  step.index = IndexChanges(revision, set);
   if (step.devices.size() > kInPlaceDevices) {
     // Too many to change under mu_: a new version, here. It copies what it
     // changes (its epoch is new), so it releases nothing but references.
     std::shared_ptr<AllocatedVersion> next = NextVersion(*alloc_latest_, revision);
     std::vector<std::shared_ptr<const void>> dropped;
     ApplyDeviceChanges(next.get(), step.devices, &dropped);
+    next->index = std::move(step.index);
     step.devices.clear();
     step.next = alloc_latest_ = std::move(next);
     return step;
@@ -270,11 +289,15 @@ void PublishedState::FinishAllocated(uint64_t revision, AllocatedStep step,
       auto* latest = const_cast<AllocatedVersion*>(alloc_latest_.get());
       ApplyDeviceChanges(latest, step.devices, released);
       latest->revision = revision;
+      // The table it had may have been replaced (grown): the old one goes
+      // after the locks.
+      released->push_back(std::exchange(latest->index, std::move(step.index)));
       return;
     }
     // Taken since PrepareAllocated looked: a new version after all.
     std::shared_ptr<AllocatedVersion> next = NextVersion(*alloc_latest_, revision);
     ApplyDeviceChanges(next.get(), step.devices, released);
+    next->index = std::move(step.index);
     step.next = alloc_latest_ = std::move(next);
   }
   if (step.next == nullptr) return;
@@ -315,14 +338,23 @@ absl::StatusOr<AllocatedState> PublishedState::Allocated() const {
       load = alloc_loader_;
     }
     absl::StatusOr<std::shared_ptr<const AllocatedVersion>> built = load(at);
+    // Its device index too, outside the locks (a hash insert per device).
+    std::unique_ptr<DeviceIndex> index;
+    if (built.ok()) index = std::make_unique<DeviceIndex>(**built);
     MutexLock alloc_lock(&alloc_mu_);
     alloc_building_ = false;
     std::vector<PendingChanges> pending = std::move(alloc_pending_);
     alloc_pending_.clear();
     if (!built.ok()) return built.status();
     if (generation != alloc_generation_) continue;  // a reset or bulk load meanwhile
-    std::shared_ptr<const AllocatedVersion> version = *std::move(built);
-    for (const PendingChanges& p : pending) version = ApplyChanges(*version, p.revision, p.changes);
+    auto version = std::make_shared<AllocatedVersion>(**built);
+    for (const PendingChanges& p : pending) {
+      std::vector<DeviceSet> set;
+      version = ApplyChanges(*version, p.revision, p.changes, &set);
+      index->Apply(p.revision, set);
+    }
+    version->index = index->table();
+    alloc_index_ = std::move(index);
     alloc_latest_ = version;
     WriterLock lock(&mu_);
     alloc_published_ = std::move(version);
@@ -377,7 +409,8 @@ void PublishedState::PublishBulk(uint64_t revision, SnapshotRef snapshot,
                                  const BulkChanges& changes) {
   // The next call builds the allocated state again: a load changes up to
   // every claim, and brings no records to apply.
-  std::shared_ptr<const AllocatedVersion> dropped_latest, dropped_published;  // as in StartOver
+  DroppedAllocated dropped_latest;
+  std::shared_ptr<const AllocatedVersion> dropped_published;  // as in StartOver
   MutexLock alloc_lock(&alloc_mu_);
   dropped_latest = DropAllocated();
   std::optional<MutexLock> no_load;  // as in Publish

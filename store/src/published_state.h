@@ -49,6 +49,7 @@
 #include "absl/types/span.h"
 #include "allocated_state.h"
 #include "claimstore/claim_record.h"
+#include "device_index.h"
 #include "index_entries.h"
 #include "mutex.h"
 #include "snapshot_ref.h"
@@ -260,6 +261,9 @@ class PublishedState {
     std::shared_ptr<const AllocatedVersion> next;  // made outside mu_
     bool in_place = false;                         // else: change alloc_latest_
     std::vector<DeviceChange> devices;
+    // The device index at the commit's revision, for the version changed
+    // in place (or made in FinishAllocated after all).
+    std::shared_ptr<const DeviceTable> index;
   };
   AllocatedStep PrepareAllocated(uint64_t revision, absl::Span<const RecordChange> changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
@@ -268,9 +272,19 @@ class PublishedState {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_, mu_);
   // alloc_published_, marked taken.
   AllocatedState HandOutAllocated() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The device index (device_index.h) with a commit's devices set: the
+  // table to hand out with the version of `revision`.
+  std::shared_ptr<const DeviceTable> IndexChanges(uint64_t revision,
+                                                  absl::Span<const DeviceSet> set)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
   // Drops the allocated state (Reset, bulk loads): the next call builds it.
-  // Returns the leader's copy, for the caller to free once unlocked.
-  std::shared_ptr<const AllocatedVersion> DropAllocated() ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
+  // Returns the leader's copy and index, for the caller to free once
+  // unlocked.
+  struct DroppedAllocated {
+    std::shared_ptr<const AllocatedVersion> latest;
+    std::unique_ptr<DeviceIndex> index;
+  };
+  DroppedAllocated DropAllocated() ABSL_EXCLUSIVE_LOCKS_REQUIRED(alloc_mu_);
 
   // Serializes builds of the allocated state; taken before alloc_mu_.
   mutable Mutex alloc_build_mu_;
@@ -280,6 +294,9 @@ class PublishedState {
   mutable Mutex alloc_mu_;
   AllocatedLoader alloc_loader_ ABSL_GUARDED_BY(alloc_mu_);
   mutable std::shared_ptr<const AllocatedVersion> alloc_latest_ ABSL_GUARDED_BY(alloc_mu_);
+  // The device index of alloc_latest_ (set with it), which every version
+  // the leader makes hands out at its revision.
+  mutable std::unique_ptr<DeviceIndex> alloc_index_ ABSL_GUARDED_BY(alloc_mu_);
   mutable bool alloc_building_ ABSL_GUARDED_BY(alloc_mu_) = false;
   struct PendingChanges {
     uint64_t revision;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "feed.h"
+#include "device_index.h"
 #include "index_queries.h"
 #include "keys.h"
 #include "maintenance.h"
@@ -144,7 +145,8 @@ absl::StatusOr<AllocatedState> ReadOnlyStore::AllocatedDevices() const {
   MutexLock alloc_lock(&alloc_mu_);
   if (allocated_ == nullptr || allocated_catch_up_ != catch_ups_) {
     CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
-    CS_ASSIGN_OR_RETURN(allocated_, AllocatedAt(*db_, point));
+    CS_ASSIGN_OR_RETURN(std::shared_ptr<const AllocatedVersion> built, AllocatedAt(*db_, point));
+    allocated_ = WithIndex(*built);
     allocated_catch_up_ = catch_ups_;
   }
   return AllocatedTracker::Wrap(allocated_);
