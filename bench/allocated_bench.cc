@@ -29,6 +29,7 @@
 //   BM_Upkeep, BM_UpkeepInPlace    the leader's work for one share added
 //                                  and removed: copying the paths, and in
 //                                  place (nobody took the version)
+//   BM_IndexUpkeep                 the device index's part of that work
 //
 // The 1M store also reports the snapshot's memory per allocated device.
 // Run: build/release/bench/allocated_bench --benchmark_repetitions=5
@@ -52,6 +53,7 @@
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
 #include "claimstore/store.h"
+#include "device_index.h"
 #include "published_state.h"
 
 namespace claimstore {
@@ -300,6 +302,28 @@ void BM_UpkeepInPlace(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_UpkeepInPlace)->ArgName("first")->Arg(0)->Arg(1);
+
+// The device index's part of the same upkeep: the device set, then freed,
+// at the next two revisions, in the index of the 10k version.
+void BM_IndexUpkeep(benchmark::State& state) {
+  Store& store = WriteStore(true);
+  absl::StatusOr<AllocatedState> s = store.AllocatedDevices();
+  const internal::AllocatedVersion& version = *internal::AllocatedTracker::Version(*s);
+  internal::DeviceIndex index(version);
+  const ShareChanges changes = ShareAddedAndRemoved(store, state.range(0) == 1);
+  const std::vector<internal::DeviceChange> added = internal::DeviceChangesOf(version, changes.add);
+  std::vector<internal::DeviceSet> add, remove;
+  for (const internal::DeviceChange& c : added) {
+    add.push_back({c.id, c.device.get()});
+    remove.push_back({c.id, nullptr});
+  }
+  uint64_t revision = version.revision;
+  for (auto _ : state) {
+    index.Apply(++revision, add);
+    index.Apply(++revision, remove);
+  }
+}
+BENCHMARK(BM_IndexUpkeep)->ArgName("first")->Arg(0)->Arg(1);
 
 // A shared Allocate (consumed capacity, a limit) and its Deallocate, of
 // a device among the cluster's (a GPU of node 7's pool), or (`first`) of

@@ -6,9 +6,8 @@
 #include <limits>
 #include <new>
 #include <thread>
-#include <tuple>
+#include <utility>
 
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 
 namespace claimstore::internal {
@@ -18,9 +17,55 @@ namespace {
 constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();  // a pair not set
 constexpr std::align_val_t kEntryAlign{64};                       // a cache line
 
+// Reads of 8, 4 and fewer bytes, as numbers (unaligned).
+uint64_t Load8(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+uint64_t Load4(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+// 0 to 16 bytes as two words: overlapping reads, no loop.
+std::pair<uint64_t, uint64_t> Words(const char* p, size_t n) {
+  if (n >= 8) return {Load8(p), Load8(p + n - 8)};
+  if (n >= 4) return {Load4(p), Load4(p + n - 4)};
+  if (n == 0) return {0, 0};
+  const auto byte = [&](size_t i) { return static_cast<uint64_t>(static_cast<unsigned char>(p[i])); };
+  return {byte(0) << 16 | byte(n >> 1) << 8 | byte(n - 1), 0};
+}
+
+// The high and low halves of a 128-bit product, folded: a multiply mixes
+// every bit of both words into every bit of the result (wyhash's mixer).
+uint64_t Mix(uint64_t a, uint64_t b) {
+  const unsigned __int128 m = static_cast<unsigned __int128>(a) * b;
+  return static_cast<uint64_t>(m) ^ static_cast<uint64_t>(m >> 64);
+}
+constexpr uint64_t kK0 = 0xa0761d6478bd642f, kK1 = 0xe7037ed1a0b428db, kK2 = 0x8ebc6af09c88c6e3;
+
+// Folds `part` (its bytes and its length: "ab","c" differs from "a","bc")
+// into `h`: a multiply per 16 bytes. Names are a scheduler's, not an
+// adversary's; the table stays at most two thirds full whatever they are.
+uint64_t HashPart(uint64_t h, absl::string_view part) {
+  const char* p = part.data();
+  size_t n = part.size();
+  for (; n > 16; p += 16, n -= 16) h = Mix(Load8(p) ^ kK1 ^ h, Load8(p + 8) ^ kK2);
+  const auto [a, b] = Words(p, n);
+  return Mix(a ^ kK1 ^ h, b ^ kK2 ^ (part.size() * kK0));
+}
+
 uint64_t HashOf(const DeviceId& id) {
-  return absl::Hash<std::tuple<absl::string_view, absl::string_view, absl::string_view>>{}(
-      std::make_tuple(id.driver, id.pool, id.device));
+  return HashPart(HashPart(HashPart(kK0, id.driver), id.pool), id.device);
+}
+
+// Whether n bytes at a and b are the same: names are short, most under 16.
+bool SameBytes(const char* a, const char* b, size_t n) {
+  if (n > 16) return std::memcmp(a, b, n) == 0;
+  const auto [a0, a1] = Words(a, n);
+  const auto [b0, b1] = Words(b, n);
+  return ((a0 ^ b0) | (a1 ^ b1)) == 0;
 }
 
 // Waits a moment for the writer to finish an entry's change (a few stores):
@@ -112,9 +157,9 @@ struct DeviceTable::Entry {
       return false;
     }
     const char* n = name();
-    return std::memcmp(n, id.driver.data(), sizes[0]) == 0 &&
-           std::memcmp(n + sizes[0], id.pool.data(), sizes[1]) == 0 &&
-           std::memcmp(n + sizes[0] + sizes[1], id.device.data(), sizes[2]) == 0;
+    return SameBytes(n, id.driver.data(), sizes[0]) &&
+           SameBytes(n + sizes[0], id.pool.data(), sizes[1]) &&
+           SameBytes(n + sizes[0] + sizes[1], id.device.data(), sizes[2]);
   }
 
   // What held the device at `at`, read under the sequence count.
@@ -185,7 +230,7 @@ DeviceTable::~DeviceTable() {
 }
 
 DeviceTable::Entry* DeviceTable::Lookup(uint64_t hash, const DeviceId& id) const {
-  // At most half full: the probe meets an empty slot.
+  // At most two thirds full: the probe meets an empty slot.
   for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
     Entry* e = slots_[i].entry.load(std::memory_order_acquire);
     if (e == nullptr) return nullptr;
@@ -210,7 +255,7 @@ void DeviceTable::ForEachAt(uint64_t revision,
 }
 
 void DeviceTable::Insert(uint64_t hash, Entry* e) {
-  assert((used_ + 1) * 2 <= capacity());
+  assert(!Full(1));
   size_t i = hash & mask_;
   while (slots_[i].entry.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & mask_;
   e->Ref();
@@ -225,7 +270,7 @@ std::shared_ptr<DeviceTable> DeviceIndex::NewTable(size_t live) {
   constexpr size_t kMinCapacity = 64;
   // Not std::make_shared: the constructor is private.
   return std::shared_ptr<DeviceTable>(
-      new DeviceTable(std::max(kMinCapacity, std::bit_ceil(4 * (live + 1)))));
+      new DeviceTable(std::max(kMinCapacity, std::bit_ceil(3 * (live + 1)))));
 }
 
 DeviceIndex::DeviceIndex(const AllocatedVersion& version) : table_(NewTable(version.devices)) {
@@ -257,7 +302,7 @@ void DeviceIndex::Apply(uint64_t revision, absl::Span<const Change> changes) {
       continue;
     }
     if (c.device == nullptr) continue;  // nobody held it, nobody holds it
-    if ((table_->used_ + 1) * 2 > table_->capacity()) Grow();
+    if (table_->Full(1)) Grow();
     // Nobody held it before: known from revision 0 on.
     table_->Insert(hash, DeviceTable::Entry::New(c.id, revision, c.device, /*floor=*/0));
     ++live_;
