@@ -32,6 +32,10 @@
 // epoch too: a node is made in an epoch only with its path up to one of
 // that epoch, or the root.
 //
+// Lookups of a version the tracker keeps go to its device index first
+// (AllocatedVersion::index, device_index.h), a hash table versioned by
+// revision; the tree answers what the index no longer knows, and iterates.
+//
 // Thread-safety: a version is immutable once anybody but its maker has
 // seen it (PublishedState marks it taken when it hands it out, and changes
 // only versions not taken); any thread may read those. Changes are made by

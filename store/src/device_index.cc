@@ -162,54 +162,58 @@ struct DeviceTable::Entry {
            SameBytes(n + sizes[0] + sizes[1], id.device.data(), sizes[2]);
   }
 
-  // What held the device at `at`, read under the sequence count.
+  // What held the device at `at`, read under the sequence count. Without
+  // fences (which tsan does not model): the pairs are read with acquire, so
+  // the second read of the count comes after them, and written with
+  // release, so that a reader who saw a pair changed sees the count odd or
+  // moved on (a seqlock as Boehm's "Can seqlocks get along with programming
+  // language memory models?" writes it with acquire and release alone).
   Answer At(uint64_t at) const {
     for (int spins = 0;; Backoff(&spins)) {
       const uint32_t s = seq.load(std::memory_order_acquire);
       if ((s & 1) != 0) continue;
-      const Answer a = revision.load(std::memory_order_relaxed) <= at
-                           ? Answer{true, device.load(std::memory_order_relaxed)}
+      const Answer a = revision.load(std::memory_order_acquire) <= at
+                           ? Answer{true, device.load(std::memory_order_acquire)}
                            : Older(at);
-      std::atomic_thread_fence(std::memory_order_acquire);
       if (seq.load(std::memory_order_relaxed) == s) return a;
     }
   }
   Answer Older(uint64_t at) const {
     const Tail& t = tail();
     for (size_t i = 0; i < kVersions - 1; ++i) {
-      if (t.revisions[i].load(std::memory_order_relaxed) <= at) {
-        return {true, t.devices[i].load(std::memory_order_relaxed)};
+      if (t.revisions[i].load(std::memory_order_acquire) <= at) {
+        return {true, t.devices[i].load(std::memory_order_acquire)};
       }
     }
-    return {at >= t.floor.load(std::memory_order_relaxed), nullptr};
+    return {at >= t.floor.load(std::memory_order_acquire), nullptr};
   }
 
   // Writer only: `d` from `at` on (at least the newest pair's revision;
   // equal: replaces it).
   void Set(uint64_t at, const AllocatedDevice* d) {
-    constexpr auto kRelaxed = std::memory_order_relaxed;
-    const uint64_t newest = revision.load(kRelaxed);
+    constexpr auto kMine = std::memory_order_relaxed;  // the writer's own values
+    constexpr auto kPublish = std::memory_order_release;
+    const uint64_t newest = revision.load(kMine);
     assert(at >= newest);
-    const uint32_t s = seq.load(kRelaxed);
-    seq.store(s + 1, kRelaxed);
-    std::atomic_thread_fence(std::memory_order_release);
+    const uint32_t s = seq.load(kMine);
+    seq.store(s + 1, kMine);  // ordered before the stores below by their release
     if (newest != at) {
       Tail& t = tail();
       constexpr size_t kOldest = kVersions - 2;  // in the tail
       // The oldest pair goes: the revisions it answered for are unknown.
-      if (t.revisions[kOldest].load(kRelaxed) != kNone) {
-        t.floor.store(kOldest > 0 ? t.revisions[kOldest - 1].load(kRelaxed) : newest, kRelaxed);
+      if (t.revisions[kOldest].load(kMine) != kNone) {
+        t.floor.store(kOldest > 0 ? t.revisions[kOldest - 1].load(kMine) : newest, kPublish);
       }
       for (size_t i = kOldest; i > 0; --i) {
-        t.revisions[i].store(t.revisions[i - 1].load(kRelaxed), kRelaxed);
-        t.devices[i].store(t.devices[i - 1].load(kRelaxed), kRelaxed);
+        t.revisions[i].store(t.revisions[i - 1].load(kMine), kPublish);
+        t.devices[i].store(t.devices[i - 1].load(kMine), kPublish);
       }
-      t.revisions[0].store(newest, kRelaxed);
-      t.devices[0].store(device.load(kRelaxed), kRelaxed);
-      revision.store(at, kRelaxed);
+      t.revisions[0].store(newest, kPublish);
+      t.devices[0].store(device.load(kMine), kPublish);
+      revision.store(at, kPublish);
     }
-    device.store(d, kRelaxed);
-    seq.store(s + 2, std::memory_order_release);
+    device.store(d, kPublish);
+    seq.store(s + 2, kPublish);
   }
   // Writer only: whether somebody holds the device at the newest pair.
   bool Live() const { return device.load(std::memory_order_relaxed) != nullptr; }

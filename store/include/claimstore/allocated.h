@@ -9,8 +9,12 @@
 // the path to each device the commit changed (5 nodes of up to 32 entries
 // at a million devices); the nodes it did not change are shared by every
 // snapshot. (A read-only store builds a whole snapshot at the first call
-// after each catch-up instead: Store::AllocatedDevices.) A lookup is a descent of that tree (no copy, no allocation);
-// iteration is in driver/pool/device order.
+// after each catch-up instead: Store::AllocatedDevices.) A lookup is one
+// probe of a hash index of the devices kept beside the tree, which
+// remembers each device's last four changes by revision; a snapshot older
+// than that for a device (it changed hands four times since) descends the
+// tree instead. No copy, no allocation, no lock. Iteration walks the tree,
+// in driver/pool/device order.
 //
 // Thread-safety: an AllocatedState and everything it hands out are
 // immutable: read them from any number of threads, keep them as long as
