@@ -72,7 +72,12 @@ struct Cluster {
   size_t snapshot_bytes = 0, allocated_devices = 0;
 };
 
-size_t HeapInUse() { return mallinfo2().uordblks; }
+// What malloc holds: its heap, and the blocks it maps on their own (the
+// device index's slot array).
+size_t HeapInUse() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
 
 // A store of `claims` generated claims (claimstore/generate.h), bulk
 // loaded, with its allocated state built; kept for the whole run.

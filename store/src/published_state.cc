@@ -289,9 +289,11 @@ void PublishedState::FinishAllocated(uint64_t revision, AllocatedStep step,
       auto* latest = const_cast<AllocatedVersion*>(alloc_latest_.get());
       ApplyDeviceChanges(latest, step.devices, released);
       latest->revision = revision;
-      // The table it had may have been replaced (grown): the old one goes
-      // after the locks.
-      released->push_back(std::exchange(latest->index, std::move(step.index)));
+      // The index may have grown into a new table: the old one goes after
+      // the locks.
+      if (latest->index != step.index) {
+        released->push_back(std::exchange(latest->index, std::move(step.index)));
+      }
       return;
     }
     // Taken since PrepareAllocated looked: a new version after all.
