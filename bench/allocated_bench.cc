@@ -30,6 +30,8 @@
 //                                  and removed: copying the paths, and in
 //                                  place (nobody took the version)
 //   BM_IndexUpkeep                 the device index's part of that work
+//   BM_IndexBuild/claims:N         the device index built whole (a bound on
+//                                  one growth of its table)
 //
 // The 1M store also reports the snapshot's memory per allocated device.
 // Run: build/release/bench/allocated_bench --benchmark_repetitions=5
@@ -329,6 +331,28 @@ void BM_IndexUpkeep(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_IndexUpkeep)->ArgName("first")->Arg(0)->Arg(1);
+
+// The device index built whole from a version of N generated claims: what
+// the first AllocatedDevices() adds to the tree's build (outside the
+// leader's locks), and a bound on one growth of the table (a pass over its
+// slots and the live entries' addresses copied; this also makes the
+// entries), which the commit that fills the table pays under the lock.
+void BM_IndexBuild(benchmark::State& state) {
+  Cluster& c = ClusterOf(static_cast<int>(state.range(0)));
+  absl::StatusOr<AllocatedState> s = c.store->AllocatedDevices();
+  const internal::AllocatedVersion& version = *internal::AllocatedTracker::Version(*s);
+  for (auto _ : state) {
+    internal::DeviceIndex index(version);
+    benchmark::DoNotOptimize(index.table());
+  }
+  state.counters["devices"] = static_cast<double>(version.devices);
+}
+BENCHMARK(BM_IndexBuild)
+    ->ArgName("claims")
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond);
 
 // A shared Allocate (consumed capacity, a limit) and its Deallocate, of
 // a device among the cluster's (a GPU of node 7's pool), or (`first`) of

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "allocated_state.h"
 #include "claimstore/claim_generated.h"
+#include "device_index.h"
 #include "claimstore/store.h"
 #include "quantity.h"
 #include "store_test_util.h"
@@ -1040,6 +1041,14 @@ TEST_F(AllocatedTest, SnapshotsKeptWhileTheDeviceIndexGrowsFindWhatTheyHeld) {
     if (step % 25 == 0) kept.emplace_back(Snapshot(), held);
   }
   kept.emplace_back(Snapshot(), held);
+  // The index grew while snapshots were kept: the first and the last have
+  // tables of their own.
+  const auto table_of = [](const AllocatedState& s) {
+    return internal::AllocatedTracker::Version(s)->index;
+  };
+  ASSERT_NE(table_of(kept.front().first), nullptr);
+  EXPECT_NE(table_of(kept.front().first), table_of(kept.back().first));
+  EXPECT_GT(table_of(kept.back().first)->capacity(), 64u);
   for (const auto& [state, want] : kept) {
     for (int n = 0; n < kDevices; ++n) {
       const AllocatedDevice* d = state.Find(kDriver, "pool-a", absl::StrCat("gpu-", n));

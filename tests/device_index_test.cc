@@ -187,28 +187,43 @@ TEST(DeviceIndexTest, ACommitThatSetsADeviceTwiceKeepsTheLast) {
 
 // A writer (the leader) applies commits while readers take the latest
 // table and revision under a lock, as snapshots are taken, and read it
-// without one: every answer is the one of its revision.
+// without one: every answer is the one of its revision, and the index says
+// it does not know only about a device set kVersions times since.
 TEST(DeviceIndexTest, ReadersAnswerExactlyWhileTheWriterGoesOn) {
-  constexpr int kUniverse = 300, kCommits = 20000, kReaders = 3;
+  constexpr int kUniverse = 300, kCommits = 20000, kReaders = 3, kLookups = 200;
+  // Every so many commits the writer waits for each reader to read twice
+  // more, so that reads and writes overlap whatever the scheduler does.
+  constexpr int kHandshakeEvery = 1000;
   Devices devices;
   AllocatedVersion empty;
   DeviceIndex index(empty);
+  // How many commits set each device: counted before the index is told, so
+  // that a reader who met an unknown answer then reads at least the sets
+  // that used up the pairs.
+  std::vector<std::atomic<uint64_t>> sets(kUniverse);
   struct Published {
     uint64_t revision = 0;
     std::shared_ptr<const DeviceTable> table;
-    std::shared_ptr<const std::vector<const AllocatedDevice*>> held;  // by device number
+    // By device number, at the revision: what held it, and `sets`.
+    std::shared_ptr<const std::vector<const AllocatedDevice*>> held;
+    std::shared_ptr<const std::vector<uint64_t>> sets;
+  };
+  const auto counts = [&] {
+    auto out = std::make_shared<std::vector<uint64_t>>();
+    for (const std::atomic<uint64_t>& c : sets) out->push_back(c.load());
+    return out;
   };
   std::mutex mu;
   Published published{0, index.table(),
-                      std::make_shared<std::vector<const AllocatedDevice*>>(kUniverse, nullptr)};
+                      std::make_shared<std::vector<const AllocatedDevice*>>(kUniverse, nullptr),
+                      counts()};
   std::atomic<bool> done{false};
-  std::atomic<int> started{0};
   std::atomic<size_t> answered{0}, unknown{0};
+  std::vector<std::atomic<int>> batches(kReaders);
   std::vector<std::thread> readers;
   for (int t = 0; t < kReaders; ++t) {
     readers.emplace_back([&, t] {
       std::mt19937 rng(t);
-      ++started;
       // The latest, and the one before (kept longer: the index forgets
       // more of it).
       Published latest, before;
@@ -218,13 +233,15 @@ TEST(DeviceIndexTest, ReadersAnswerExactlyWhileTheWriterGoesOn) {
           std::lock_guard<std::mutex> lock(mu);
           latest = published;
         }
-        for (int i = 0; i < 200; ++i) {
+        for (int i = 0; i < kLookups; ++i) {
           const Published& p = i % 2 == 0 || before.table == nullptr ? latest : before;
           const int n = static_cast<int>(rng() % kUniverse);
           const Names name = NameOf(n);
           const DeviceTable::Answer a = p.table->Find(p.revision, name.id());
           if (!a.known) {
             ++unknown;
+            ASSERT_GE(sets[n].load() - (*p.sets)[n], kVersions)
+                << "device " << n << " at revision " << p.revision;
             continue;
           }
           ++answered;
@@ -233,33 +250,146 @@ TEST(DeviceIndexTest, ReadersAnswerExactlyWhileTheWriterGoesOn) {
             ASSERT_EQ(a.device->device, name.device);
           }
         }
+        ++batches[t];
       }
     });
   }
-  while (started.load() < kReaders) std::this_thread::yield();
+  const auto handshake = [&] {
+    for (std::atomic<int>& b : batches) {
+      const int seen = b.load();
+      while (b.load() < seen + 2) std::this_thread::yield();
+    }
+  };
   std::mt19937 rng(99);
   auto held = std::make_shared<std::vector<const AllocatedDevice*>>(kUniverse, nullptr);
   for (uint64_t revision = 1; revision <= kCommits; ++revision) {
+    if (revision % kHandshakeEvery == 0) handshake();
     std::vector<Names> names;
     std::vector<DeviceSet> changes;
     names.reserve(3);
     for (int i = 0; i < 3; ++i) {
       // A hot few, changed often, and the rest.
-      const int n = rng() % 2 == 0 ? static_cast<int>(rng() % 8) : static_cast<int>(rng() % kUniverse);
-      const AllocatedDevice* d = rng() % 3 == 0 ? nullptr : devices.New(n, static_cast<int>(revision));
+      const int n = static_cast<int>(rng() % 2 == 0 ? rng() % 8 : rng() % kUniverse);
+      const AllocatedDevice* d =
+          rng() % 3 == 0 ? nullptr : devices.New(n, static_cast<int>(revision));
       names.push_back(NameOf(n));
       changes.push_back({names.back().id(), d});
       (*held)[n] = d;
+      ++sets[n];
     }
     index.Apply(revision, changes);
     auto next = std::make_shared<std::vector<const AllocatedDevice*>>(*held);
+    auto next_sets = counts();
     std::lock_guard<std::mutex> lock(mu);
-    published = {revision, index.table(), std::move(next)};
+    published = {revision, index.table(), std::move(next), std::move(next_sets)};
   }
+  handshake();
   done = true;
   for (std::thread& t : readers) t.join();
-  EXPECT_GT(answered.load(), 1000u);
-  EXPECT_GT(unknown.load(), 0u);  // readers met revisions the index forgot
+  // Each reader read at least twice between handshakes.
+  EXPECT_GE(answered.load() + unknown.load(),
+            size_t{kReaders} * 2 * (kCommits / kHandshakeEvery + 1) * kLookups);
+  EXPECT_GT(answered.load(), unknown.load());
+}
+
+// Names of every length from 0 to 40 in each part (around the hash's and
+// the compare's 4-, 8- and 16-byte steps), each against the same name with
+// one byte changed at each place (to a NUL and to another letter), with a
+// NUL after, and with its bytes split between the parts another way: only
+// the name itself is found.
+TEST(DeviceIndexTest, FindsANameOnlyByAllItsBytesWhateverTheirLength) {
+  Devices devices;
+  AllocatedVersion empty;
+  DeviceIndex index(empty);
+  const auto text = [](size_t length) {
+    std::string s;
+    for (size_t i = 0; i < length; ++i) s.push_back(static_cast<char>('a' + i % 26));
+    return s;
+  };
+  struct Name {
+    std::string parts[3];
+    DeviceId id() const { return {parts[0], parts[1], parts[2]}; }
+  };
+  std::vector<Name> names;
+  for (int part = 0; part < 3; ++part) {
+    for (size_t length = 0; length <= 40; ++length) {
+      Name n{{"dr", "po", "de"}};
+      n.parts[part] = text(length);
+      names.push_back(n);
+    }
+  }
+  std::vector<DeviceSet> changes;
+  std::vector<const AllocatedDevice*> held;
+  for (size_t i = 0; i < names.size(); ++i) {
+    held.push_back(devices.New(static_cast<int>(i), 1));
+    changes.push_back({names[i].id(), held.back()});
+  }
+  index.Apply(1, changes);
+  const DeviceTable& table = *index.table();
+  size_t misses = 0;
+  const auto absent = [&](const Name& n, const std::string& why) {
+    const DeviceTable::Answer a = table.Find(1, n.id());
+    EXPECT_TRUE(a.known && a.device == nullptr) << why;
+    ++misses;
+  };
+  for (size_t i = 0; i < names.size(); ++i) {
+    const Name& n = names[i];
+    const DeviceTable::Answer a = table.Find(1, n.id());
+    ASSERT_TRUE(a.known);
+    EXPECT_EQ(a.device, held[i]) << "name " << i;
+    const int part = static_cast<int>(i / 41);
+    const std::string& varied = n.parts[part];
+    for (size_t at = 0; at < varied.size(); ++at) {
+      for (char to : {'\0', static_cast<char>(varied[at] ^ 1)}) {
+        Name other = n;
+        other.parts[part][at] = to;
+        absent(other, absl::StrCat("name ", i, " with byte ", at, " changed"));
+      }
+    }
+    Name longer = n;
+    longer.parts[part].push_back('\0');
+    absent(longer, absl::StrCat("name ", i, " with a NUL after"));
+    if (part < 2 && !varied.empty()) {
+      // Its last byte moved to the start of the next part.
+      Name moved = n;
+      moved.parts[part + 1] = varied.back() + moved.parts[part + 1];
+      moved.parts[part].pop_back();
+      absent(moved, absl::StrCat("name ", i, " split another way"));
+    }
+  }
+  EXPECT_GT(misses, 2000u);
+}
+
+// The compare behind a slot whose hash matched: every length from 0 to 40
+// (its 4-, 8- and 16-byte steps, and memcmp past 16), one byte changed at
+// each place, to a NUL or another letter, is a different name.
+TEST(DeviceIndexTest, NameBytesCompareEqualOnlyWhenEveryByteIs) {
+  using internal::device_index_detail::SameBytes;
+  for (size_t n = 0; n <= 40; ++n) {
+    std::string a;
+    for (size_t i = 0; i < n; ++i) a.push_back(static_cast<char>('a' + i % 26));
+    const std::string same = a;
+    EXPECT_TRUE(SameBytes(a.data(), same.data(), n)) << n;
+    for (size_t at = 0; at < n; ++at) {
+      for (char to : {'\0', static_cast<char>(a[at] ^ 1), static_cast<char>(a[at] ^ 0x80)}) {
+        std::string b = a;
+        b[at] = to;
+        EXPECT_FALSE(SameBytes(a.data(), b.data(), n)) << "length " << n << ", byte " << at;
+      }
+    }
+  }
+}
+
+// The hash takes each part's length: the same bytes split another way
+// between driver, pool and device hash differently.
+TEST(DeviceIndexTest, TheHashTellsHowANameIsSplitIntoParts) {
+  using internal::device_index_detail::HashOf;
+  const uint64_t h = HashOf({"ab", "c", "d"});
+  EXPECT_NE(h, HashOf({"a", "bc", "d"}));
+  EXPECT_NE(h, HashOf({"ab", "", "cd"}));
+  EXPECT_NE(h, HashOf({"", "abc", "d"}));
+  EXPECT_NE(HashOf({"", "", ""}), HashOf({"", "", std::string(1, '\0')}));
+  EXPECT_EQ(h, HashOf({"ab", "c", "d"}));
 }
 
 TEST(DeviceIndexTest, CheckIndexNamesADeviceTheIndexHasWrong) {

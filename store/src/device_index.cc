@@ -33,7 +33,9 @@ std::pair<uint64_t, uint64_t> Words(const char* p, size_t n) {
   if (n >= 8) return {Load8(p), Load8(p + n - 8)};
   if (n >= 4) return {Load4(p), Load4(p + n - 4)};
   if (n == 0) return {0, 0};
-  const auto byte = [&](size_t i) { return static_cast<uint64_t>(static_cast<unsigned char>(p[i])); };
+  const auto byte = [&](size_t i) {
+    return static_cast<uint64_t>(static_cast<unsigned char>(p[i]));
+  };
   return {byte(0) << 16 | byte(n >> 1) << 8 | byte(n - 1), 0};
 }
 
@@ -56,18 +58,6 @@ uint64_t HashPart(uint64_t h, absl::string_view part) {
   return Mix(a ^ kK1 ^ h, b ^ kK2 ^ (part.size() * kK0));
 }
 
-uint64_t HashOf(const DeviceId& id) {
-  return HashPart(HashPart(HashPart(kK0, id.driver), id.pool), id.device);
-}
-
-// Whether n bytes at a and b are the same: names are short, most under 16.
-bool SameBytes(const char* a, const char* b, size_t n) {
-  if (n > 16) return std::memcmp(a, b, n) == 0;
-  const auto [a0, a1] = Words(a, n);
-  const auto [b0, b1] = Words(b, n);
-  return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-}
-
 // Waits a moment for the writer to finish an entry's change (a few stores):
 // a pause at first, the processor to others if the writer was preempted.
 void Backoff(int* spins) {
@@ -81,6 +71,25 @@ void Backoff(int* spins) {
 }
 
 }  // namespace
+
+namespace device_index_detail {
+
+uint64_t HashOf(const DeviceId& id) {
+  return HashPart(HashPart(HashPart(kK0, id.driver), id.pool), id.device);
+}
+
+// Names are short, most under 16 bytes: two overlapping words each.
+bool SameBytes(const char* a, const char* b, size_t n) {
+  if (n > 16) return std::memcmp(a, b, n) == 0;
+  const auto [a0, a1] = Words(a, n);
+  const auto [b0, b1] = Words(b, n);
+  return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+}
+
+}  // namespace device_index_detail
+
+using device_index_detail::HashOf;
+using device_index_detail::SameBytes;
 
 // An entry: the head (what a lookup reads first), the device's name, then
 // the tail (the older pairs, the floor and the count of tables holding it),
@@ -289,8 +298,9 @@ DeviceIndex::DeviceIndex(const AllocatedVersion& version) : table_(NewTable(vers
 void DeviceIndex::Grow() {
   std::shared_ptr<DeviceTable> grown = NewTable(live_);
   for (size_t i = 0; i <= table_->mask_; ++i) {
-    DeviceTable::Entry* e = table_->slots_[i].entry.load(std::memory_order_relaxed);
-    if (e != nullptr && e->Live()) grown->Insert(table_->slots_[i].hash.load(std::memory_order_relaxed), e);
+    const DeviceTable::Slot& slot = table_->slots_[i];
+    DeviceTable::Entry* e = slot.entry.load(std::memory_order_relaxed);
+    if (e != nullptr && e->Live()) grown->Insert(slot.hash.load(std::memory_order_relaxed), e);
   }
   table_ = std::move(grown);
   shared_ = table_;

@@ -6,21 +6,30 @@
 // name and the last kVersions of what it held, as (revision, device) pairs,
 // newest first (the device is the tree's object, null when nobody held it
 // from that revision on). A snapshot at revision R reads the newest pair at
-// or before R. When the device changed kVersions times after R, the pair R
-// needs is gone: the entry says so (its floor, below which it cannot tell),
-// and Find asks the snapshot's tree instead. So the index is exact or says
-// it does not know; it never answers for another revision.
+// or before R. Every commit that sets the device takes a pair (a commit that
+// changes a claim's allocation sets each device it held or holds, changed
+// or not), so after kVersions such commits since R the pair R needs is gone:
+// the entry says so (its floor, below which it cannot tell), and Find asks
+// the snapshot's tree instead. So the index is exact or says it does not
+// know; it never answers for another revision.
 //
 // The table: open addressing with linear probing, a slot being the entry's
 // address and its 64-bit hash, at most two thirds full, so a lookup reads
 // a slot or two (four to a cache line) and one entry (the entry's name and
-// newest pair share its first cache line when the name fits in 32 bytes). Entries are shared by the tables
-// one index makes as it grows; a table, once handed out with a version,
-// keeps answering for that version's revision: a device added later is added
-// to the current table only (it was held by nobody at the revisions older
-// tables serve), and a table that grows leaves out the devices nobody holds
-// (the older table, still held by older snapshots, has them). Growing copies
-// the live entries' addresses: O(devices) once per doubling.
+// newest pair share its first cache line when the name fits in 32 bytes).
+// Entries are shared by the tables one index makes as it grows; a table,
+// once handed out with a version, keeps answering for that version's
+// revision: a device added later is added to the current table only (it
+// was held by nobody at the revisions older tables serve), and a table that
+// grows leaves out the devices nobody holds (the older table, still held by
+// older snapshots, has them). A table fills with entries of devices held
+// now or before (the latter go at the next growth), and then grows into one
+// sized from the devices held: a pass over its slots and a copy of the live
+// entries' addresses, made by the commit that filled it, under the leader's
+// lock. It takes at least a third of the new table's slots in new entries
+// (devices not in the table: never held, or left out at the last growth) to
+// fill it again, so the cost is a constant per entry made (BM_IndexBuild
+// bounds one growth: bench/RESULTS.md).
 //
 // Lifetimes: a snapshot holds its table (AllocatedVersion::index), a table
 // its entries (a count of the tables holding each). A device pointer read
@@ -30,9 +39,10 @@
 //
 // Thread-safety: one writer, the write leader (DeviceIndex); readers
 // (DeviceTable::Find) on any thread at any time, without locks: the writer
-// changes an entry's pairs under a sequence count that readers check (a
-// seqlock; the writer never waits), and adds an entry by filling it before
-// publishing its slot. Everything shared is an atomic.
+// changes an entry's pairs and floor, all atomics, under a sequence count
+// that readers check (a seqlock; the writer never waits), and adds an entry
+// by filling it (its name and sizes, plain bytes that never change after)
+// before publishing its slot with a release store.
 #ifndef CLAIMSTORE_SRC_DEVICE_INDEX_H_
 #define CLAIMSTORE_SRC_DEVICE_INDEX_H_
 
@@ -52,6 +62,7 @@ namespace claimstore::internal {
 class DeviceTable {
  public:
   static constexpr size_t kVersions = 4;  // pairs an entry keeps
+  static_assert(kVersions >= 2, "an entry keeps its newest pair and older ones");
 
   // What held a device at a revision: `known` false when the table cannot
   // tell (ask the tree); else `device`, null when nobody held it.
@@ -130,6 +141,14 @@ class DeviceIndex {
   std::shared_ptr<const DeviceTable> shared_;  // table_, as readers take it
   size_t live_ = 0;
 };
+
+// The index's hash of a device's name (each part's bytes and length), and
+// its compare of `n` name bytes at `a` and `b`: in the header for tests (a
+// compare is reached only on equal 64-bit hashes).
+namespace device_index_detail {
+uint64_t HashOf(const DeviceId& id);
+bool SameBytes(const char* a, const char* b, size_t n);
+}  // namespace device_index_detail
 
 // A copy of `version` with an index of its own, that nothing changes (a
 // read-only store's snapshot, built whole).

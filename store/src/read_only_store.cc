@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "feed.h"
 #include "device_index.h"
+#include "feed.h"
 #include "index_queries.h"
 #include "keys.h"
 #include "maintenance.h"

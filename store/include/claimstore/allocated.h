@@ -11,10 +11,11 @@
 // snapshot. (A read-only store builds a whole snapshot at the first call
 // after each catch-up instead: Store::AllocatedDevices.) A lookup is one
 // probe of a hash index of the devices kept beside the tree, which
-// remembers each device's last four changes by revision; a snapshot older
-// than that for a device (it changed hands four times since) descends the
-// tree instead. No copy, no allocation, no lock. Iteration walks the tree,
-// in driver/pool/device order.
+// remembers what held each device after each of the last four commits that
+// set it; a snapshot older than that for a device (four commits changed
+// allocations that name it since) descends the tree instead. No copy, no
+// allocation, no lock. Iteration walks the tree, in driver/pool/device
+// order.
 //
 // Thread-safety: an AllocatedState and everything it hands out are
 // immutable: read them from any number of threads, keep them as long as
