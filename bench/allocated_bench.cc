@@ -30,8 +30,8 @@
 //                                  and removed: copying the paths, and in
 //                                  place (nobody took the version)
 //   BM_IndexUpkeep                 the device index's part of that work
-//   BM_IndexBuild/claims:N         the device index built whole (a bound on
-//                                  one growth of its table)
+//   BM_IndexBuild/claims:N         the device index built whole, and one
+//   BM_IndexGrow/claims:N          growth of its table
 //
 // The 1M store also reports the snapshot's memory per allocated device.
 // Run: build/release/bench/allocated_bench --benchmark_repetitions=5
@@ -332,11 +332,9 @@ void BM_IndexUpkeep(benchmark::State& state) {
 }
 BENCHMARK(BM_IndexUpkeep)->ArgName("first")->Arg(0)->Arg(1);
 
-// The device index built whole from a version of N generated claims: what
-// the first AllocatedDevices() adds to the tree's build (outside the
-// leader's locks), and a bound on one growth of the table (a pass over its
-// slots and the live entries' addresses copied; this also makes the
-// entries), which the commit that fills the table pays under the lock.
+// The device index built whole from a version of N generated claims (and
+// freed): what the first AllocatedDevices() adds to the tree's build,
+// outside the leader's locks.
 void BM_IndexBuild(benchmark::State& state) {
   Cluster& c = ClusterOf(static_cast<int>(state.range(0)));
   absl::StatusOr<AllocatedState> s = c.store->AllocatedDevices();
@@ -347,7 +345,24 @@ void BM_IndexBuild(benchmark::State& state) {
   }
   state.counters["devices"] = static_cast<double>(version.devices);
 }
+// One growth of that index's table: a new table sized from the devices
+// held, the live entries' addresses copied into it (the old table freed):
+// what the commit that fills a table pays, under the leader's lock.
+void BM_IndexGrow(benchmark::State& state) {
+  Cluster& c = ClusterOf(static_cast<int>(state.range(0)));
+  absl::StatusOr<AllocatedState> s = c.store->AllocatedDevices();
+  const internal::AllocatedVersion& version = *internal::AllocatedTracker::Version(*s);
+  internal::DeviceIndex index(version);
+  for (auto _ : state) index.TEST_Grow();
+  state.counters["devices"] = static_cast<double>(version.devices);
+}
 BENCHMARK(BM_IndexBuild)
+    ->ArgName("claims")
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_IndexGrow)
     ->ArgName("claims")
     ->Arg(10000)
     ->Arg(100000)
