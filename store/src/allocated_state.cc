@@ -260,6 +260,10 @@ void AllocatedState::ForEach(absl::string_view driver, std::optional<absl::strin
 
 namespace internal {
 
+std::string NameOf(const DeviceId& id) {
+  return absl::StrCat(id.driver, "/", id.pool, "/", id.device);
+}
+
 void ForEachDevice(const AllocatedVersion& version,
                    absl::FunctionRef<void(const AllocatedDevice& device)> visit) {
   if (version.root == nullptr) return;
@@ -956,18 +960,12 @@ std::vector<std::string> CompareAllocated(const AllocatedVersion& kept,
                                           const AllocatedVersion& expected) {
   const auto all = [](const AllocatedVersion& v) {
     std::vector<const AllocatedDevice*> out;
-    AllocatedTracker::Wrap(std::make_shared<AllocatedVersion>(v))
-        .ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
-          out.push_back(&d);  // nodes are shared: the device outlives the copy
-          return true;
-        });
+    ForEachDevice(v, [&](const AllocatedDevice& d) { out.push_back(&d); });
     return out;
   };
   const std::vector<const AllocatedDevice*> a = all(kept), b = all(expected);
   std::vector<std::string> problems;
-  const auto name = [](const AllocatedDevice& d) {
-    return absl::StrCat(d.driver, "/", d.pool, "/", d.device);
-  };
+  const auto name = [](const AllocatedDevice& d) { return NameOf(IdOf(d)); };
   size_t i = 0, j = 0;
   while (i < a.size() || j < b.size()) {
     if (j == b.size() || (i < a.size() && IdOf(*a[i]) < IdOf(*b[j]))) {

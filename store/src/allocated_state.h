@@ -146,6 +146,8 @@ struct DeviceId {
   friend bool operator<(const DeviceId& a, const DeviceId& b) { return Compare(a, b) < 0; }
 };
 inline DeviceId IdOf(const AllocatedDevice& d) { return {d.driver, d.pool, d.device}; }
+// "driver/pool/device", as messages name a device.
+std::string NameOf(const DeviceId& id);
 
 // A device a commit set, and what holds it from then on (null: nobody):
 // the tree's object, kept alive by the versions that hold it.

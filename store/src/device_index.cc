@@ -292,7 +292,6 @@ DeviceIndex::DeviceIndex(const AllocatedVersion& version) : table_(NewTable(vers
     table_->Insert(HashOf(id), DeviceTable::Entry::New(id, version.revision, &d, version.revision));
     ++live_;
   });
-  shared_ = table_;
 }
 
 void DeviceIndex::Grow() {
@@ -303,7 +302,6 @@ void DeviceIndex::Grow() {
     if (e != nullptr && e->Live()) grown->Insert(slot.hash.load(std::memory_order_relaxed), e);
   }
   table_ = std::move(grown);
-  shared_ = table_;
 }
 
 void DeviceIndex::Apply(uint64_t revision, absl::Span<const Change> changes) {
@@ -332,14 +330,11 @@ std::shared_ptr<const AllocatedVersion> WithIndex(const AllocatedVersion& versio
 std::vector<std::string> CheckIndex(const AllocatedVersion& version) {
   std::vector<std::string> problems;
   if (version.index == nullptr) return problems;
-  const auto name = [](const DeviceId& id) {
-    return absl::StrCat(id.driver, "/", id.pool, "/", id.device);
-  };
   // Every device the tree holds, as the index has it (or does not know)...
   ForEachDevice(version, [&](const AllocatedDevice& d) {
     const DeviceTable::Answer a = version.index->Find(version.revision, IdOf(d));
     if (a.known && a.device != &d) {
-      problems.push_back(absl::StrCat("device index: ", name(IdOf(d)),
+      problems.push_back(absl::StrCat("device index: ", NameOf(IdOf(d)),
                                       a.device == nullptr ? " is missing" : " is another device's",
                                       " at revision ", version.revision));
     }
@@ -347,7 +342,7 @@ std::vector<std::string> CheckIndex(const AllocatedVersion& version) {
   // ... and nothing the tree does not.
   version.index->ForEachAt(version.revision, [&](const DeviceId& id, const DeviceTable::Answer& a) {
     if (a.known && a.device != nullptr && FindDevice(version, id) == nullptr) {
-      problems.push_back(absl::StrCat("device index: ", name(id), " is held at revision ",
+      problems.push_back(absl::StrCat("device index: ", NameOf(id), " is held at revision ",
                                       version.revision, " but not in the allocated state"));
     }
   });

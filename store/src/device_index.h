@@ -126,7 +126,7 @@ class DeviceIndex {
 
   // The table to hand out with a version at the latest revision applied
   // (or at the revision built). Older versions keep the tables they had.
-  const std::shared_ptr<const DeviceTable>& table() const { return shared_; }
+  std::shared_ptr<const DeviceTable> table() const { return table_; }
   // Devices held at the latest revision.
   size_t live() const { return live_; }
   // Grows the table now, as Apply does when it is full (benchmarks: what a
@@ -137,11 +137,11 @@ class DeviceIndex {
   // A table for `live` devices and more to come: at most a third full
   // (so that it takes at least a third of its size in new devices to fill).
   static std::shared_ptr<DeviceTable> NewTable(size_t live);
-  // A table twice the live entries' room, with the live entries only.
+  // Replaces the table by a new one for the live entries (NewTable), with
+  // those only.
   void Grow();
 
   std::shared_ptr<DeviceTable> table_;
-  std::shared_ptr<const DeviceTable> shared_;  // table_, as readers take it
   size_t live_ = 0;
 };
 

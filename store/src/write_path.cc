@@ -413,7 +413,7 @@ namespace {
 absl::StatusOr<bool> AddShares(const std::vector<ResultHolding>& holdings, const DeviceId& id,
                                absl::btree_map<std::string, Quantity>* sums) {
   bool shares = false;
-  const std::string device = absl::StrCat(id.driver, "/", id.pool, "/", id.device);
+  const std::string device = NameOf(id);
   for (const ResultHolding& h : holdings) {
     if (h.kind != HoldingKind::kShare || DeviceId{h.driver, h.pool, h.device} != id) continue;
     shares = true;
