@@ -30,7 +30,7 @@ if [ "$go" -eq 1 ]; then
   cmake --preset release >/dev/null
   cmake --build --preset release --target claimstore_shared >/dev/null
   mkdir -p bench/results
-  (cd bench/go && PKG_CONFIG_PATH="$PWD/../../build/release/pkgconfig" GOFLAGS=-mod=mod GOPROXY=off \
+  (cd bench/go && PKG_CONFIG_PATH="$PWD/../../build/release/pkgconfig" GOFLAGS=-mod=readonly GOPROXY=off GOTOOLCHAIN=local \
      GOCACHE="$PWD/../../build/release/go/cache" go test -run XXX -bench . -count 5 ./...) |
     tee bench/results/go.txt
   exit 0
