@@ -222,20 +222,88 @@ void FaultFileSystem::SpareReadsOf(const std::string& part) {
   spared_reads_ = part;
 }
 
+namespace {
+
+using Writer = FaultFileSystem::Writer;
+
+// Whose file `path` is (kAll: a directory, or a file of no writer below).
+Writer WriterOf(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  if (name == "LOG") return Writer::kInfoLog;
+  if (name.ends_with(".log")) return Writer::kWal;
+  if (name.starts_with("MANIFEST-")) return Writer::kManifest;
+  if (name.starts_with("OPTIONS-")) return Writer::kOptions;
+  if (name.ends_with(".sst")) {
+    return path.find("/bulk-load.tmp/") != std::string_view::npos ? Writer::kBulkTable
+                                                                  : Writer::kTable;
+  }
+  return Writer::kAll;
+}
+
+IOStatus Injected(FaultFileSystem::Error error) {
+  if (error == FaultFileSystem::Error::kNoSpace) return IOStatus::NoSpace("injected ENOSPC");
+  return IOStatus::IOError("injected EIO");
+}
+
+}  // namespace
+
+const char* FaultFileSystem::WriterName(Writer w) {
+  switch (w) {
+    case Writer::kAll: return "every file";
+    case Writer::kInfoLog: return "the info log";
+    case Writer::kWal: return "the write-ahead log";
+    case Writer::kManifest: return "the MANIFEST";
+    case Writer::kOptions: return "the OPTIONS file";
+    case Writer::kTable: return "flush and compaction table files";
+    case Writer::kBulkTable: return "bulk-load table files";
+  }
+  return "?";
+}
+
+void FaultFileSystem::FailWriter(Writer writer, Error error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  writer_failing_ = true;
+  failing_writer_ = writer;
+  writer_error_ = error;
+  writer_failures_ = 0;
+  writes_to_ = {};
+}
+
+void FaultFileSystem::Heal() {
+  std::lock_guard<std::mutex> lock(mu_);
+  writer_failing_ = false;
+  writes_to_ = {};
+}
+
+uint64_t FaultFileSystem::Failures() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return writer_failures_;
+}
+
+uint64_t FaultFileSystem::WritesTo(Writer writer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return writes_to_[static_cast<size_t>(writer)];
+}
+
 IOStatus FaultFileSystem::Inject(Op op, std::string_view path) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!powered_) return IOStatus::IOError("power cut");
   ++counts_[static_cast<size_t>(op)];
+  if (op != Op::kRead) {
+    const Writer writer = WriterOf(path);
+    if (op == Op::kWrite) ++writes_to_[static_cast<size_t>(writer)];
+    if (writer_failing_ && (failing_writer_ == Writer::kAll || failing_writer_ == writer)) {
+      ++writer_failures_;
+      return Injected(writer_error_);
+    }
+  }
   if (!armed_ || op != armed_op_) return IOStatus::OK();
   if (!armed_suffix_.empty() && !path.ends_with(armed_suffix_)) return IOStatus::OK();
   if (++armed_count_ != armed_n_) return IOStatus::OK();
   armed_ = false;
   fired_ = true;
-  if (error_ == Error::kNoSpace) {
-    IOStatus s = IOStatus::NoSpace("injected ENOSPC");
-    return s;
-  }
-  return IOStatus::IOError("injected EIO");
+  return Injected(error_);
 }
 
 void FaultFileSystem::Appended(const std::string& path, uint64_t bytes) {

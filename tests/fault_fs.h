@@ -11,6 +11,9 @@
 //     directory Fsync) or read (sequential, random, MultiRead) from now on,
 //     once, with EIO or ENOSPC. A failed write first writes half its bytes,
 //     as a torn write does.
+//   - A failing writer: FailWriter() fails every write and sync of one kind
+//     of file RocksDB writes (the info log, the write-ahead logs, the
+//     MANIFEST, ...; or all files and directories, a full disk) until Heal().
 //
 // Thread-safety: safe for concurrent use (RocksDB calls it from its
 // background threads).
@@ -34,6 +37,12 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
  public:
   enum class Op { kWrite, kSync, kRead };
   enum class Error { kEIO, kNoSpace };
+  // The files of one writer, by name: LOG, *.log, MANIFEST-*, OPTIONS-*,
+  // the table files of flushes and compactions (*.sst in the database
+  // directory), of bulk loads (in bulk-load.tmp/); kAll: every file and
+  // directory sync.
+  enum class Writer { kAll, kInfoLog, kWal, kManifest, kOptions, kTable, kBulkTable };
+  static const char* WriterName(Writer w);
 
   FaultFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
   static const char* kClassName() { return "ClaimstoreFaultFileSystem"; }
@@ -50,6 +59,15 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   // Whether the armed failure happened.
   bool Fired() const;
   void ResetCounts();
+  // Fails every write and sync of `writer`'s files with `error` from now
+  // until Heal(); Failures() counts them.
+  void FailWriter(Writer writer, Error error);
+  void Heal();
+  uint64_t Failures() const;
+  // Writes (appends) to `writer`'s files since the last FailWriter or
+  // Heal, failed or not.
+  uint64_t WritesTo(Writer writer) const;
+
   // Reads of files whose path contains `part` are neither counted nor
   // failed (empty: none spared). See BulkLoadUnderIoErrorsIsAllOrNothing.
   void SpareReadsOf(const std::string& part);
@@ -111,6 +129,11 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   uint64_t armed_count_ = 0;  // operations that count towards armed_n_
   std::string armed_suffix_;
   std::string spared_reads_;
+  bool writer_failing_ = false;
+  Writer failing_writer_ = Writer::kAll;
+  Error writer_error_ = Error::kNoSpace;
+  uint64_t writer_failures_ = 0;
+  std::array<uint64_t, 7> writes_to_{};
   Error error_ = Error::kEIO;
 };
 

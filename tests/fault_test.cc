@@ -7,7 +7,10 @@
 //   - the n-th write, sync or read failing with EIO or ENOSPC, n swept
 //     across a workload: the failing call returns an error, the live store
 //     shows nothing of it, and after reopening, Verify is clean and the
-//     state is the acknowledged history, with at most the failed call whole.
+//     state is the acknowledged history, with at most the failed call whole;
+//   - each kind of file RocksDB writes failing for a stretch (a full disk,
+//     a failing one): the process never dies, writes resume once the disk
+//     is back, nothing acknowledged is lost.
 #include <atomic>
 #include <functional>
 #include <filesystem>
@@ -17,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "claim_model.h"
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
@@ -370,16 +374,24 @@ class IoErrorTest : public FaultTest {
       }
     }
     fs_->ResetCounts();
-    // Reopen without faults: the database opens, verifies clean, and holds
-    // the acknowledged history, plus at most one failed call, whole.
+    run.committed_anyway = CheckReopened(what, history, model);
+    return run;
+  }
+
+  // Reopens without faults: the database opens, verifies clean, and holds
+  // the acknowledged history (`model`), plus at most one failed call of
+  // `history` (each call with whether it failed), whole. Returns whether
+  // a failed call was found whole.
+  bool CheckReopened(const std::string& what, const std::vector<std::pair<ModelOp, bool>>& history,
+                     const ClaimModel& model) {
     absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db_path(), SmallOptions(true));
     if (!store.ok()) {
       ADD_FAILURE() << what << ": reopening: " << store.status();
-      return run;
+      return false;
     }
     const std::vector<std::string> problems = VerifyProblems(**store);
     EXPECT_TRUE(problems.empty()) << what << ":\n" << absl::StrJoin(problems, "\n");
-    if (model.Diff(**store, Names()).empty()) return run;
+    if (model.Diff(**store, Names()).empty()) return false;
     for (size_t f = 0; f < history.size(); ++f) {
       if (!history[f].second) continue;
       // The failed call f committed after all: replay with it in place.
@@ -390,14 +402,11 @@ class IoErrorTest : public FaultTest {
         const ModelOutcome outcome = replay.Apply(history[i].first);
         if (i == f) consistent = outcome.changed;
       }
-      if (consistent && replay.Diff(**store, Names()).empty()) {
-        run.committed_anyway = true;
-        return run;
-      }
+      if (consistent && replay.Diff(**store, Names()).empty()) return true;
     }
     ADD_FAILURE() << what << ": the reopened state is not the acknowledged history:\n"
                   << absl::StrJoin(model.Diff(**store, Names()), "\n");
-    return run;
+    return false;
   }
 
   std::string template_;
@@ -621,7 +630,7 @@ void FaultTest::SweepBulkLoad(const std::vector<ClaimRecord>& stored,
   EXPECT_GT(failed, runs / 2);
   // A failed sync of the MANIFEST record whose bytes were written anyway:
   // the ingestion failed, and the reopened store has all of it, which needs
-  // the files RocksDB deleted put back (link_log_fs.h).
+  // the files RocksDB deleted put back (database_fs.h).
   EXPECT_GT(kept_after_failure, 0);
 }
 
@@ -639,6 +648,210 @@ TEST_F(FaultTest, BulkLoadOverStoredClaimsUnderIoErrorsIsBeforeOrAfter) {
 TEST_F(FaultTest, BulkLoadReplacingAllUnderIoErrorsIsBeforeOrAfter) {
   SweepBulkLoad(GeneratedClaims(0, kBulkClaims, 1), GeneratedClaims(kBulkClaims / 2, kBulkClaims, 2),
                 /*replace_all=*/true);
+}
+
+// --- A failing writer ------------------------------------------------------
+//
+// Each kind of file RocksDB writes fails (every write and sync of it, ENOSPC
+// or EIO) for a stretch of the workload, then heals. The process never
+// dies; a call that fails says why (ResourceExhausted "no space left on
+// device" for ENOSPC, Unavailable with "reopen" where the store cannot go
+// on by itself) and shows nothing; after ENOSPC heals, writes resume
+// without a reopen unless the store said it needs one; after a reopen
+// every acknowledged write is there and Verify is clean.
+
+using Writer = FaultFileSystem::Writer;
+
+struct WriterRun {
+  int failed_calls = 0;
+  bool resumed = false;        // writes went on after Heal, without a reopen
+  bool reopen_needed = false;  // the store said it needs a reopen
+};
+
+class FailingWriterTest : public IoErrorTest {
+ protected:
+  // The workload with `writer` failing with `error` from call `from` until
+  // call `to`.
+  WriterRun Run(Writer writer, Error error, size_t from, size_t to) {
+    WriterRun run;
+    std::filesystem::remove_all(db_path());
+    std::filesystem::copy(template_, db_path(), std::filesystem::copy_options::recursive);
+    const std::string what = absl::StrCat(FaultFileSystem::WriterName(writer), " failing with ",
+                                          error == Error::kEIO ? "EIO" : "ENOSPC", " for calls ",
+                                          from, "-", to);
+    ClaimModel model = base_;
+    std::vector<std::pair<ModelOp, bool>> history;
+    uint64_t injected = 0;
+    {
+      absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
+      if (!store.ok()) {
+        ADD_FAILURE() << what << ": opening: " << store.status();
+        return run;
+      }
+      // Runs `op`; on a failure checks the error and that nothing shows.
+      const auto call = [&](const ModelOp& op) {
+        ClaimModel next = model;
+        const ModelOutcome want = next.Apply(op);
+        const ModelOutcome got = RunOnStore(**store, op);
+        if (got == want) {
+          model = std::move(next);
+          history.emplace_back(op, false);
+          return true;
+        }
+        const bool expected = got.code == absl::StatusCode::kUnavailable ||
+                              (error == Error::kNoSpace &&
+                               got.code == absl::StatusCode::kResourceExhausted);
+        EXPECT_TRUE(expected) << what << ": " << op.ToString() << ": store " << got.ToString()
+                              << ", model " << want.ToString();
+        run.reopen_needed = run.reopen_needed || got.code == absl::StatusCode::kUnavailable;
+        ++run.failed_calls;
+        history.emplace_back(op, true);
+        const std::vector<std::string> diff = model.Diff(**store, Names());
+        EXPECT_TRUE(diff.empty()) << what << ": after the failed " << op.ToString() << ":\n"
+                                  << absl::StrJoin(diff, "\n");
+        return false;
+      };
+      const std::vector<ModelOp> ops = Workload();
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (i == from) fs_->FailWriter(writer, error);
+        if (i == to) {
+          injected = fs_->Failures();
+          fs_->Heal();
+        }
+        call(ops[i]);
+        if (i % 16 == 15) (void)(*store)->Compact();  // flushes, MANIFEST records
+      }
+      // Space returned: writes resume by themselves within a few retries,
+      // unless the store said it needs a reopen.
+      if (!run.reopen_needed) {
+        for (int attempt = 0; attempt < 100 && !run.resumed; ++attempt) {
+          run.resumed = call({ModelOp::Kind::kPut, "c0", absl::StrCat("uid-probe-", attempt)});
+          if (!run.resumed) absl::SleepFor(absl::Milliseconds(20));
+        }
+        EXPECT_TRUE(run.resumed || run.reopen_needed) << what << ": writes did not resume";
+      }
+      EXPECT_TRUE(model.Diff(**store, Names()).empty()) << what;
+    }
+    EXPECT_GT(injected, 0u) << what << ": the workload never wrote to the failing files";
+    CheckReopened(what, history, model);
+    return run;
+  }
+};
+
+TEST_F(FailingWriterTest, NoWriterFailingAbortsAndAcknowledgedWritesStay) {
+  int runs = 0, failed_calls = 0, resumed = 0, reopened = 0;
+  for (Writer writer : {Writer::kInfoLog, Writer::kWal, Writer::kManifest, Writer::kTable,
+                        Writer::kAll}) {
+    for (Error error : {Error::kNoSpace, Error::kEIO}) {
+      for (const auto& [from, to] : {std::pair<size_t, size_t>{4, 20}, {14, 40}, {30, 50}}) {
+        const WriterRun run = Run(writer, error, from, to);
+        ++runs;
+        failed_calls += run.failed_calls;
+        resumed += run.resumed ? 1 : 0;
+        reopened += run.reopen_needed ? 1 : 0;
+        if (writer == Writer::kInfoLog) {
+          // The info log failing fails nothing else.
+          EXPECT_EQ(run.failed_calls, 0) << "info log, from " << from;
+        } else if (writer != Writer::kManifest || error == Error::kNoSpace) {
+          EXPECT_GT(run.failed_calls, 0) << FaultFileSystem::WriterName(writer) << ", from " << from;
+        }
+        if (error == Error::kNoSpace && writer != Writer::kManifest) {
+          // A full disk that empties again: writes go on by themselves.
+          // (A MANIFEST record that fails can leave RocksDB 7.8 a flush it
+          // never finishes: then the store says it needs a reopen.)
+          EXPECT_TRUE(run.resumed) << FaultFileSystem::WriterName(writer) << ", from " << from;
+        }
+      }
+    }
+  }
+  std::printf("%d runs: %d calls failed, writes resumed by themselves in %d, after a reopen in %d\n",
+              runs, failed_calls, resumed, reopened);
+}
+
+// The OPTIONS file is written at open. RocksDB keeps it for people and
+// tools to read, and opens without it when it cannot be written: the open
+// goes on, and so do writes.
+TEST_F(FailingWriterTest, AnOptionsFileThatCannotBeWrittenFailsNothing) {
+  for (Error error : {Error::kNoSpace, Error::kEIO}) {
+    std::filesystem::remove_all(db_path());
+    std::filesystem::copy(template_, db_path(), std::filesystem::copy_options::recursive);
+    fs_->FailWriter(Writer::kOptions, error);
+    absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
+    EXPECT_GT(fs_->Failures(), 0u);
+    ASSERT_THAT(store, IsOk());
+    ClaimModel model = base_;
+    const ModelOp put{ModelOp::Kind::kPut, "c0", "uid-options"};
+    EXPECT_EQ(RunOnStore(**store, put), model.Apply(put));
+    fs_->Heal();
+    EXPECT_TRUE(model.Diff(**store, Names()).empty());
+  }
+}
+
+// A whole disk failing while the database is opened: every kind of file's
+// first write fails in turn; the open is refused clearly, never aborts, and
+// the database opens once the disk is back.
+TEST_F(FailingWriterTest, OpeningOnAFullDiskIsAClearError) {
+  std::filesystem::copy(template_, db_path(), std::filesystem::copy_options::recursive);
+  fs_->FailWriter(Writer::kAll, Error::kNoSpace);
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
+  fs_->Heal();
+  EXPECT_THAT(store, StatusIs(absl::StatusCode::kResourceExhausted, "no space left on device"));
+  EXPECT_TRUE(IsNoSpace(store.status())) << store.status();
+  store = OpenFaulty(SmallOptions(true));
+  ASSERT_THAT(store, IsOk());
+  EXPECT_TRUE(base_.Diff(**store, Names()).empty());
+}
+
+// Bulk loads while their table files (or every file) fail: the load is
+// refused and shows nothing, the next one after the disk is back lands.
+TEST_F(FailingWriterTest, BulkLoadsWhileTheirTableFilesFailAreRefusedThenLand) {
+  const std::vector<ClaimRecord> loaded = GeneratedClaims(0, kBulkClaims, 7);
+  for (Writer writer : {Writer::kBulkTable, Writer::kAll}) {
+    for (Error error : {Error::kNoSpace, Error::kEIO}) {
+      const std::string what = absl::StrCat(FaultFileSystem::WriterName(writer), " failing with ",
+                                            error == Error::kEIO ? "EIO" : "ENOSPC");
+      std::filesystem::remove_all(db_path());
+      std::filesystem::copy(template_, db_path(), std::filesystem::copy_options::recursive);
+      std::string before, after;
+      {
+        absl::StatusOr<std::unique_ptr<Store>> store = OpenFaulty(SmallOptions(true));
+        ASSERT_THAT(store, IsOk());
+        before = StateOf(**store);
+        fs_->FailWriter(writer, error);
+        const absl::Status failed = BulkLoadInto(**store, loaded);
+        EXPECT_GT(fs_->Failures(), 0u) << what;
+        fs_->Heal();
+        ASSERT_FALSE(failed.ok()) << what;
+        if (error == Error::kNoSpace) {
+          EXPECT_TRUE(IsNoSpace(failed)) << what << ": " << failed;
+          EXPECT_THAT(failed, StatusIs(absl::StatusCode::kResourceExhausted, db_path())) << what;
+        }
+        EXPECT_EQ(StateOf(**store), before) << what;
+        absl::Status landed;
+        for (int attempt = 0; attempt < 50; ++attempt) {
+          landed = BulkLoadInto(**store, loaded);
+          if (landed.ok() || absl::IsUnavailable(landed)) break;
+          absl::SleepFor(absl::Milliseconds(20));
+        }
+        if (landed.ok()) {
+          after = StateOf(**store);
+          EXPECT_NE(after, before) << what;
+        } else {
+          // Only where RocksDB itself was hit (every file failing).
+          EXPECT_EQ(writer, Writer::kAll) << what << ": " << landed;
+          EXPECT_THAT(landed, StatusIs(absl::StatusCode::kUnavailable, "reopen")) << what;
+        }
+      }
+      absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db_path(), SmallOptions(true));
+      ASSERT_THAT(store, IsOk()) << what;
+      if (!after.empty()) {
+        EXPECT_EQ(StateOf(**store), after) << what;
+      } else {
+        EXPECT_EQ(StateOf(**store), before) << what;
+      }
+      EXPECT_TRUE(VerifyProblems(**store).empty()) << what;
+    }
+  }
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 #ifndef CLAIMSTORE_TESTS_TEST_UTIL_H_
 #define CLAIMSTORE_TESTS_TEST_UTIL_H_
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -45,6 +48,40 @@ class ScopedTempDir {
  private:
   std::string path_;
 };
+
+// A tmpfs of `bytes` mounted at a fresh directory, unmounted (lazily) when
+// the object goes away: a small disk that a test can fill for real. Needs
+// root (CI runs tests as root): mounted() says whether it worked, error()
+// why not.
+class Tmpfs {
+ public:
+  explicit Tmpfs(uint64_t bytes);
+  ~Tmpfs();
+  Tmpfs(const Tmpfs&) = delete;
+  Tmpfs& operator=(const Tmpfs&) = delete;
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+  const std::string& path() const { return path_; }
+  // The bytes still free.
+  uint64_t FreeBytes() const;
+  // Writes zeros to `file` until the disk is full but for `leave` bytes.
+  void FillLeaving(const std::string& file, uint64_t leave) const;
+  // Remounts read-only (or read-write again).
+  bool Remount(bool read_only);
+
+ private:
+  ScopedTempDir dir_;
+  std::string path_;
+  bool mounted_ = false;
+  std::string error_;
+};
+
+// Skips the test unless it runs as root, and fails it unless `fs` mounted.
+#define CLAIMSTORE_REQUIRE_TMPFS(fs)                                                  \
+  do {                                                                                \
+    if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root (CI runs as root)"; \
+    ASSERT_TRUE((fs).mounted()) << "mounting a tmpfs: " << (fs).error();              \
+  } while (false)
 
 // Matches an OK absl::Status or absl::StatusOr.
 MATCHER(IsOk, "is OK") {

@@ -60,9 +60,15 @@ var (
 	// ErrRefused: a rule forbids the change (not allocated, still reserved,
 	// being deleted, already allocated, a read-only store).
 	ErrRefused = errors.New("claimstore: refused")
-	// ErrExhausted: reservedFor already holds 256 consumers (or the disk is
-	// full).
+	// ErrExhausted: reservedFor already holds 256 consumers, a device's
+	// capacity is used up, or the disk is full (then ErrNoSpace matches
+	// too).
 	ErrExhausted = errors.New("claimstore: exhausted")
+	// ErrNoSpace: the disk under the database is full. The write changed
+	// nothing; reads go on, and the store takes writes again by itself once
+	// space is freed (or, where it says so with ErrUnavailable, after a
+	// reopen).
+	ErrNoSpace = errors.New("claimstore: no space left on device")
 	// ErrInvalid: bad input; *Error's Fields name the field paths.
 	ErrInvalid = errors.New("claimstore: invalid")
 	// ErrCorrupt: a stored record or key is corrupt.
@@ -117,12 +123,19 @@ type Error struct {
 	Code    Code
 	Message string
 	Fields  []FieldError
+	// NoSpace: a ResourceExhausted of a full disk (errors.Is ErrNoSpace).
+	NoSpace bool
 }
 
 func (e *Error) Error() string { return "claimstore: " + e.Code.String() + ": " + e.Message }
 
 // Is matches the sentinel of the error's code.
-func (e *Error) Is(target error) bool { return target != nil && sentinel(e.Code) == target }
+func (e *Error) Is(target error) bool {
+	if target == ErrNoSpace {
+		return e.NoSpace
+	}
+	return target != nil && sentinel(e.Code) == target
+}
 
 // ConflictError is an Aborted write: a revision or uid precondition that
 // did not hold (CurrentRevision set), or a device held by another claim
@@ -180,7 +193,7 @@ func fromC(code C.int, e *C.claimstore_error_t) error {
 			return &CompactedError{Message: msg, CompactRevision: uint64(rev)}
 		}
 	}
-	out := &Error{Code: c, Message: msg}
+	out := &Error{Code: c, Message: msg, NoSpace: C.claimstore_error_no_space(e) != 0}
 	var fields *C.claimstore_field_error_t
 	if k := int(C.claimstore_error_fields(e, &fields)); k > 0 {
 		for _, f := range unsafe.Slice(fields, k) {

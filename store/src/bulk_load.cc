@@ -191,7 +191,7 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const BulkBatch& batch,
                                                      const BulkLoadOptions& options,
                                                      bool dry_run) {
   Exclusive exclusive(&writes_);
-  if (!write_error_.ok()) return Unshared(write_error_);
+  CS_RETURN_IF_ERROR(CheckWritable());
   const uint64_t base = revision_;
   const auto phase = [&options](const char* name) {
     if (options.progress) options.progress(BulkLoadProgress{name, 0, 0});
@@ -272,10 +272,8 @@ absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(
     s = IngestTables(*db_, dir, writer.IngestArgs());
     if (!s.ok()) {
       // As after a failed commit: the database is as before, but RocksDB
-      // may have stopped writes; reopening recovers.
-      write_error_ = absl::UnavailableError(absl::StrCat(
-          "the store takes no more writes after a failed bulk load (", s.message(),
-          "); reopen it to recover"));
+      // may have stopped writes.
+      StopWrites(s, "bulk load");
     }
   }
   std::filesystem::remove_all(dir, ec);

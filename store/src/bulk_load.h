@@ -116,7 +116,7 @@ class TableWriter {
 
 // One atomic ingestion of every family's files (all or none, also across a
 // crash); the files are moved, not copied. On failure, the files RocksDB
-// linked in are put back (link_log_fs.h).
+// linked in are put back (database_fs.h).
 absl::Status IngestTables(const Database& db, const std::string& dir,
                           const std::vector<rocksdb::IngestExternalFileArg>& args);
 

@@ -234,7 +234,7 @@ absl::Status TableWriter::WriteRevision() {
 absl::Status IngestTables(const Database& db, const std::string& dir,
                           const std::vector<rocksdb::IngestExternalFileArg>& args) {
   db.fs().Watch(dir);
-  absl::Status s = FromRocksDB(db.db()->IngestExternalFiles(args), "ingesting the bulk load");
+  absl::Status s = FromRocksDB(db.db()->IngestExternalFiles(args), absl::StrCat("ingesting a bulk load into ", db.path()));
   if (!s.ok()) {
     // RocksDB deleted the files it linked in, but its MANIFEST record may
     // come back at the next open (a failed sync that wrote): put them back.

@@ -36,6 +36,7 @@ struct claimstore_error_t {
   std::string message;
   std::optional<uint64_t> current_revision;
   std::optional<uint64_t> compact_revision;
+  bool no_space = false;
   std::vector<ClaimKey> claims;
   std::vector<claimstore_key_t> claim_views;
   std::vector<claimstore::FieldError> fields;
@@ -118,6 +119,7 @@ int Fail(const absl::Status& status, claimstore_error_t** err) {
     e->message = std::string(status.message());
     e->current_revision = claimstore::CurrentRevision(status);
     e->compact_revision = claimstore::CompactRevision(status);
+    e->no_space = claimstore::IsNoSpace(status);
     e->claims = claimstore::ClaimsOf(status);
     for (const ClaimKey& k : e->claims) e->claim_views.push_back(KeyView(k));
     e->fields = claimstore::FieldErrorsOf(status);
@@ -278,6 +280,7 @@ int claimstore_error_compact_revision(const claimstore_error_t* err, uint64_t* r
   if (revision != nullptr) *revision = *err->compact_revision;
   return 1;
 }
+int claimstore_error_no_space(const claimstore_error_t* err) { return err->no_space ? 1 : 0; }
 size_t claimstore_error_claims(const claimstore_error_t* err, const claimstore_key_t** claims) {
   if (claims != nullptr) *claims = err->claim_views.data();
   return err->claim_views.size();

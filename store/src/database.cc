@@ -1,11 +1,14 @@
 #include "database.h"
 
 #include <filesystem>
+#include <mutex>
+#include <vector>
 #include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "keys.h"
+#include "rocksdb/convenience.h"
 #include "rocksdb_status.h"
 #include "status_macros.h"
 
@@ -33,9 +36,39 @@ KeyScan::KeyScan(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family, absl::str
   it_.reset(db->NewIterator(options, family));
 }
 
+void ErrorPolicy::OnBackgroundError(rocksdb::BackgroundErrorReason reason,
+                                    rocksdb::Status* error) {
+  if (reason == rocksdb::BackgroundErrorReason::kCompaction && error->IsNoSpace()) {
+    *error = rocksdb::Status::OK();
+  }
+  if (reason == rocksdb::BackgroundErrorReason::kMemTable) memtable_switch_failed_ = true;
+}
+
+void ErrorPolicy::OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason /*reason*/,
+                                       rocksdb::Status /*error*/, bool* auto_recovery) {
+  *auto_recovery = false;
+}
+
+namespace {
+
+// Databases ~Database left open (ErrorPolicy), reachable until the process
+// exits (so that leak checkers do not count them).
+void Abandon(rocksdb::DB* db) {
+  static auto* abandoned = new std::vector<rocksdb::DB*>;
+  static auto* mu = new std::mutex;
+  std::lock_guard<std::mutex> lock(*mu);
+  abandoned->push_back(db);
+}
+
+}  // namespace
+
 Database::~Database() {
   for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h);
   handles_.clear();
+  if (db_ != nullptr && errors_ != nullptr && errors_->memtable_switch_failed()) {
+    rocksdb::CancelAllBackgroundWork(db_.get(), /*wait=*/true);
+    Abandon(db_.release());
+  }
   db_.reset();
   if (!secondary_dir_.empty()) {
     std::error_code ignored;

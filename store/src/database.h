@@ -13,6 +13,7 @@
 #ifndef CLAIMSTORE_SRC_DATABASE_H_
 #define CLAIMSTORE_SRC_DATABASE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,8 +23,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "claimstore/store.h"
-#include "link_log_fs.h"
+#include "database_fs.h"
 #include "rocksdb/db.h"
+#include "rocksdb/listener.h"
 #include "snapshot_ref.h"
 
 namespace claimstore::internal {
@@ -66,6 +68,37 @@ struct ReadPoint {
   uint64_t revision = 0;
 };
 
+// How a store meets RocksDB's background errors (Debian's 7.8), as the
+// listener of its database:
+//  - A compaction that finds the disk full is not made an error of the
+//    database: its output is dropped, its inputs stay, and RocksDB tries
+//    again a second later. As an error it would be a "soft" one, which an
+//    atomic flush finishing meanwhile takes for its own and then neither
+//    installs nor rolls back its memtables: every later flush waits for
+//    them forever (RocksDB #11872, fixed in 8.7), and so would the store's
+//    recovery.
+//  - RocksDB's own recovery from a full disk (a thread of its file manager
+//    that polls the free space and resumes) is off: the store resumes from
+//    its write leader (StoreImpl::CheckWritable), so that no recovery runs
+//    beside a commit or a close, and only once RocksDB can move past a
+//    failed write-ahead log.
+//  - It remembers a memtable switch that failed (a log that could not be
+//    created: the directory removed, no inode left). RocksDB 7.8 then keeps
+//    a reference to column families it never gives back (#12176, fixed in
+//    8.10), and closing asserts in ~ColumnFamilySet: ~Database does not
+//    close such a database (below).
+// Thread-safety: called by RocksDB from any thread.
+class ErrorPolicy : public rocksdb::EventListener {
+ public:
+  void OnBackgroundError(rocksdb::BackgroundErrorReason reason, rocksdb::Status* error) override;
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason reason, rocksdb::Status error,
+                            bool* auto_recovery) override;
+  bool memtable_switch_failed() const { return memtable_switch_failed_.load(); }
+
+ private:
+  std::atomic<bool> memtable_switch_failed_{false};
+};
+
 class Database {
  public:
   // Opens (creating it, when Options allow) the database at `path`: a
@@ -75,6 +108,9 @@ class Database {
   static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path,
                                                         const Options& options,
                                                         rocksdb::Env* env);
+  // Closes the database; one whose memtable switch failed (ErrorPolicy) is
+  // stopped instead and left open until the process exits: its files stay
+  // open, its directory locked, a few objects unfreed.
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
@@ -87,8 +123,10 @@ class Database {
   // Null for a read-only open of a database written before the feed existed
   // (format version 1).
   rocksdb::ColumnFamilyHandle* feed() const { return handles_.size() > 5 ? handles_[5] : nullptr; }
-  // The file system under RocksDB, which records a bulk load's links.
-  LinkLogFileSystem& fs() const { return *fs_; }
+  // Every column family, the default one included.
+  const std::vector<rocksdb::ColumnFamilyHandle*>& families() const { return handles_; }
+  // The file system under RocksDB (database_fs.h).
+  DatabaseFileSystem& fs() const { return *fs_; }
   const std::string& path() const { return path_; }
   // Where a bulk load writes its table files: inside the database
   // directory, so that ingestion moves them by hard link.
@@ -111,9 +149,10 @@ class Database {
   std::string path_;
   std::string secondary_dir_;  // a secondary instance's scratch directory
   // The file system under RocksDB: the one given (tests) or the default,
-  // watched for a bulk load's links (link_log_fs.h). Outlives db_.
-  std::shared_ptr<LinkLogFileSystem> fs_;
+  // wrapped by DatabaseFileSystem (database_fs.h). Outlives db_.
+  std::shared_ptr<DatabaseFileSystem> fs_;
   std::unique_ptr<rocksdb::Env> env_;
+  std::shared_ptr<ErrorPolicy> errors_;  // the listener of db_
   std::unique_ptr<rocksdb::DB> db_;
   // default, records, consumers, devices, meta, feed (the order of Open's
   // descriptors).

@@ -78,17 +78,35 @@ absl::StatusOr<VerifyReport> StoreImpl::Verify(bool repair) {
 absl::Status StoreImpl::Refresh() { return absl::OkStatus(); }
 
 absl::Status StoreImpl::Compact() {
+  CS_RETURN_IF_ERROR(FlushMemtables());
   rocksdb::CompactRangeOptions options;
   options.change_level = true;
   for (rocksdb::ColumnFamilyHandle* family :
        {db_->records(), db_->consumers(), db_->devices(), db_->meta(), db_->feed()}) {
     CS_RETURN_IF_ERROR(
-        FromRocksDB(db_->db()->CompactRange(options, family, nullptr, nullptr), "compacting"));
+        FromRocksDB(db_->db()->CompactRange(options, family, nullptr, nullptr), absl::StrCat("compacting ", db_->path())));
   }
   return absl::OkStatus();
 }
 
-absl::Status StoreImpl::Backup(absl::string_view dir) { return BackupDatabase(*db_, dir); }
+absl::Status StoreImpl::Backup(absl::string_view dir) {
+  CS_RETURN_IF_ERROR(FlushMemtables());
+  return BackupDatabase(*db_, dir);
+}
+
+absl::Status StoreImpl::FlushMemtables() {
+  // A flush switches the write-ahead log, which RocksDB must not do after
+  // a commit failed: it would write again to the log that failed (Debian's
+  // build asserts; RocksDB then makes the error fatal). Under the writers'
+  // lock, no commit fails meanwhile; once flushed, what Compact and Backup
+  // do next finds the memtables (nearly) empty.
+  Exclusive exclusive(&writes_);
+  CS_RETURN_IF_ERROR(CheckWritable());
+  rocksdb::FlushOptions options;
+  options.allow_write_stall = true;
+  return FromRocksDB(db_->db()->Flush(options, db_->families()),
+                     absl::StrCat("flushing ", db_->path()));
+}
 
 absl::StatusOr<std::string> StoreImpl::MetaValue(absl::string_view key) const {
   std::string value;
@@ -104,7 +122,7 @@ absl::Status StoreImpl::SetMetaValue(absl::string_view key, absl::string_view va
   sync.sync = true;
   return FromRocksDB(db_->db()->Put(sync, db_->meta(), rocksdb::Slice(key.data(), key.size()),
                                     rocksdb::Slice(value.data(), value.size())),
-                     "writing meta");
+                     WritingTo());
 }
 
 }  // namespace claimstore::internal

@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "store_errors.h"
 
 namespace claimstore::internal {
 
@@ -18,7 +19,12 @@ absl::Status FromRocksDB(const rocksdb::Status& s, absl::string_view context) {
     case rocksdb::Status::kNotSupported:
       return absl::UnimplementedError(message);
     case rocksdb::Status::kIOError:
-      if (s.IsNoSpace()) return absl::ResourceExhaustedError(message);
+      if (s.IsNoSpace()) return NoSpaceError(context);
+      if (absl::StrContains(s.ToString(), "lock hold by current process")) {
+        return absl::UnavailableError(absl::StrCat(
+            message, " (not another process: this one has it open, a store not yet closed "
+                     "or one left open after its directory was removed)"));
+      }
       if (absl::StrContains(s.ToString(), "lock")) {
         // A storage condition, not a rule: it passes when the other
         // process closes the database.

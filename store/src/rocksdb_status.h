@@ -12,7 +12,8 @@ namespace claimstore::internal {
 // `context` (what was being done):
 //   NotFound → NotFound; Corruption → DataLoss; InvalidArgument →
 //   InvalidArgument; NotSupported → Unimplemented; IOError: out of space →
-//   ResourceExhausted, the directory lock held by another process (a
+//   ResourceExhausted "<context>: no space left on device" (NoSpaceError,
+//   without RocksDB's words: the file does not matter), the directory lock held by another process (a
 //   storage condition that passes) and otherwise Unavailable; Busy, TryAgain, TimedOut,
 //   ShutdownInProgress → Unavailable; Aborted → Aborted; anything else →
 //   Internal.

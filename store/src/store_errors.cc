@@ -14,6 +14,7 @@ namespace {
 constexpr char kRevisionPayloadUrl[] = "type.claimstore.dev/current-revision";
 constexpr char kClaimsPayloadUrl[] = "type.claimstore.dev/claims";
 constexpr char kCompactPayloadUrl[] = "type.claimstore.dev/compact-revision";
+constexpr char kNoSpacePayloadUrl[] = "type.claimstore.dev/no-space";
 
 std::optional<uint64_t> NumberPayload(const absl::Status& status, absl::string_view url) {
   absl::optional<absl::Cord> payload = status.GetPayload(url);
@@ -42,6 +43,10 @@ std::optional<uint64_t> CurrentRevision(const absl::Status& status) {
 std::optional<uint64_t> CompactRevision(const absl::Status& status) {
   if (!absl::IsOutOfRange(status)) return std::nullopt;
   return NumberPayload(status, kCompactPayloadUrl);
+}
+
+bool IsNoSpace(const absl::Status& status) {
+  return absl::IsResourceExhausted(status) && status.GetPayload(kNoSpacePayloadUrl).has_value();
 }
 
 namespace internal {
@@ -94,9 +99,22 @@ absl::Status FeedCompacted(uint64_t revision, uint64_t compact) {
   return s;
 }
 
+absl::Status NoSpaceError(absl::string_view context) {
+  absl::Status s =
+      absl::ResourceExhaustedError(absl::StrCat(context, ": no space left on device"));
+  s.SetPayload(kNoSpacePayloadUrl, absl::Cord());
+  return s;
+}
+
 absl::Status ReadOnlyError() { return absl::FailedPreconditionError("the store is open read-only"); }
 
-absl::Status Unshared(const absl::Status& s) { return absl::Status(s.code(), s.message()); }
+absl::Status Unshared(const absl::Status& s) {
+  absl::Status copy(s.code(), s.message());
+  s.ForEachPayload([&copy](absl::string_view url, const absl::Cord& payload) {
+    copy.SetPayload(url, absl::Cord(std::string(payload)));
+  });
+  return copy;
+}
 
 }  // namespace internal
 }  // namespace claimstore

@@ -34,6 +34,11 @@ absl::Status RevisionMismatch(const ClaimKey& key, absl::string_view what, uint6
 // them): the holder of a device, the two claims of a clash.
 absl::Status WithClaims(absl::Status s, const std::vector<ClaimKey>& claims);
 
+// ResourceExhausted "<context>: no space left on device", marked so that
+// IsNoSpace (store.h) tells it from the rules' ResourceExhausted.
+// `context` names the database (or the file) being written.
+absl::Status NoSpaceError(absl::string_view context);
+
 // FailedPrecondition for writes to a read-only store.
 absl::Status ReadOnlyError();
 // OutOfRange for a watch of `revision` when the feed was compacted up to

@@ -41,6 +41,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "claimstore/store.h"
 #include "database.h"
 #include "device_rule.h"
@@ -175,6 +177,22 @@ class StoreImpl final : public MutationWrites {
   // was to change something fails, and the store stops taking writes.
   void WriteAndPublish(absl::Span<PendingWrite* const> group, rocksdb::WriteBatch* batch,
                        uint64_t revision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // OK when writes may go on: no commit failed in storage, or one failed
+  // for want of space and RocksDB has resumed since (tried at most every
+  // kResumeEvery). Else the error later writes fail with.
+  absl::Status CheckWritable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Whether RocksDB's Resume can run now without waiting forever (kNow),
+  // must wait for a flush that is running (kLater), or never will finish
+  // (kNever: a flush that RocksDB left unfinished; only a reopen helps).
+  enum class Outlook { kNow, kLater, kNever };
+  Outlook ResumeOutlook() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Stops writes after the failed `what` ("commit", "bulk load") failed
+  // with `s`: until RocksDB resumes for a full disk, else until reopened.
+  void StopWrites(const absl::Status& s, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // "writing to <path>": the context of the store's writes' errors.
+  std::string WritingTo() const;
+  static constexpr absl::Duration kResumeEvery = absl::Milliseconds(100);
   // Runs every step of `w` against what the writes before it left; the
   // first refusal fails them all.
   absl::Status Apply(PendingWrite* w, rocksdb::WriteBatch* batch, uint64_t* revision)
@@ -237,6 +255,8 @@ class StoreImpl final : public MutationWrites {
   // The events of published changes, for the hub.
   std::vector<EventPtr> EventsOf(absl::Span<const RecordChange> changes) const;
 
+  // Flushes every memtable once CheckWritable allows (Compact, Backup).
+  absl::Status FlushMemtables() ABSL_LOCKS_EXCLUDED(writes_.leader);
   // Loads the published state from the database (open, repair).
   absl::Status ResetPublished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // The published snapshot and revision.
@@ -267,8 +287,11 @@ class StoreImpl final : public MutationWrites {
   uint64_t revision_ ABSL_GUARDED_BY(writes_.leader) = 0;
   // What the group being committed has staged so far.
   StagedWrites staged_ ABSL_GUARDED_BY(writes_.leader);
-  // Set when a commit failed in storage: every later write fails with it.
+  // Set when a commit failed in storage: later writes fail with it, until
+  // the store recovers (a full disk, CheckWritable) or is reopened.
   absl::Status write_error_ ABSL_GUARDED_BY(writes_.leader);
+  // When CheckWritable next asks RocksDB to resume after a full disk.
+  absl::Time resume_at_ ABSL_GUARDED_BY(writes_.leader) = absl::InfinitePast();
   // The change feed: where it is compacted to, the total of its events up
   // to revision_ and as the group being committed staged them (feed.h).
   FeedPoint feed_compact_ ABSL_GUARDED_BY(writes_.leader);

@@ -24,9 +24,11 @@
 #ifdef CLAIMSTORE_HAVE_ETCD
 #include "etcd/shared_store.h"
 #endif
+#include "info_log.h"
 #include "keys.h"
 #include "read_only_store.h"
 #include "rocksdb/filter_policy.h"
+#include "rocksdb/listener.h"
 #include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
 #include "rocksdb_status.h"
@@ -118,7 +120,7 @@ std::vector<rocksdb::ColumnFamilyDescriptor> FamilyDescriptors(const Options& op
 rocksdb::DBOptions DatabaseOptions(const Options& options, rocksdb::Env* env) {
   rocksdb::DBOptions db_options;
   db_options.max_background_jobs = 2;
-  db_options.keep_log_file_num = 3;
+  db_options.keep_log_file_num = kOldInfoLogs;
   // The meta family takes a few bytes per write and would never fill its
   // memtable, keeping every WAL file alive; past this total RocksDB flushes
   // the families that hold the oldest WAL, which bounds disk use and the
@@ -146,6 +148,13 @@ rocksdb::DBOptions DatabaseOptions(const Options& options, rocksdb::Env* env) {
   db_options.max_bgerror_resume_count = 0;
   db_options.env = env;
   return db_options;
+}
+
+// claimstore's info log in `dir` (info_log.h: RocksDB's own aborts the
+// process on the line after a failed write).
+void SetInfoLog(const std::string& dir, rocksdb::DBOptions* db_options) {
+  db_options->info_log =
+      InfoLog::Open(db_options->env->GetFileSystem(), dir + "/LOG", kOldInfoLogs);
 }
 
 // RocksDB does not always say which file it found corrupt (WAL recovery
@@ -240,6 +249,7 @@ absl::Status CreateDatabase(const std::string& path, rocksdb::DBOptions db_optio
   fs::create_directories(staging, ec);
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
+  SetInfoLog(staging, &db_options);
   CS_RETURN_IF_ERROR(InitializeDatabase(staging, path, db_options, descriptors));
   // rename(2) is atomic, and replaces `path` if it is an empty directory.
   if (std::rename(staging.c_str(), path.c_str()) != 0) {
@@ -364,10 +374,12 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
                                                          rocksdb::Env* env) {
   auto database = std::unique_ptr<Database>(new Database());
   database->path_ = path;
-  database->fs_ = std::make_shared<LinkLogFileSystem>(env != nullptr ? env->GetFileSystem()
+  database->fs_ = std::make_shared<DatabaseFileSystem>(env != nullptr ? env->GetFileSystem()
                                                                      : rocksdb::FileSystem::Default());
   database->env_ = rocksdb::NewCompositeEnv(database->fs_);
   rocksdb::DBOptions db_options = DatabaseOptions(options, database->env_.get());
+  database->errors_ = std::make_shared<ErrorPolicy>();
+  db_options.listeners.push_back(database->errors_);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = FamilyDescriptors(options);
 
   bool has_feed = true;
@@ -384,6 +396,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
     database->secondary_dir_ = pattern;
     db_options.max_open_files = -1;  // required by secondary instances
     if (!has_feed) descriptors.pop_back();  // feed() is null
+    SetInfoLog(database->secondary_dir_, &db_options);
     CS_RETURN_IF_ERROR(WithSuspectFiles(
         path, FromRocksDB(rocksdb::DB::OpenAsSecondary(db_options, path, database->secondary_dir_,
                                                        descriptors, &database->handles_, &raw),
@@ -391,6 +404,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
   } else {
     if (!exists) CS_RETURN_IF_ERROR(CreateDatabase(path, db_options, descriptors));
     db_options.create_missing_column_families = true;  // the feed of a version-1 database
+    SetInfoLog(path, &db_options);
     CS_RETURN_IF_ERROR(WithSuspectFiles(
         path, FromRocksDB(rocksdb::DB::Open(db_options, path, descriptors, &database->handles_, &raw),
                           absl::StrCat("opening ", path))));

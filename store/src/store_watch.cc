@@ -115,7 +115,7 @@ absl::Status StoreImpl::OpenFeed() {
   }
   if (batch.Count() > 0) {
     CS_RETURN_IF_ERROR(
-        FromRocksDB(db_->db()->Write(write_options_, &batch), "opening the change feed"));
+        FromRocksDB(db_->db()->Write(write_options_, &batch), absl::StrCat("opening the change feed of ", db_->path())));
   }
   feed_dropped_ = feed_compact_.revision;
   hub_.Reset(revision_, feed_compact_.revision);

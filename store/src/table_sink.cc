@@ -32,17 +32,21 @@ absl::Status TableSink::Open(absl::string_view key) {
   return absl::OkStatus();
 }
 
+absl::Status TableSink::Checked(const rocksdb::Status& s, absl::string_view doing) const {
+  if (s.ok()) return absl::OkStatus();
+  return FromRocksDB(s, absl::StrCat(doing, paths_.back()));
+}
+
 absl::Status TableSink::Put(absl::string_view key, absl::string_view value) {
   CS_RETURN_IF_ERROR(Open(key));
-  return FromRocksDB(writer_->Put(rocksdb::Slice(key.data(), key.size()),
-                                  rocksdb::Slice(value.data(), value.size())),
-                     "writing a table file");
+  return Checked(writer_->Put(rocksdb::Slice(key.data(), key.size()),
+                              rocksdb::Slice(value.data(), value.size())),
+                 "writing ");
 }
 
 absl::Status TableSink::Delete(absl::string_view key) {
   CS_RETURN_IF_ERROR(Open(key));
-  return FromRocksDB(writer_->Delete(rocksdb::Slice(key.data(), key.size())),
-                     "writing a table file");
+  return Checked(writer_->Delete(rocksdb::Slice(key.data(), key.size())), "writing ");
 }
 
 absl::Status TableSink::Roll() {
@@ -51,21 +55,22 @@ absl::Status TableSink::Roll() {
   // the store reads them right after ingesting.
   writer_ = std::make_unique<rocksdb::SstFileWriter>(rocksdb::EnvOptions(options_), options_,
                                                      family_, /*invalidate_page_cache=*/false);
-  CS_RETURN_IF_ERROR(FromRocksDB(writer_->Open(path), "creating a table file"));
   paths_.push_back(std::move(path));
-  return absl::OkStatus();
+  absl::Status s = Checked(writer_->Open(paths_.back()), "creating ");
+  if (!s.ok()) paths_.pop_back();
+  return s;
 }
 
 absl::Status TableSink::FinishFile(absl::string_view upto) {
   if (writer_ == nullptr) return absl::OkStatus();
   std::unique_ptr<rocksdb::SstFileWriter> writer = std::move(writer_);
   if (clear_ && clear_begin_ < upto) {
-    CS_RETURN_IF_ERROR(FromRocksDB(
+    CS_RETURN_IF_ERROR(Checked(
         writer->DeleteRange(rocksdb::Slice(clear_begin_), rocksdb::Slice(upto.data(), upto.size())),
-        "writing a table file"));
+        "writing "));
     clear_begin_ = std::string(upto);
   }
-  return FromRocksDB(writer->Finish(), "finishing a table file");
+  return Checked(writer->Finish(), "finishing ");
 }
 
 absl::Status TableSink::Finish() {

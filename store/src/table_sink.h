@@ -53,6 +53,8 @@ class TableSink {
   // `key` is the next key to be written.
   absl::Status Open(absl::string_view key);
   absl::Status Roll();
+  // `s` as an absl::Status naming the open file ("<doing><path>").
+  absl::Status Checked(const rocksdb::Status& s, absl::string_view doing) const;
   // Finishes the open file, its tombstone up to `upto` (with a range).
   absl::Status FinishFile(absl::string_view upto);
 

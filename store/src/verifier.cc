@@ -129,7 +129,7 @@ absl::Status RewriteIndexes(const Database& db, const rocksdb::WriteOptions& opt
   rocksdb::WriteBatch batch;
   const auto flush_full = [&]() -> absl::Status {
     if (batch.Count() < kChunk) return absl::OkStatus();
-    CS_RETURN_IF_ERROR(FromRocksDB(db.db()->Write(options, &batch), "repairing"));
+    CS_RETURN_IF_ERROR(FromRocksDB(db.db()->Write(options, &batch), absl::StrCat("repairing ", db.path())));
     batch.Clear();
     return absl::OkStatus();
   };
@@ -139,12 +139,12 @@ absl::Status RewriteIndexes(const Database& db, const rocksdb::WriteOptions& opt
       batch.Delete(family, rocksdb::Slice(scan->key().data(), scan->key().size()));
       CS_RETURN_IF_ERROR(flush_full());
     }
-    CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), "repairing"));
+    CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), absl::StrCat("repairing ", db.path())));
     for (const std::string& k : family == db.consumers() ? expected.consumers : expected.devices) {
       batch.Put(family, k, "");
       CS_RETURN_IF_ERROR(flush_full());
     }
-    CS_RETURN_IF_ERROR(FromRocksDB(db.db()->Write(options, &batch), "repairing"));
+    CS_RETURN_IF_ERROR(FromRocksDB(db.db()->Write(options, &batch), absl::StrCat("repairing ", db.path())));
     batch.Clear();
   }
   return absl::OkStatus();

@@ -24,6 +24,7 @@
 #include "keys.h"
 #include "record_edit.h"
 #include "record_factory.h"
+#include "rocksdb/transaction_log.h"
 #include "rocksdb_status.h"
 #include "status_macros.h"
 #include "store_errors.h"
@@ -145,8 +146,8 @@ void StoreImpl::CommitGroup(absl::Span<WriteGroup::Writer* const> writers) {
   std::vector<PendingWrite*> group;
   group.reserve(writers.size());
   for (WriteGroup::Writer* w : writers) group.push_back(static_cast<PendingWrite*>(w));
-  if (!write_error_.ok()) {
-    for (PendingWrite* w : group) w->status = Unshared(write_error_);
+  if (absl::Status s = CheckWritable(); !s.ok()) {
+    for (PendingWrite* w : group) w->status = Unshared(s);
     return;
   }
   rocksdb::WriteBatch batch;
@@ -182,6 +183,89 @@ void StoreImpl::CommitGroup(absl::Span<WriteGroup::Writer* const> writers) {
   WriteAndPublish(group, &batch, revision);
 }
 
+std::string StoreImpl::WritingTo() const { return absl::StrCat("writing to ", db_->path()); }
+
+void StoreImpl::StopWrites(const absl::Status& s, absl::string_view what) {
+  // The failed batch may still be in the write-ahead log, whole, and come
+  // back at the next open; a later write given the same revision would
+  // then collide with it. And RocksDB's writer of that log must not be
+  // used again after an error (Debian's build asserts that it is not). So
+  // no more writes until RocksDB has moved past that log (CheckWritable)
+  // or the store is reopened; reads go on.
+  if (IsNoSpace(s)) {
+    write_error_ = Unshared(s);
+    resume_at_ = absl::InfinitePast();
+    return;
+  }
+  write_error_ = absl::UnavailableError(absl::StrCat("the store takes no more writes after a failed ",
+                                                     what, " (", s.message(),
+                                                     "); reopen it to recover"));
+}
+
+StoreImpl::Outlook StoreImpl::ResumeOutlook() const {
+  // Resume waits for the flushes running; and RocksDB 7.8's atomic flush
+  // can leave memtables marked as being flushed by a job that gave up (a
+  // failed sync of the directory, #11872): a flush of what came after them
+  // then waits for them forever. Memtables that wait for a flush with
+  // none running and none pending are such.
+  rocksdb::DB* db = db_->db();
+  uint64_t running = 0;
+  if (!db->GetIntProperty(rocksdb::DB::Properties::kNumRunningFlushes, &running)) {
+    return Outlook::kNever;
+  }
+  if (running > 0) return Outlook::kLater;
+  for (rocksdb::ColumnFamilyHandle* family : db_->families()) {
+    uint64_t immutable = 0, pending = 0;
+    if (!db->GetIntProperty(family, rocksdb::DB::Properties::kNumImmutableMemTable, &immutable) ||
+        !db->GetIntProperty(family, rocksdb::DB::Properties::kMemTableFlushPending, &pending)) {
+      return Outlook::kNever;
+    }
+    if (immutable > 0 && pending == 0) return Outlook::kNever;
+  }
+  return Outlook::kNow;
+}
+
+absl::Status StoreImpl::CheckWritable() {
+  if (write_error_.ok() || !IsNoSpace(write_error_)) return write_error_;
+  const absl::Time now = absl::Now();
+  if (now < resume_at_) return write_error_;
+  resume_at_ = now + kResumeEvery;
+  switch (ResumeOutlook()) {
+    case Outlook::kLater: return write_error_;
+    case Outlook::kNever:
+      write_error_ = absl::UnavailableError(absl::StrCat(
+          "the store takes no more writes after a failed commit (", write_error_.message(),
+          "): RocksDB left a flush unfinished; reopen it to recover"));
+      return write_error_;
+    case Outlook::kNow: break;
+  }
+  // RocksDB stopped writes at the failure (a hard error). Resume flushes
+  // the memtables into new table files and starts a new write-ahead log,
+  // so that the failed batch, whole or torn in the old one, is behind
+  // what recovery replays; then writes go on. On a disk still full the
+  // flush fails, and the next write tries again after kResumeEvery.
+  const rocksdb::Status resumed = db_->db()->Resume();
+  if (!resumed.ok()) {
+    const absl::Status s = FromRocksDB(resumed, WritingTo());
+    if (!IsNoSpace(s)) StopWrites(s, "recovery from a full disk");
+    return write_error_;
+  }
+  // RocksDB starts a new log only when some memtable had something to
+  // flush; else it keeps writing the old one, and a write to a log whose
+  // write failed aborts Debian's librocksdb.
+  std::unique_ptr<rocksdb::LogFile> wal;
+  const rocksdb::Status found = db_->db()->GetCurrentWalFile(&wal);
+  if (!found.ok() || db_->fs().WriteFailed(db_->path() + wal->PathName())) {
+    write_error_ = absl::UnavailableError(absl::StrCat(
+        "the store takes no more writes after a failed commit (", write_error_.message(),
+        "): its write-ahead log failed and nothing was left to flush past it; reopen it to "
+        "recover"));
+    return write_error_;
+  }
+  write_error_ = absl::OkStatus();
+  return absl::OkStatus();
+}
+
 void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
                                 rocksdb::WriteBatch* batch, uint64_t revision) {
   std::string encoded;
@@ -195,7 +279,10 @@ void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
     AppendUint64(staged_follow_rv_, &follow);
     s = FromRocksDB(batch->Put(db_->meta(), kFollowKey, follow), "staging the follow position");
   }
-  if (s.ok()) s = FromRocksDB(db_->db()->Write(write_options_, batch), "committing");
+  if (s.ok()) {
+    const rocksdb::Status written = db_->db()->Write(write_options_, batch);
+    if (!written.ok()) s = FromRocksDB(written, WritingTo());
+  }
   if (!s.ok()) {
     // Nothing of the group was written: every write that was to change
     // something fails with the storage error.
@@ -204,14 +291,7 @@ void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
         w->status = Unshared(s);
       }
     }
-    // The failed batch may still be in the write-ahead log, whole, and
-    // come back at the next open; a later write given the same revision
-    // would then collide with it. And RocksDB's log writer must not be
-    // used again after an error (Debian's build asserts that it is not).
-    // So no more writes: reads go on, and reopening recovers.
-    write_error_ = absl::UnavailableError(absl::StrCat(
-        "the store takes no more writes after a failed commit (", s.message(),
-        "); reopen it to recover"));
+    StopWrites(s, "commit");
     return;
   }
   if (void (*hook)() = commit_hook.load(std::memory_order_relaxed); hook != nullptr) hook();

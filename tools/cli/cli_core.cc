@@ -121,6 +121,7 @@ std::string ClaimResourceName(const ClaimRecord& r) {
 }
 
 int ExitCode(const absl::Status& s) {
+  if (IsNoSpace(s)) return 5;  // storage, not a rule
   switch (s.code()) {
     case absl::StatusCode::kOk: return 0;
     case absl::StatusCode::kInvalidArgument: return 1;

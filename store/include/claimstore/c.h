@@ -74,7 +74,7 @@ enum {
   CLAIMSTORE_NOT_FOUND = 5,
   CLAIMSTORE_ALREADY_EXISTS = 6,
   CLAIMSTORE_PERMISSION_DENIED = 7,
-  CLAIMSTORE_RESOURCE_EXHAUSTED = 8,  /* 256 consumers; a full disk */
+  CLAIMSTORE_RESOURCE_EXHAUSTED = 8,  /* 256 consumers; a full disk (claimstore_error_no_space) */
   CLAIMSTORE_FAILED_PRECONDITION = 9, /* a rule forbids the change */
   CLAIMSTORE_ABORTED = 10,            /* a revision/uid precondition, a device held */
   CLAIMSTORE_OUT_OF_RANGE = 11,       /* a watch of compacted revisions */
@@ -115,6 +115,10 @@ const char* claimstore_error_message(const claimstore_error_t* err, size_t* size
 int claimstore_error_current_revision(const claimstore_error_t* err, uint64_t* revision);
 /* Of an OUT_OF_RANGE watch: 1 and the revision the feed is compacted up to. */
 int claimstore_error_compact_revision(const claimstore_error_t* err, uint64_t* revision);
+/* 1 for the RESOURCE_EXHAUSTED of a full disk ("...: no space left on
+ * device"; IsNoSpace in store.h), 0 otherwise (256 consumers, a device's
+ * capacity). The store takes writes again by itself once space is freed. */
+int claimstore_error_no_space(const claimstore_error_t* err);
 /* Of an ABORTED device conflict: the claims it names (the holder; for a bulk
  * clash both). Returns their number; *claims points at them. */
 size_t claimstore_error_claims(const claimstore_error_t* err, const claimstore_key_t** claims);

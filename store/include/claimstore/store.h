@@ -447,6 +447,13 @@ std::optional<uint64_t> CurrentRevision(const absl::Status& status);
 // for other errors.
 std::vector<ClaimKey> ClaimsOf(const absl::Status& status);
 
+// Whether `status` is the ResourceExhausted of a full disk ("<what>
+// <path>: no space left on device"), not of a rule (256 consumers, a
+// device's capacity). A write refused for want of space changed nothing;
+// the store takes writes again by itself once space is freed (README
+// "Reliability").
+bool IsNoSpace(const absl::Status& status);
+
 class Store {
  public:
   // Opens (or creates) the database at `path`. Returns FailedPrecondition
