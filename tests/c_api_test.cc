@@ -4,11 +4,14 @@
 #include "claimstore/c.h"
 
 #include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "claimstore/codec.h"
+#include "claimstore/generate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
@@ -250,6 +253,7 @@ TEST_F(CApiTest, ReservationsWithPreconditionsAndTheirErrors) {
   err = nullptr;
   EXPECT_EQ(claimstore_reserve(db_, K("ns", "a"), pod, {}, &r, &err),
             CLAIMSTORE_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(claimstore_error_no_space(err), 0);  // a rule's, not a full disk's
   Take(err);
   // Deallocate while reserved: a rule forbids it.
   err = nullptr;
@@ -635,6 +639,62 @@ TEST_F(CApiTest, RaceForTheLastConsumerSlot) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(won.load(), 1);
   EXPECT_EQ(exhausted.load(), 7);
+}
+
+// A full disk through the C ABI: RESOURCE_EXHAUSTED with
+// claimstore_error_no_space, a message that names the database, reads that
+// go on, and writes that resume once space is freed (full_disk_test has the
+// C++ side).
+TEST(CApiFullDisk, AFullDiskIsNoSpaceAndWritesResume) {
+  claimstore::testing::Tmpfs fs(16 << 20);
+  CLAIMSTORE_REQUIRE_TMPFS(fs);
+  const std::string path = fs.path() + "/db";
+  claimstore_options_t* options = claimstore_options_create();
+  claimstore_options_set_sync_writes(options, 1);
+  claimstore_options_set_write_buffer_bytes(options, 256 << 10);
+  claimstore_t* db = nullptr;
+  claimstore_error_t* err = nullptr;
+  ASSERT_EQ(claimstore_open(options, S(path), &db, &err), CLAIMSTORE_OK) << Take(err).message;
+  claimstore_options_destroy(options);
+  const auto put = [&](int i, claimstore_error_t** e) {
+    const std::string json = claimstore::GenerateClaimJson(i);
+    claimstore_write_result_t r{};
+    return claimstore_put_json(db, S(json), {}, &r, e);
+  };
+  ASSERT_EQ(put(0, &err), CLAIMSTORE_OK) << Take(err).message;
+  fs.FillLeaving(fs.path() + "/ballast", 64 << 10);
+  int code = CLAIMSTORE_OK;
+  int i = 1;
+  for (; i < 100000 && code == CLAIMSTORE_OK; ++i) {
+    err = nullptr;
+    code = put(i, &err);
+  }
+  ASSERT_EQ(code, CLAIMSTORE_RESOURCE_EXHAUSTED);
+  ASSERT_NE(err, nullptr);
+  EXPECT_EQ(claimstore_error_no_space(err), 1);
+  const Error full = Take(err);
+  EXPECT_THAT(full.message, HasSubstr(path + ": no space left on device"));
+  char* record = nullptr;
+  size_t size = 0;
+  absl::StatusOr<claimstore::ClaimRecord> first =
+      claimstore::DecodeClaim(claimstore::GenerateClaimJson(0));
+  ASSERT_TRUE(first.ok());
+  const std::string ns(first->claim_namespace()), name(first->name());
+  ASSERT_EQ(claimstore_get(db, {S(ns), S(name)}, &record, &size, nullptr, &err), CLAIMSTORE_OK)
+      << Take(err).message;
+  claimstore_free(record);
+  std::filesystem::remove(fs.path() + "/ballast");
+  code = CLAIMSTORE_RESOURCE_EXHAUSTED;
+  for (int attempt = 0; attempt < 100 && code != CLAIMSTORE_OK; ++attempt) {
+    err = nullptr;
+    code = put(i, &err);
+    if (code != CLAIMSTORE_OK) {
+      Take(err);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  EXPECT_EQ(code, CLAIMSTORE_OK);
+  claimstore_close(db);
 }
 
 }  // namespace
