@@ -2,6 +2,7 @@
 // cluster on loopback: stores of separate mirrors race through etcd as
 // schedulers on separate machines would, and exactly one wins each race.
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,9 +13,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
+#include "claimstore/generate.h"
 #include "claimstore/store.h"
 #include "etcd/etcd_client.h"
 #include "etcd/etcd_layout.h"
@@ -817,6 +820,70 @@ TEST_F(SharedStoreTest, TheToolTakesEtcdEndpoints) {
 }
 
 // Last in the binary: it stops two members.
+// A mirror whose disk fills: once its follower has met the full disk, its
+// writes are refused with the no-space error before they reach etcd; its
+// reads go on; when space returns it catches up from etcd with what another
+// mirror wrote meanwhile, and takes writes again.
+TEST_F(SharedStoreTest, AMirrorWhoseDiskFillsRefusesWritesReadsOnAndCatchesUpFromEtcd) {
+  ::claimstore::testing::Tmpfs fs(16 << 20);
+  CLAIMSTORE_REQUIRE_TMPFS(fs);
+  Options options = SharedOptions();
+  options.write_buffer_bytes = 256 << 10;
+  options.etcd_timeout = absl::Seconds(1);
+  const std::string path = fs.path() + "/mirror";
+  absl::StatusOr<std::unique_ptr<Store>> full = Store::Open(path, options);
+  ASSERT_THAT(full.status(), IsOk());
+  std::unique_ptr<Store> other = OpenMirror(1);
+  ASSERT_NE(other, nullptr);
+  const auto claim = [](uint64_t i) {
+    absl::StatusOr<ClaimRecord> r = DecodeClaim(GenerateClaimJson(i));
+    EXPECT_THAT(r.status(), IsOk());
+    return *std::move(r);
+  };
+  const auto key = [](const ClaimRecord& r) {
+    return ClaimKey{std::string(r.claim_namespace()), std::string(r.name())};
+  };
+  ASSERT_THAT((*full)->Put(claim(0)).status(), IsOk());
+  fs.FillLeaving(fs.path() + "/ballast", 0);
+  // The other mirror writes on until the full one's follower cannot apply
+  // what it writes (the full mirror's log has some room preallocated).
+  // Before the follower meets the full disk, a write of the full mirror
+  // lands, or reaches etcd and times out waiting for the mirror
+  // (Unavailable, naming why); after, it is refused before etcd.
+  uint64_t next = 1;
+  absl::Status refused;
+  for (int round = 0; round < 200 && !IsNoSpace(refused); ++round) {
+    for (int i = 0; i < 10; ++i, ++next) ASSERT_THAT(other->Put(claim(next)).status(), IsOk());
+    refused = (*full)->Put(claim(100000 + round)).status();
+    if (!refused.ok() && !IsNoSpace(refused)) {
+      EXPECT_THAT(refused.message(), ::testing::HasSubstr("no space left on device")) << refused;
+    }
+  }
+  EXPECT_TRUE(IsNoSpace(refused)) << refused;
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr(path + ": no space left on device"));
+  EXPECT_THAT((*full)->Get(key(claim(0))).status(), IsOk());
+  EXPECT_THAT((*full)->AllocatedDevices().status(), IsOk());
+
+  std::filesystem::remove(fs.path() + "/ballast");
+  const ClaimKey last = key(claim(next - 1));
+  absl::Status caught_up;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    caught_up = (*full)->Get(last).status();
+    if (caught_up.ok()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_THAT(caught_up, IsOk()) << "the mirror did not catch up once space returned";
+  ASSERT_THAT((*full)->Put(claim(2000)).status(), IsOk());
+  ASSERT_THAT(other->Put(claim(2001)).status(), IsOk());
+  for (int attempt = 0; attempt < 200 && !(*full)->Get(key(claim(2001))).ok(); ++attempt) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(Contents(**full), Contents(*other));
+  absl::StatusOr<VerifyReport> report = (*full)->Verify(false);
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_TRUE(report->problems.empty()) << absl::StrJoin(report->problems, "\n");
+}
+
 TEST_F(SharedStoreTest, WithoutAQuorumWritesFailInBoundedTimeAndReadsGoOnSayingHowStale) {
   Options options = SharedOptions();
   options.etcd_timeout = absl::Seconds(2);

@@ -246,11 +246,24 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
     claims.push_back(std::move(c));
   }
   if (revision == 0) return absl::OkStatus();
-  CS_RETURN_IF_ERROR(mirror()->ApplyMirrored(claims, revision));
+  CS_RETURN_IF_ERROR(ApplyToMirror(claims, revision));
   MutexLock lock(&mu_);
   applied_ = revision;
   applied_cv_.NotifyAll();
   return absl::OkStatus();
+}
+
+absl::Status SharedStore::ApplyToMirror(absl::Span<const StoreImpl::MirroredClaim> claims,
+                                        uint64_t revision) {
+  absl::Status s = mirror()->ApplyMirrored(claims, revision);
+  MutexLock lock(&mu_);
+  mirror_full_ = IsNoSpace(s) ? Unshared(s) : absl::OkStatus();
+  return s;
+}
+
+absl::Status SharedStore::MirrorTakesWrites() const {
+  MutexLock lock(&mu_);
+  return Unshared(mirror_full_);
 }
 
 absl::StatusOr<std::vector<mvccpb::KeyValue>> SharedStore::ListPrefix(const std::string& prefix,
@@ -314,7 +327,7 @@ absl::Status SharedStore::Relist() {
   }
   const uint64_t revision = static_cast<uint64_t>(at);
   if (revision <= mirror()->CommittedRevision()) return absl::OkStatus();
-  CS_RETURN_IF_ERROR(mirror()->ApplyMirrored(claims, revision));
+  CS_RETURN_IF_ERROR(ApplyToMirror(claims, revision));
   MutexLock lock(&mu_);
   applied_ = revision;
   applied_cv_.NotifyAll();
@@ -605,6 +618,7 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
                                                MutateFn mutate,
                                                const std::vector<CapacityLimit>* capacity) {
   CS_RETURN_IF_ERROR(RequireKey(key));
+  CS_RETURN_IF_ERROR(MirrorTakesWrites());
   const std::string claim_key = layout_.Claim(key);
   const std::string token = NewToken();
   // The claim and the devices as far as this write knows them: first the

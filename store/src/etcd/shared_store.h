@@ -169,6 +169,12 @@ class SharedStore final : public MutationWrites {
   absl::Status Relist();
   // Applies one watch response's events.
   absl::Status ApplyEvents(const etcdserverpb::WatchResponse& response);
+  // Writes `claims` into the mirror at `revision`, and notes whether its
+  // disk is full (mirror_full_).
+  absl::Status ApplyToMirror(absl::Span<const StoreImpl::MirroredClaim> claims, uint64_t revision)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // The mirror's no-space error while its disk is full, else OK.
+  absl::Status MirrorTakesWrites() const;
   // The change event of one etcd event (SharedWatcher::EventOf).
   absl::Status EventOf(const mvccpb::Event& e, bool* skip, WatchEvent* out) const;
   // Puts a sync key and waits until the follower has applied it: the
@@ -189,6 +195,10 @@ class SharedStore final : public MutationWrites {
   CondVar applied_cv_;
   uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status follow_error_ ABSL_GUARDED_BY(mu_);
+  // The mirror's disk full: the error of the follower's last apply, until
+  // one works. Writes are refused with it before they reach etcd, since
+  // this mirror could not show them.
+  absl::Status mirror_full_ ABSL_GUARDED_BY(mu_);
   // The last value under the claims prefix that is no claim (not mirrored).
   std::string skipped_ ABSL_GUARDED_BY(mu_);
   // Held while the mirror is written (the follower) and while Verify reads
