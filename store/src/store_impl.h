@@ -179,7 +179,7 @@ class StoreImpl final : public MutationWrites {
                        uint64_t revision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // OK when writes may go on: no commit failed in storage, or one failed
   // for want of space and RocksDB has resumed since (tried at most every
-  // kResumeEvery). Else the error later writes fail with.
+  // kResumeEvery). Else (a copy of) the error later writes fail with.
   absl::Status CheckWritable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // Whether RocksDB's Resume can run now without waiting forever (kNow),
   // must wait for a flush that is running (kLater), or never will finish

@@ -226,17 +226,18 @@ StoreImpl::Outlook StoreImpl::ResumeOutlook() const {
 }
 
 absl::Status StoreImpl::CheckWritable() {
-  if (write_error_.ok() || !IsNoSpace(write_error_)) return write_error_;
+  if (write_error_.ok()) return absl::OkStatus();
+  if (!IsNoSpace(write_error_)) return Unshared(write_error_);
   const absl::Time now = absl::Now();
-  if (now < resume_at_) return write_error_;
+  if (now < resume_at_) return Unshared(write_error_);
   resume_at_ = now + kResumeEvery;
   switch (ResumeOutlook()) {
-    case Outlook::kLater: return write_error_;
+    case Outlook::kLater: return Unshared(write_error_);
     case Outlook::kNever:
       write_error_ = absl::UnavailableError(absl::StrCat(
           "the store takes no more writes after a failed commit (", write_error_.message(),
           "): RocksDB left a flush unfinished; reopen it to recover"));
-      return write_error_;
+      return Unshared(write_error_);
     case Outlook::kNow: break;
   }
   // RocksDB stopped writes at the failure (a hard error). Resume flushes
@@ -248,7 +249,7 @@ absl::Status StoreImpl::CheckWritable() {
   if (!resumed.ok()) {
     const absl::Status s = FromRocksDB(resumed, WritingTo());
     if (!IsNoSpace(s)) StopWrites(s, "recovery from a full disk");
-    return write_error_;
+    return Unshared(write_error_);
   }
   // RocksDB starts a new log only when some memtable had something to
   // flush; else it keeps writing the old one, and a write to a log whose
@@ -260,7 +261,7 @@ absl::Status StoreImpl::CheckWritable() {
         "the store takes no more writes after a failed commit (", write_error_.message(),
         "): its write-ahead log failed and nothing was left to flush past it; reopen it to "
         "recover"));
-    return write_error_;
+    return Unshared(write_error_);
   }
   write_error_ = absl::OkStatus();
   return absl::OkStatus();
