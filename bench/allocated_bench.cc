@@ -55,8 +55,8 @@
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
 #include "claimstore/store.h"
-#include "device_index.h"
-#include "published_state.h"
+#include "state/device_index.h"
+#include "state/published_state.h"
 
 namespace claimstore {
 namespace {

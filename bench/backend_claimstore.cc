@@ -8,7 +8,7 @@
 #include "backends.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_generated.h"
-#include "keys.h"
+#include "index/keys.h"
 
 namespace claimstore::bench {
 namespace {

@@ -10,10 +10,10 @@
 #include "backends.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_generated.h"
-#include "fb_strings.h"
-#include "index_entries.h"
-#include "keys.h"
-#include "record_edit.h"
+#include "record/fb_strings.h"
+#include "index/index_entries.h"
+#include "index/keys.h"
+#include "record/record_edit.h"
 
 namespace claimstore::bench {
 namespace {

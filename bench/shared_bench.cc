@@ -1,5 +1,5 @@
 // The shared mode (Options::etcd_endpoints) against a 3-member etcd cluster
-// this binary starts on loopback (tests/etcd_cluster.h):
+// this binary starts on loopback (tests/testutil/etcd_cluster.h):
 //
 //  - BM_ReserveVsBareTxn: a Reserve (and its Unreserve) through the store
 //    against a bare etcd Txn of the same size (compare the key's mod
@@ -38,7 +38,7 @@
 #include "claimstore/codec.h"
 #include "claimstore/store.h"
 #include "etcd/etcd_client.h"
-#include "etcd_cluster.h"
+#include "testutil/etcd_cluster.h"
 
 namespace claimstore {
 namespace {

@@ -28,7 +28,7 @@
 #include "claimstore/allocation.h"
 #include "claimstore/codec.h"
 #include "claimstore/store.h"
-#include "store_testing.h"
+#include "store/store_testing.h"
 
 namespace claimstore {
 namespace {

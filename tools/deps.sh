@@ -21,7 +21,7 @@ packages=(
   # etcd's v3 API protos (generated at build time), gRPC and protobuf
   etcd-server golang-etcd-server-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  # the certificates of the shared mode's TLS test (tests/etcd_cluster.cc)
+  # the certificates of the shared mode's TLS test (tests/testutil/etcd_cluster.cc)
   openssl
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev

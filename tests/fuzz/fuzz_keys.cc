@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "keys.h"
+#include "index/keys.h"
 
 using namespace claimstore::internal;  // NOLINT
 

@@ -9,7 +9,7 @@
 
 #include "claimstore/codec.h"
 #include "claimstore/validation.h"
-#include "codec_internal.h"
+#include "codec/codec_internal.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view input(reinterpret_cast<const char*>(data), size);

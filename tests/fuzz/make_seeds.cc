@@ -6,7 +6,7 @@
 
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
-#include "keys.h"
+#include "index/keys.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;

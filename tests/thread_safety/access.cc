@@ -4,8 +4,8 @@
 // with -DUNGUARDED_MUTEX, _ROLE or _SHARED one access is made without its
 // guard, and clang must refuse the file. So a refusal is the analysis, and
 // a missing refusal means the annotations stopped being checked.
-#include "mutex.h"
-#include "write_group.h"
+#include "util/mutex.h"
+#include "write/write_group.h"
 
 namespace claimstore::internal {
 

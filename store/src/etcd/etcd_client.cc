@@ -16,7 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "status_macros.h"
+#include "util/status_macros.h"
 
 namespace claimstore::internal {
 namespace {

@@ -14,15 +14,15 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "allocated_state.h"
+#include "state/allocated_state.h"
 #include "etcd/shared_watcher.h"
-#include "index_entries.h"
-#include "keys.h"
-#include "record_edit.h"
-#include "record_factory.h"
-#include "status_macros.h"
-#include "store_errors.h"
-#include "store_testing.h"
+#include "index/index_entries.h"
+#include "index/keys.h"
+#include "record/record_edit.h"
+#include "record/record_factory.h"
+#include "util/status_macros.h"
+#include "util/store_errors.h"
+#include "store/store_testing.h"
 
 namespace claimstore::internal {
 namespace {

@@ -59,13 +59,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "claimstore/store.h"
-#include "device_rule.h"
+#include "index/device_rule.h"
 #include "etcd/etcd_client.h"
 #include "etcd/etcd_layout.h"
-#include "mutation_writes.h"
-#include "mutations.h"
-#include "mutex.h"
-#include "store_impl.h"
+#include "write/mutation_writes.h"
+#include "write/mutations.h"
+#include "util/mutex.h"
+#include "store/store_impl.h"
 
 namespace claimstore::internal {
 

@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "feed.h"
-#include "status_macros.h"
-#include "store_errors.h"
+#include "feed/feed.h"
+#include "util/status_macros.h"
+#include "util/store_errors.h"
 
 namespace claimstore::internal {
 namespace {

@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "claimstore/store.h"
 #include "etcd/etcd_client.h"
-#include "mutex.h"
+#include "util/mutex.h"
 
 namespace claimstore::internal {
 
