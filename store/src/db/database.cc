@@ -44,6 +44,8 @@ void ErrorPolicy::OnBackgroundError(rocksdb::BackgroundErrorReason reason,
   if (reason == rocksdb::BackgroundErrorReason::kMemTable) memtable_switch_failed_ = true;
 }
 
+void ErrorPolicy::OnMemTableSealed(const rocksdb::MemTableInfo& /*info*/) { sealed_ = true; }
+
 void ErrorPolicy::OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason /*reason*/,
                                        rocksdb::Status /*error*/, bool* auto_recovery) {
   *auto_recovery = false;

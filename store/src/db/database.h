@@ -87,16 +87,23 @@ struct ReadPoint {
 //    a reference to column families it never gives back (#12176, fixed in
 //    8.10), and closing asserts in ~ColumnFamilySet: ~Database does not
 //    close such a database (below).
+//  - It notes each memtable switch (TakeSealed), so that the store puts a
+//    record in the new memtables before the next commit's log record
+//    (StoreImpl::PrepareMemtables).
 // Thread-safety: called by RocksDB from any thread.
 class ErrorPolicy : public rocksdb::EventListener {
  public:
   void OnBackgroundError(rocksdb::BackgroundErrorReason reason, rocksdb::Status* error) override;
   void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason reason, rocksdb::Status error,
                             bool* auto_recovery) override;
+  void OnMemTableSealed(const rocksdb::MemTableInfo& info) override;
   bool memtable_switch_failed() const { return memtable_switch_failed_.load(); }
+  // Whether a memtable was switched since the last call.
+  bool TakeSealed() { return sealed_.exchange(false); }
 
  private:
   std::atomic<bool> memtable_switch_failed_{false};
+  std::atomic<bool> sealed_{false};
 };
 
 class Database {
@@ -128,6 +135,8 @@ class Database {
   // The file system under RocksDB (database_fs.h).
   DatabaseFileSystem& fs() const { return *fs_; }
   const std::string& path() const { return path_; }
+  // Whether RocksDB switched memtables since the last call (ErrorPolicy).
+  bool TakeSealed() const { return errors_->TakeSealed(); }
   // Where a bulk load writes its table files: inside the database
   // directory, so that ingestion moves them by hard link.
   std::string BulkDir() const { return path_ + "/bulk-load.tmp"; }

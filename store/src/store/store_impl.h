@@ -186,6 +186,16 @@ class StoreImpl final : public MutationWrites {
   // (kNever: a flush that RocksDB left unfinished; only a reopen helps).
   enum class Outlook { kNow, kLater, kNever };
   Outlook ResumeOutlook() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Before a commit's write: switches the memtables once write_buffer_bytes
+  // were written to them, and puts the store revision (unchanged, past the
+  // write-ahead log) in memtables that hold nothing yet. So RocksDB never
+  // switches them inside a commit's write, and the memtables hold a record
+  // whenever a commit's log record fails: RocksDB's recovery then has
+  // something to flush and leaves the failed log behind (it keeps writing
+  // a log with nothing flushed past it, which aborts Debian's librocksdb).
+  absl::Status PrepareMemtables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // Whether RocksDB's current write-ahead log is one whose write failed.
+  absl::StatusOr<bool> OnFailedLog() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // Stops writes after the failed `what` ("commit", "bulk load") failed
   // with `s`: until RocksDB resumes for a full disk, else until reopened.
   void StopWrites(const absl::Status& s, absl::string_view what)
@@ -285,6 +295,11 @@ class StoreImpl final : public MutationWrites {
   WriteGroup writes_;
   // The store revision of the last commit.
   uint64_t revision_ ABSL_GUARDED_BY(writes_.leader) = 0;
+  // The bytes of the batches committed since the memtables last switched,
+  // and whether they switched (or the store opened) with nothing of the
+  // store's in them yet (PrepareMemtables).
+  uint64_t memtable_bytes_ ABSL_GUARDED_BY(writes_.leader) = 0;
+  bool memtables_empty_ ABSL_GUARDED_BY(writes_.leader) = true;
   // What the group being committed has staged so far.
   StagedWrites staged_ ABSL_GUARDED_BY(writes_.leader);
   // Set when a commit failed in storage: later writes fail with it, until

@@ -63,7 +63,11 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const Options& options,
                                            const std::shared_ptr<rocksdb::Cache>& cache,
                                            const std::string& name) {
   rocksdb::ColumnFamilyOptions family;
-  family.write_buffer_size = options.write_buffer_bytes;
+  // The store switches the memtables itself at write_buffer_bytes of
+  // writes (StoreImpl::PrepareMemtables); RocksDB's own switch, inside a
+  // commit's write, is a backstop for memtables that take more memory
+  // than the writes' bytes.
+  family.write_buffer_size = 2 * options.write_buffer_bytes;
   switch (options.compression) {
     case Compression::kNone: family.compression = rocksdb::kNoCompression; break;
     case Compression::kLZ4: family.compression = rocksdb::kLZ4Compression; break;

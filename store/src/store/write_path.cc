@@ -252,11 +252,11 @@ absl::Status StoreImpl::CheckWritable() {
     return Unshared(write_error_);
   }
   // RocksDB starts a new log only when some memtable had something to
-  // flush; else it keeps writing the old one, and a write to a log whose
-  // write failed aborts Debian's librocksdb.
-  std::unique_ptr<rocksdb::LogFile> wal;
-  const rocksdb::Status found = db_->db()->GetCurrentWalFile(&wal);
-  if (!found.ok() || db_->fs().WriteFailed(db_->path() + wal->PathName())) {
+  // flush (PrepareMemtables sees to it that one has); else it keeps writing
+  // the old one, and a write to a log whose write failed aborts Debian's
+  // librocksdb.
+  const absl::StatusOr<bool> failed = OnFailedLog();
+  if (!failed.ok() || *failed) {
     write_error_ = absl::UnavailableError(absl::StrCat(
         "the store takes no more writes after a failed commit (", write_error_.message(),
         "): its write-ahead log failed and nothing was left to flush past it; reopen it to "
@@ -265,6 +265,35 @@ absl::Status StoreImpl::CheckWritable() {
   }
   write_error_ = absl::OkStatus();
   return absl::OkStatus();
+}
+
+absl::Status StoreImpl::PrepareMemtables() {
+  if (memtable_bytes_ >= options_.write_buffer_bytes) {
+    rocksdb::FlushOptions switch_only;
+    switch_only.wait = false;
+    switch_only.allow_write_stall = true;
+    CS_RETURN_IF_ERROR(FromRocksDB(db_->db()->Flush(switch_only, db_->families()), WritingTo()));
+    memtable_bytes_ = 0;
+  }
+  if (db_->TakeSealed()) {
+    memtables_empty_ = true;
+    memtable_bytes_ = 0;
+  }
+  if (!memtables_empty_) return absl::OkStatus();
+  std::string encoded;
+  AppendUint64(revision_, &encoded);
+  rocksdb::WriteOptions past_log;
+  past_log.disableWAL = true;
+  CS_RETURN_IF_ERROR(FromRocksDB(db_->db()->Put(past_log, db_->meta(), kRevisionKey, encoded),
+                                 WritingTo()));
+  memtables_empty_ = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> StoreImpl::OnFailedLog() const {
+  std::unique_ptr<rocksdb::LogFile> wal;
+  CS_RETURN_IF_ERROR(FromRocksDB(db_->db()->GetCurrentWalFile(&wal), WritingTo()));
+  return db_->fs().WriteFailed(db_->path() + wal->PathName());
 }
 
 void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
@@ -280,6 +309,7 @@ void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
     AppendUint64(staged_follow_rv_, &follow);
     s = FromRocksDB(batch->Put(db_->meta(), kFollowKey, follow), "staging the follow position");
   }
+  if (s.ok()) s = PrepareMemtables();
   if (s.ok()) {
     const rocksdb::Status written = db_->db()->Write(write_options_, batch);
     if (!written.ok()) s = FromRocksDB(written, WritingTo());
@@ -296,6 +326,7 @@ void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
     return;
   }
   if (void (*hook)() = commit_hook.load(std::memory_order_relaxed); hook != nullptr) hook();
+  memtable_bytes_ += batch->GetDataSize();
   revision_ = revision;
   follow_rv_ = staged_follow_rv_;
   feed_total_ = staged_feed_total_;
