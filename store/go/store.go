@@ -61,7 +61,7 @@ type Options struct {
 	// FeedRecordsBefore: Modified events carry the claim before the change.
 	FeedRecordsBefore bool
 
-	// The shared mode (README "Shared mode"): etcd's client URLs
+	// The shared mode (docs/shared-mode.md): etcd's client URLs
 	// ("http://10.0.0.1:2379"). When set, etcd holds the claims and the
 	// device holdings, and the database at dir is this process's mirror,
 	// fed by an etcd watch: reads stay local; each write is one etcd

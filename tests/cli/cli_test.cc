@@ -740,49 +740,85 @@ TEST_F(CliTest, AllocatedPrintsEveryDeviceWithItsHoldersAndCapacity) {
   EXPECT_EQ(Cli("allocated -o yaml").code, 1);
 }
 
-// Every shell example of the README runs as written, in order: in an empty
-// directory holding tools/examples, with the built claimstore first on PATH.
-// Lines that install, build or run this very suite (tools/..., cmake ...) are
-// what CI itself runs, so they are not run from within it.
-TEST(ReadmeTest, ShellExamplesRunAsWritten) {
-  const std::string readme = ReadFile(CLAIMSTORE_README);
+// The ```sh lines of a document, in order. Lines that install, build or run
+// this very suite (tools/..., cmake ...) are what CI itself runs, so they
+// are left out.
+std::vector<std::string> ShellExamples(const std::string& document, int* blocks) {
+  const std::string text = ReadFile(document);
   std::vector<std::string> lines;
-  int blocks = 0;
-  for (size_t pos = 0; (pos = readme.find("```sh\n", pos)) != std::string::npos;) {
+  *blocks = 0;
+  for (size_t pos = 0; (pos = text.find("```sh\n", pos)) != std::string::npos;) {
     pos += 6;
-    const size_t end = readme.find("\n```", pos);
-    ASSERT_NE(end, std::string::npos) << "an unclosed ```sh block";
-    ++blocks;
-    std::istringstream block(readme.substr(pos, end - pos));
+    const size_t end = text.find("\n```", pos);
+    EXPECT_NE(end, std::string::npos) << document << ": an unclosed ```sh block";
+    if (end == std::string::npos) break;
+    ++*blocks;
+    std::istringstream block(text.substr(pos, end - pos));
     for (std::string line; std::getline(block, line);) {
       if (line.empty() || line.rfind("tools/", 0) == 0 || line.rfind("cmake ", 0) == 0) continue;
       lines.push_back(line);
     }
     pos = end + 4;
   }
-  EXPECT_GE(blocks, 3);
-  ASSERT_GE(lines.size(), 15u);
-  ScopedTempDir dir;
-  std::filesystem::create_directories(dir.path() + "/tools");
-  std::filesystem::create_directory_symlink(CLAIMSTORE_EXAMPLES, dir.path() + "/tools/examples");
+  return lines;
+}
+
+// Runs `lines` in order in `dir` (which gets tools/examples), with the built
+// claimstore first on PATH; each must succeed.
+void RunShellExamples(const std::string& document, const std::vector<std::string>& lines,
+                      const std::string& dir) {
+  std::filesystem::create_directories(dir + "/tools");
+  std::filesystem::create_directory_symlink(CLAIMSTORE_EXAMPLES, dir + "/tools/examples");
   const std::string bin = std::filesystem::path(CLAIMSTORE_CLI).parent_path();
   for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string script = absl::StrCat(dir.path(), "/line.sh");
+    const std::string script = absl::StrCat(dir, "/line.sh");
     std::ofstream(script) << lines[i] << "\n";
-    const std::string err = absl::StrCat(dir.path(), "/line.err");
-    const int status = std::system(absl::StrCat("cd ", dir.path(), " && env -u CLAIMSTORE_DB PATH=", bin,
+    const std::string err = absl::StrCat(dir, "/line.err");
+    const int status = std::system(absl::StrCat("cd ", dir, " && env -u CLAIMSTORE_DB PATH=", bin,
                                                 ":$PATH bash -o pipefail -e ", script,
                                                 " >/dev/null 2>", err)
                                        .c_str());
-    EXPECT_EQ(status, 0) << "README line " << i << ": " << lines[i] << "\n" << ReadFile(err);
+    EXPECT_EQ(status, 0) << document << " example " << i << ": " << lines[i] << "\n"
+                         << ReadFile(err);
   }
-  // What the lines left: the database, the dump (three claims: one was
-  // deleted), the checkpoint, the generated cluster.
+}
+
+// The README's shell examples run as written, in order, in an empty
+// directory holding tools/examples.
+TEST(DocsTest, ReadmeShellExamplesRunAsWritten) {
+  int blocks = 0;
+  const std::vector<std::string> lines = ShellExamples(CLAIMSTORE_README, &blocks);
+  EXPECT_GE(blocks, 2);
+  ASSERT_GE(lines.size(), 9u);
+  ScopedTempDir dir;
+  RunShellExamples("README.md", lines, dir.path());
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/claimstore.db/CURRENT"));
-  const std::string dump = ReadFile(dir.path() + "/claims-backup.jsonl");
-  EXPECT_EQ(std::count(dump.begin(), dump.end(), '\n'), 3);
-  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/claims-checkpoint/CURRENT"));
-  EXPECT_GT(ReadFile(dir.path() + "/cluster.json").size(), 1000u);
+  EXPECT_GT(ReadFile(dir.path() + "/backup.jsonl").size(), 1000u);
+}
+
+// So do those of every page of docs/, each page in a directory of its own.
+TEST(DocsTest, DocsShellExamplesRunAsWritten) {
+  int pages = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(CLAIMSTORE_DOCS)) {
+    if (entry.path().extension() != ".md") continue;
+    int blocks = 0;
+    const std::vector<std::string> lines = ShellExamples(entry.path(), &blocks);
+    if (lines.empty()) continue;
+    ++pages;
+    ScopedTempDir dir;
+    RunShellExamples(entry.path().filename().string(), lines, dir.path());
+    if (entry.path().filename() == "cli.md") {
+      // What the tool page's lines left: the database, the dump (three
+      // claims: one was deleted), the checkpoint, the generated cluster.
+      EXPECT_GE(lines.size(), 15u);
+      EXPECT_TRUE(std::filesystem::exists(dir.path() + "/claimstore.db/CURRENT"));
+      const std::string dump = ReadFile(dir.path() + "/claims-backup.jsonl");
+      EXPECT_EQ(std::count(dump.begin(), dump.end(), '\n'), 3);
+      EXPECT_TRUE(std::filesystem::exists(dir.path() + "/claims-checkpoint/CURRENT"));
+      EXPECT_GT(ReadFile(dir.path() + "/cluster.json").size(), 1000u);
+    }
+  }
+  EXPECT_GE(pages, 2);  // cli.md and api.md (following a cluster) at least
 }
 
 }  // namespace

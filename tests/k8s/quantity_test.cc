@@ -19,7 +19,7 @@ struct Case {
 };
 
 TEST(QuantityTest, CanonicalFormMatchesKubernetes) {
-  // apimachinery's ParseQuantity (store/VALIDATION.md), plus the cases each branch takes.
+  // apimachinery's ParseQuantity (docs/validation-rules.md), plus the cases each branch takes.
   const Case cases[] = {
       {"1.5", "1500m"},      {"0.1", "100m"},       {"1000", "1k"},
       {"1000m", "1"},        {"5000000000", "5G"},  {"2048", "2048"},

@@ -365,13 +365,13 @@ TEST(ValidationTest, EveryRulePassesAtItsLimitAndFailsPastIt) {
 }
 
 // The rules as implemented are documented in the repository, each by name
-// (store/VALIDATION.md): a rule added to the validator without its row fails.
+// (docs/validation-rules.md): a rule added to the validator without its row fails.
 TEST(ValidationTest, EveryRuleIsDocumented) {
   const std::string doc = ReadFile(CLAIMSTORE_VALIDATION_DOC);
   ASSERT_FALSE(doc.empty());
   for (const std::string& rule : ValidationRules()) {
     EXPECT_NE(doc.find(absl::StrCat("`", rule, "`")), std::string::npos)
-        << "store/VALIDATION.md does not name the rule " << rule;
+        << "docs/validation-rules.md does not name the rule " << rule;
   }
 }
 

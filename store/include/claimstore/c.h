@@ -157,7 +157,7 @@ void claimstore_options_set_defer_index_load(claimstore_options_t* options, int 
 void claimstore_options_set_feed_history_revisions(claimstore_options_t* options, uint64_t value);
 void claimstore_options_set_feed_history_bytes(claimstore_options_t* options, uint64_t value);
 void claimstore_options_set_feed_records_before(claimstore_options_t* options, int value);
-/* The shared mode (README "Shared mode"): etcd holds the claims, the
+/* The shared mode (docs/shared-mode.md): etcd holds the claims, the
  * database at the path is this process's mirror. Each call adds one etcd
  * client URL ("http://10.0.0.1:2379"); any added turns the mode on. */
 void claimstore_options_add_etcd_endpoint(claimstore_options_t* options, claimstore_slice_t url);

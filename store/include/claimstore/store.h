@@ -74,7 +74,9 @@ struct Options {
   bool sync_writes = false;
   // Size of the block cache shared by all column families. Default: 64 MiB.
   size_t block_cache_bytes = size_t{64} << 20;
-  // Memtable size per column family (records, two indexes). Default: 16 MiB.
+  // The store switches its memtables (and RocksDB flushes them to table
+  // files) once the batches written since the last switch reach this many
+  // bytes. Default: 16 MiB.
   size_t write_buffer_bytes = size_t{16} << 20;
   // Compression of data blocks. Default: LZ4.
   Compression compression = Compression::kLZ4;
@@ -123,7 +125,7 @@ struct Options {
   // that compares the claim's mod revision and the holdings of the devices
   // it takes, so that across processes exactly one of racing writes wins,
   // as between threads of one process; it returns once the mirror has
-  // applied it. Revisions are etcd's. See README "Shared mode".
+  // applied it. Revisions are etcd's. See docs/shared-mode.md.
   // Default: empty (the local mode).
   std::vector<std::string> etcd_endpoints = {};
   // The prefix of this store's keys in etcd. Default: "/claimstore/".
@@ -450,8 +452,7 @@ std::vector<ClaimKey> ClaimsOf(const absl::Status& status);
 // Whether `status` is the ResourceExhausted of a full disk ("<what>
 // <path>: no space left on device"), not of a rule (256 consumers, a
 // device's capacity). A write refused for want of space changed nothing;
-// the store takes writes again by itself once space is freed (README
-// "Reliability").
+// the store takes writes again by itself once space is freed (docs/reliability.md).
 bool IsNoSpace(const absl::Status& status);
 
 class Store {

@@ -1,4 +1,4 @@
-// Validation of a claim's status with Kubernetes parity (store/VALIDATION.md):
+// Validation of a claim's status with Kubernetes parity (docs/validation-rules.md):
 // the rules the API server applies to a status write, with its error wording.
 //
 // Every store write goes through it (Store::Put, PutAll, Reserve, Allocate,

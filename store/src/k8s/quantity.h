@@ -3,7 +3,7 @@
 // The codec stores every quantity in the exact text the API server would
 // write for it, so a dump equals what `kubectl get -o json` shows. That text
 // is computed here: Kubernetes' canonical form, including two faithful quirks
-// of apimachinery's ParseQuantity (store/VALIDATION.md):
+// of apimachinery's ParseQuantity (docs/validation-rules.md):
 //  - inputs its fast path judges canonical are re-emitted verbatim
 //    (`+1Gi`, `05`, `01Gi`);
 //  - a DecimalSI value whose canonical exponent has no SI suffix (above E)

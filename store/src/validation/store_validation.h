@@ -1,7 +1,7 @@
 // The checks every store write runs on the record it is about to write.
 //
 // These are the invariants the store itself relies on. The full catalogue of
-// Kubernetes' status rules (store/VALIDATION.md) is the validation issue's; it
+// Kubernetes' status rules (docs/validation-rules.md) is the validation issue's; it
 // hooks in here, so that every write path keeps going through one function.
 #ifndef CLAIMSTORE_SRC_VALIDATION_STORE_VALIDATION_H_
 #define CLAIMSTORE_SRC_VALIDATION_STORE_VALIDATION_H_

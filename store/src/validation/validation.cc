@@ -1,4 +1,4 @@
-// The status rules (store/VALIDATION.md: each rule by name), in the order the API server
+// The status rules (docs/validation-rules.md: each rule by name), in the order the API server
 // applies them (validateResourceClaimStatusUpdate): reservedFor, devices,
 // the reservedFor invariants, then the allocation.
 #include "claimstore/validation.h"

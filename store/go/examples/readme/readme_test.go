@@ -9,22 +9,22 @@ import (
 	"testing"
 )
 
-// The README's Go program is this package's main.go, byte for byte, and
-// prints what the README says.
-func TestTheREADMEsGoProgram(t *testing.T) {
-	readme, err := os.ReadFile("../../../../README.md")
+// docs/c-and-go.md's Go program is this package's main.go, byte for byte,
+// and prints what the page says.
+func TestTheDocumentedGoProgram(t *testing.T) {
+	readme, err := os.ReadFile("../../../../docs/c-and-go.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	section := string(readme)
-	at := strings.Index(section, "### From Go")
+	at := strings.Index(section, "### A Go program")
 	if at < 0 {
-		t.Fatal(`README.md has no "### From Go" section`)
+		t.Fatal(`docs/c-and-go.md has no "### A Go program" section`)
 	}
 	section = section[at:]
 	open := strings.Index(section, "```go\n")
 	if open < 0 {
-		t.Fatal("no ```go block in the README's Go section")
+		t.Fatal("no ```go block in the Go program's section")
 	}
 	section = section[open+len("```go\n"):]
 	block := section[:strings.Index(section, "```\n")]
@@ -33,7 +33,7 @@ func TestTheREADMEsGoProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	if block != string(program) {
-		t.Fatalf("the README's Go program differs from store/go/examples/readme/main.go")
+		t.Fatalf("docs/c-and-go.md's Go program differs from store/go/examples/readme/main.go")
 	}
 
 	// Run it, capturing what it prints.
@@ -50,8 +50,8 @@ func TestTheREADMEsGoProgram(t *testing.T) {
 	if out.String() != want {
 		t.Errorf("the program printed:\n%s\nwant:\n%s", out.String(), want)
 	}
-	// The README quotes the output too.
+	// The page quotes the output too.
 	if !strings.Contains(string(readme), want) {
-		t.Errorf("README.md does not show the program's output")
+		t.Errorf("docs/c-and-go.md does not show the program's output")
 	}
 }
