@@ -42,6 +42,11 @@ void ErrorPolicy::OnBackgroundError(rocksdb::BackgroundErrorReason reason,
     *error = rocksdb::Status::OK();
   }
   if (reason == rocksdb::BackgroundErrorReason::kMemTable) memtable_switch_failed_ = true;
+  if (!error->ok()) ++flush_events_;
+}
+
+void ErrorPolicy::OnFlushBegin(rocksdb::DB* /*db*/, const rocksdb::FlushJobInfo& /*info*/) {
+  ++flush_events_;
 }
 
 void ErrorPolicy::OnMemTableSealed(const rocksdb::MemTableInfo& /*info*/) { sealed_ = true; }
@@ -63,6 +68,18 @@ void Abandon(rocksdb::DB* db) {
 }
 
 }  // namespace
+
+absl::StatusOr<bool> Database::FlushPending() const {
+  for (rocksdb::ColumnFamilyHandle* family : handles_) {
+    uint64_t pending = 0;
+    if (!db_->GetIntProperty(family, rocksdb::DB::Properties::kMemTableFlushPending, &pending)) {
+      return absl::InternalError(absl::StrCat("RocksDB did not say whether a flush of ",
+                                              family->GetName(), " is pending"));
+    }
+    if (pending > 0) return true;
+  }
+  return false;
+}
 
 Database::~Database() {
   for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h);

@@ -89,7 +89,9 @@ struct ReadPoint {
 //    close such a database (below).
 //  - It notes each memtable switch (TakeSealed), so that the store puts a
 //    record in the new memtables before the next commit's log record
-//    (StoreImpl::PrepareMemtables).
+//    (StoreImpl::PrepareMemtables), and counts the flush jobs begun and
+//    the background errors, for a store that waits until the flush it
+//    asked for was taken by a job or never will be.
 // Thread-safety: called by RocksDB from any thread.
 class ErrorPolicy : public rocksdb::EventListener {
  public:
@@ -100,10 +102,15 @@ class ErrorPolicy : public rocksdb::EventListener {
   bool memtable_switch_failed() const { return memtable_switch_failed_.load(); }
   // Whether a memtable was switched since the last call.
   bool TakeSealed() { return sealed_.exchange(false); }
+  void OnFlushBegin(rocksdb::DB* db, const rocksdb::FlushJobInfo& info) override;
+  // The flush jobs begun (one per column family) and background errors
+  // since the open.
+  uint64_t flush_events() const { return flush_events_.load(); }
 
  private:
   std::atomic<bool> memtable_switch_failed_{false};
   std::atomic<bool> sealed_{false};
+  std::atomic<uint64_t> flush_events_{0};
 };
 
 class Database {
@@ -137,6 +144,11 @@ class Database {
   const std::string& path() const { return path_; }
   // Whether RocksDB switched memtables since the last call (ErrorPolicy).
   bool TakeSealed() const { return errors_->TakeSealed(); }
+  // The flush jobs begun and background errors since the open (ErrorPolicy).
+  uint64_t flush_events() const { return errors_->flush_events(); }
+  // Whether some family holds memtables that wait for a flush job to take
+  // them (RocksDB's mem-table-flush-pending).
+  absl::StatusOr<bool> FlushPending() const;
   // Where a bulk load writes its table files: inside the database
   // directory, so that ingestion moves them by hard link.
   std::string BulkDir() const { return path_ + "/bulk-load.tmp"; }

@@ -194,6 +194,17 @@ class StoreImpl final : public MutationWrites {
   // something to flush and leaves the failed log behind (it keeps writing
   // a log with nothing flushed past it, which aborts Debian's librocksdb).
   absl::Status PrepareMemtables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+  // After PrepareMemtables asked for a flush: waits until a flush job began
+  // or took the memtables, a background error came (events_before: the
+  // Database's flush_events before the switch), or kFlushTakenWait passed. RocksDB 7.8 counts a
+  // queued flush as started once a job ran for it, and a job that runs
+  // while a background error stops the database ends without taking its
+  // request: Resume's job then takes that stale request instead of its
+  // own, and Resume waits for its own forever. The commit's write right
+  // after the switch is what may stop the database, so the request must be
+  // taken first. (When a flush is still running, RocksDB would stop the
+  // write for it anyway: two memtables wait, max_write_buffer_number.)
+  void AwaitFlushTaken(uint64_t events_before) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // Whether RocksDB's current write-ahead log is one whose write failed.
   absl::StatusOr<bool> OnFailedLog() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // Stops writes after the failed `what` ("commit", "bulk load") failed
@@ -203,6 +214,7 @@ class StoreImpl final : public MutationWrites {
   // "writing to <path>": the context of the store's writes' errors.
   std::string WritingTo() const;
   static constexpr absl::Duration kResumeEvery = absl::Milliseconds(100);
+  static constexpr absl::Duration kFlushTakenWait = absl::Seconds(10);
   // Runs every step of `w` against what the writes before it left; the
   // first refusal fails them all.
   absl::Status Apply(PendingWrite* w, rocksdb::WriteBatch* batch, uint64_t* revision)

@@ -17,6 +17,8 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "state/allocated_state.h"
 #include "claimstore/claim_generated.h"
 #include "index/device_rule.h"
@@ -272,8 +274,10 @@ absl::Status StoreImpl::PrepareMemtables() {
     rocksdb::FlushOptions switch_only;
     switch_only.wait = false;
     switch_only.allow_write_stall = true;
+    const uint64_t events_before = db_->flush_events();
     CS_RETURN_IF_ERROR(FromRocksDB(db_->db()->Flush(switch_only, db_->families()), WritingTo()));
     memtable_bytes_ = 0;
+    AwaitFlushTaken(events_before);
   }
   if (db_->TakeSealed()) {
     memtables_empty_ = true;
@@ -288,6 +292,17 @@ absl::Status StoreImpl::PrepareMemtables() {
                                  WritingTo()));
   memtables_empty_ = false;
   return absl::OkStatus();
+}
+
+void StoreImpl::AwaitFlushTaken(uint64_t events_before) const {
+  const absl::Time deadline = absl::Now() + kFlushTakenWait;
+  absl::Duration pause = absl::Microseconds(20);
+  while (db_->flush_events() == events_before && absl::Now() < deadline) {
+    const absl::StatusOr<bool> pending = db_->FlushPending();
+    if (!pending.ok() || !*pending) return;
+    absl::SleepFor(pause);
+    pause = std::min(2 * pause, absl::Milliseconds(1));
+  }
 }
 
 absl::StatusOr<bool> StoreImpl::OnFailedLog() const {
