@@ -35,6 +35,7 @@ using ::claimstore::testing::Exclusive;
 using ::claimstore::testing::Of;
 using ::claimstore::testing::Share;
 using ::claimstore::testing::EtcdCluster;
+using ::claimstore::testing::RaceThreads;
 using ::claimstore::testing::EtcdTls;
 using ::claimstore::testing::MakeTestTls;
 using ::claimstore::testing::IsOk;
@@ -48,18 +49,11 @@ constexpr char kDriver[] = "gpu.example.com";
 
 ClaimKey Key(const std::string& name) { return ClaimKey{"ns", name}; }
 
-// Runs `body(t)` on `n` threads that start together.
-void Race(int n, const std::function<void(int)>& body) {
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < n; ++t) {
-    threads.emplace_back([&, t] {
-      while (!go.load()) std::this_thread::yield();
-      body(t);
-    });
-  }
-  go.store(true);
-  for (std::thread& t : threads) t.join();
+// Why a mirror does not follow etcd, as its Stats say.
+std::string FollowError(const Store& store) {
+  absl::StatusOr<StoreStats> stats = store.Stats();
+  if (!stats.ok()) return std::string(stats.status().message());
+  return stats->etcd_following ? "it follows etcd" : stats->etcd_error;
 }
 
 // Several stores ("machines"), each with a mirror of its own, sharing one
@@ -71,10 +65,7 @@ class SharedStoreTest : public ::testing::Test {
     prefix_ = absl::StrCat("/test-", getpid(), "-", ++counter, "/");
   }
   Options SharedOptions() const {
-    Options o;
-    o.etcd_endpoints = TestCluster().Endpoints();
-    o.etcd_prefix = prefix_;
-    return o;
+    return testing::SharedOptions(TestCluster().Endpoints(), prefix_);
   }
   std::string MirrorPath(int i) const { return absl::StrCat(dir_.path(), "/mirror-", i); }
   // A bare etcd client of the test cluster (to compact it, or to write
@@ -185,7 +176,7 @@ TEST_F(SharedStoreTest, ExactlyOneOfRacingStoresTakesTheLastConsumerSlot) {
       ASSERT_THAT((i % 2 == 0 ? a : b)->Reserve(key, Pod(absl::StrCat("taken-", i))), IsOk());
     }
     std::vector<absl::Status> results(kThreads);
-    Race(kThreads, [&](int t) {
+    RaceThreads(kThreads, [&](int t) {
       results[t] = (t % 2 == 0 ? a : b)->Reserve(key, Pod(absl::StrCat("racer-", t))).status();
     });
     int won = 0, exhausted = 0;
@@ -210,7 +201,7 @@ TEST_F(SharedStoreTest, ExactlyOneOfRacingStoresTakesADeviceAndLosersAreToldWhoH
   for (int round = 0; round < 4; ++round) {
     const std::string device = absl::StrCat("gpu-", round);
     std::vector<absl::Status> results(kThreads);
-    Race(kThreads, [&](int t) {
+    RaceThreads(kThreads, [&](int t) {
       // Half ask for it exclusively, half for a share with one shareID:
       // any winner excludes every other.
       DeviceResult r = t % 2 == 0 ? Exclusive(device) : Share(device, 1, {});
@@ -244,7 +235,7 @@ TEST_F(SharedStoreTest, RacingSharesNeverOverCommitADeviceAcrossStores) {
       {kDriver, "pool-a", "gpu-0", {{"memory", absl::StrCat(kFit, "Gi")}}}};
   for (int round = 0; round < 3; ++round) {
     std::atomic<int> won{0}, lost{0};
-    Race(kThreads, [&](int t) {
+    RaceThreads(kThreads, [&](int t) {
       static const char* kForms[] = {"1Gi", "1024Mi", "1073741824", "1048576Ki"};
       absl::StatusOr<WriteResult> r =
           (t % 2 == 0 ? a : b)->Allocate(Key(absl::StrCat("c", t)),
@@ -872,7 +863,8 @@ TEST_F(SharedStoreTest, AMirrorWhoseDiskFillsRefusesWritesReadsOnAndCatchesUpFro
     if (caught_up.ok()) break;
     absl::SleepFor(absl::Milliseconds(50));
   }
-  ASSERT_THAT(caught_up, IsOk()) << "the mirror did not catch up once space returned";
+  ASSERT_THAT(caught_up, IsOk()) << "the mirror did not catch up once space returned: "
+                                 << FollowError(**full);
   ASSERT_THAT((*full)->Put(claim(2000)).status(), IsOk());
   ASSERT_THAT(other->Put(claim(2001)).status(), IsOk());
   for (int attempt = 0; attempt < 200 && !(*full)->Get(key(claim(2001))).ok(); ++attempt) {

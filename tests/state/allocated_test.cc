@@ -223,26 +223,19 @@ TEST_F(AllocatedTest, RacingSharesNeverOverCommitADevice) {
       {kDriver, "pool-a", "gpu-0", {{"memory", absl::StrCat(kFit, "Gi")}}}};
   for (int round = 0; round < kRounds; ++round) {
     std::atomic<int> won{0}, lost{0};
-    std::atomic<bool> go{false};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        while (!go.load()) std::this_thread::yield();
-        // 1Gi in some form: the same value in different suffixes.
-        static const char* kForms[] = {"1Gi", "1024Mi", "1073741824", "1048576Ki"};
-        absl::StatusOr<WriteResult> r = store_->Allocate(
-            Key(absl::StrCat("c", t)), Of({Share("gpu-0", t, {{"memory", kForms[t % 4]}})}), {},
-            limit);
-        if (r.ok()) {
-          ++won;
-        } else {
-          EXPECT_THAT(r.status(), StatusIs(absl::StatusCode::kAborted, "over-committed"));
-          ++lost;
-        }
-      });
-    }
-    go.store(true);
-    for (std::thread& t : threads) t.join();
+    testing::RaceThreads(kThreads, [&](int t) {
+      // 1Gi in some form: the same value in different suffixes.
+      static const char* kForms[] = {"1Gi", "1024Mi", "1073741824", "1048576Ki"};
+      absl::StatusOr<WriteResult> r = store_->Allocate(
+          Key(absl::StrCat("c", t)), Of({Share("gpu-0", t, {{"memory", kForms[t % 4]}})}), {},
+          limit);
+      if (r.ok()) {
+        ++won;
+      } else {
+        EXPECT_THAT(r.status(), StatusIs(absl::StatusCode::kAborted, "over-committed"));
+        ++lost;
+      }
+    });
     EXPECT_EQ(won.load(), kFit) << "round " << round;
     EXPECT_EQ(lost.load(), kThreads - kFit);
     const AllocatedState state = Snapshot();

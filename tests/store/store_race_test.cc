@@ -23,23 +23,10 @@ using ::claimstore::testing::ClaimJson;
 using ::claimstore::testing::Dev;
 using ::claimstore::testing::IsOk;
 using ::claimstore::testing::Pod;
+using ::claimstore::testing::RaceThreads;
 using ::claimstore::testing::StoreFixture;
 
 using StoreRaceTest = StoreFixture;
-
-// Runs `body(thread_index)` on `n` threads released together.
-template <typename F>
-void RaceThreads(int n, F&& body) {
-  std::latch start(n);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < n; ++t) {
-    threads.emplace_back([&, t] {
-      start.arrive_and_wait();
-      body(t);
-    });
-  }
-  for (std::thread& th : threads) th.join();
-}
 
 // Options::defer_index_load: readers load the indexes while a writer
 // publishes reservations; whichever wins the race, nothing is lost (the

@@ -78,12 +78,9 @@ std::string HistoryDevice(int round, char which) {
 }
 
 
-Options SharedOptions(const std::string& endpoints, const std::string& prefix) {
-  Options o;
-  o.etcd_endpoints = absl::StrSplit(endpoints, ',');
-  o.etcd_prefix = prefix;
-  o.etcd_timeout = absl::Seconds(10);
-  return o;
+// The racers' stores: endpoints as the child's command line has them.
+Options RacerOptions(const std::string& endpoints, const std::string& prefix) {
+  return testing::SharedOptions(absl::StrSplit(endpoints, ','), prefix, absl::Seconds(10));
 }
 
 // --- The child: one process of racers -------------------------------------------
@@ -153,7 +150,7 @@ void History(Store& store, int r, int racer, std::mutex& out) {
 
 int Child(const std::string& endpoints, const std::string& prefix, const std::string& mirror,
           const std::string& scenario, int process, int rounds, const std::string& start_file) {
-  absl::StatusOr<std::unique_ptr<Store>> opened = Store::Open(mirror, SharedOptions(endpoints, prefix));
+  absl::StatusOr<std::unique_ptr<Store>> opened = Store::Open(mirror, RacerOptions(endpoints, prefix));
   if (!opened.ok()) {
     fprintf(stderr, "child %d: %s\n", process, opened.status().ToString().c_str());
     return 2;
@@ -328,7 +325,7 @@ class SharedProcessTest : public ::testing::Test {
   }
 
   std::unique_ptr<Store> Fresh(const std::string& name) {
-    auto s = Store::Open(absl::StrCat(dir_.path(), "/fresh-", name), SharedOptions(endpoints_, prefix_));
+    auto s = Store::Open(absl::StrCat(dir_.path(), "/fresh-", name), RacerOptions(endpoints_, prefix_));
     EXPECT_THAT(s.status(), IsOk());
     return s.ok() ? *std::move(s) : nullptr;
   }
@@ -626,7 +623,7 @@ TEST_F(SharedProcessTest, ARacerKilledMidWriteCatchesUpWhenRestarted) {
   // The killed process's mirror, opened again: it catches up with etcd,
   // verifies clean, and holds what a fresh mirror of etcd holds.
   auto restarted = Store::Open(absl::StrCat(dir_.path(), "/mirror-device-0"),
-                               SharedOptions(endpoints_, prefix_));
+                               RacerOptions(endpoints_, prefix_));
   ASSERT_THAT(restarted.status(), IsOk());
   auto fresh = Fresh("check-killed");
   ASSERT_TRUE(fresh);

@@ -328,4 +328,13 @@ EtcdCluster& TestCluster() {
   return *slot;
 }
 
+Options SharedOptions(std::vector<std::string> endpoints, const std::string& prefix,
+                      absl::Duration timeout) {
+  Options o;
+  o.etcd_endpoints = std::move(endpoints);
+  o.etcd_prefix = prefix;
+  o.etcd_timeout = timeout;
+  return o;
+}
+
 }  // namespace claimstore::testing

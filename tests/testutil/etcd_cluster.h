@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "claimstore/store.h"
 #include "etcd/etcd_client.h"
 
 namespace claimstore::testing {
@@ -87,6 +88,11 @@ class EtcdCluster {
 // cannot start it fails and aborts. Tests share it: each uses keys (a
 // prefix) of its own.
 EtcdCluster& TestCluster();
+
+// A store's options for the shared mode on `endpoints` under `prefix`
+// (keys of the test's own), with `timeout` per etcd request.
+Options SharedOptions(std::vector<std::string> endpoints, const std::string& prefix,
+                      absl::Duration timeout = Options().etcd_timeout);
 
 }  // namespace claimstore::testing
 

@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <latch>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -25,6 +28,21 @@
 #endif
 
 namespace claimstore::testing {
+
+// Runs `body(i)` for i in [0, n) on n threads released together, and joins
+// them: the races of the concurrency tests.
+template <typename F>
+void RaceThreads(int n, F&& body) {
+  std::latch start(n);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t) {
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      body(t);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+}
 
 // Reads a whole file; fails the test (and returns "") when it cannot.
 std::string ReadFile(const std::string& path);
