@@ -2,25 +2,17 @@
 // holds it and how, and the capacity its shares consume (Store::
 // AllocatedDevices).
 //
-// An AllocatedState is an immutable snapshot. Taking one costs a shared
-// lock and a reference count, whatever the number of claims: the write
-// leader keeps a persistent (copy-on-write) B+-tree of the allocated
-// devices next to the published state and, with each commit, copies only
-// the path to each device the commit changed (5 nodes of up to 32 entries
-// at a million devices); the nodes it did not change are shared by every
-// snapshot. (A read-only store builds a whole snapshot at the first call
-// after each catch-up instead: Store::AllocatedDevices.) A lookup is one
-// probe of a hash index of the devices kept beside the tree, which
-// remembers what held each device after each of the last four commits that
-// set it; a snapshot older than that for a device (four commits changed
-// allocations that name it since) descends the tree instead. No copy, no
-// allocation, no lock. Iteration walks the tree, in driver/pool/device
-// order.
+// An AllocatedState is an immutable snapshot; a writable store hands one out
+// for a shared lock and a reference count. A lookup is one probe of a device
+// index (a tree descent once four later commits have set that device), with
+// no copy, allocation or lock; iteration is in driver/pool/device order.
 //
 // Thread-safety: an AllocatedState and everything it hands out are
 // immutable: read them from any number of threads, keep them as long as
 // needed (a snapshot keeps the devices of its revision alive, nothing
 // else), while writes go on.
+//
+// Details: docs/api.md, section What is allocated; docs/design.md.
 #ifndef CLAIMSTORE_ALLOCATED_H_
 #define CLAIMSTORE_ALLOCATED_H_
 

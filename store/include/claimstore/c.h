@@ -1,58 +1,21 @@
-/* claimstore's C ABI: the store, its reads and writes, the allocated-state
- * snapshot, the change feed and the codec, for C programs and for bindings
- * (the Go package in store/go uses nothing else).
+/* claimstore's C ABI (C99, no C++): the store, its reads and writes, the
+ * allocated-state snapshot, the change feed and the codec, for C programs
+ * and bindings (the Go package in store/go uses nothing else). Link with
+ * `pkg-config --cflags --libs claimstore` (add --static for libclaimstore.a).
  *
- *   claimstore_t* db;
- *   claimstore_error_t* err = NULL;
- *   if (claimstore_open(NULL, claimstore_str("/var/lib/sched/claims"), &db, &err) != 0) {
- *     fprintf(stderr, "%s\n", claimstore_error_message(err, NULL));
- *     claimstore_error_destroy(err);
- *   }
- *
- * Linking: `pkg-config --cflags --libs claimstore` (the shared library), or
- * `pkg-config --static --cflags --libs claimstore` with libclaimstore.a.
- * The header is C99 and includes no C++.
- *
- * Conventions, as in RocksDB's c.h:
- * - Handles are opaque; each kind has one function that frees it
- *   (claimstore_close, claimstore_*_destroy). Freeing NULL does nothing.
- * - Strings in are claimstore_slice_t (pointer and length, not NUL-
- *   terminated, any bytes); the library reads them during the call only and
- *   keeps no pointer to them. Slices out point into the handle they came
- *   from and stay valid until that handle is destroyed (or, for a watcher's
- *   events, until its next claimstore_watcher_next).
- * - Buffers the library returns as `char** out, size_t* out_size` are
- *   malloc'd and freed with claimstore_free.
- * - Every call that can fail returns a status code: CLAIMSTORE_OK (0) or an
- *   absl::StatusCode value (CLAIMSTORE_NOT_FOUND, ...), the C++ API's code
- *   for the same failure. Its last parameter `claimstore_error_t** err`
- *   receives, on failure and when `err` is not NULL, an error the caller
- *   frees with claimstore_error_destroy: the message (naming the input's
- *   field path for bad input), and, where the C++ API has them, the current
- *   revision of a failed precondition, the claims holding a device, the
- *   compact revision of a compacted watch. On success *err is left as is.
- *   Outputs are written only on success (claimstore_get_many and the like
- *   say where absence is not a failure).
- * - No C++ exception crosses this ABI: an allocation failure inside the
- *   library is CLAIMSTORE_RESOURCE_EXHAUSTED, any other exception
- *   CLAIMSTORE_INTERNAL.
- * - ABI: the shared library's soname is libclaimstore.so.0 and its symbols
- *   are versioned CLAIMSTORE_0. The structs passed by value or in arrays
- *   (slices, keys, preconditions, consumers, device results, devices,
- *   holdings, events, field errors) are frozen for soname 0: what they
- *   gain later comes as new functions. claimstore_stats_t grows at its end
- *   only (the caller passes its size).
+ * Ownership: each opaque handle is freed by one function (claimstore_close,
+ * claimstore_*_destroy; NULL does nothing). Slices in are read during the
+ * call only; slices out stay valid until their handle is destroyed (a
+ * watcher's events: until its next claimstore_watcher_next); returned
+ * buffers are freed with claimstore_free. A call that can fail returns
+ * CLAIMSTORE_OK (0) or an absl::StatusCode value (then the error in *err).
  *
  * Thread-safety: a claimstore_t may be used from any number of threads at
- * once, without outside locking, as Store in store.h (reads never wait for
- * writers; writes are linearizable and committed in groups). Result handles
- * (records, keys, holdings, allocated snapshots, devices, reports, errors)
- * are immutable: read them from any thread. A watcher is read by one
- * thread at a time; claimstore_watcher_cancel may be called from any
- * thread. The handles a store gave out must be destroyed before
- * claimstore_close (records may pin the store's cache), except errors,
- * malloc'd buffers and allocated-state snapshots (claimstore_allocated_t),
- * which are independent of the store once taken.
+ * once; result handles are immutable; a watcher is read by one thread at a
+ * time (cancelled from any). Destroy a store's handles before
+ * claimstore_close, except errors, buffers and allocated-state snapshots.
+ *
+ * Conventions, ABI, thread-safety in full: docs/c-and-go.md, Conventions.
  */
 #ifndef CLAIMSTORE_C_H_
 #define CLAIMSTORE_C_H_

@@ -1,34 +1,15 @@
 // The JSON codec: ResourceClaims as Kubernetes writes them, in and out of
-// ClaimRecords, without losing anything claimstore keeps.
-//
-// Input forms (DecodeClaims): one ResourceClaim; a ResourceClaimList (API
-// form, items without kind); kubectl's `List` (`kubectl get resourceclaims
-// -A -o json`); JSON lines of claims; watch events
-// (`{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":{...}}`, one per
-// line, as `kubectl get -w -o json --output-watch-events` prints them). Claims
-// of resource.k8s.io/v1, v1beta1 and v1beta2 are read (their status has the
-// same shape); any other kind or apiVersion is refused.
-//
-// Decoding is strict: an unknown or duplicate field in the status, a wrong
-// JSON type, an integer out of range, a malformed quantity or time, malformed
-// or truncated JSON, invalid UTF-8 or nesting deeper than 10000 levels is an
-// InvalidArgument error naming the field path (`items[3].status.devices[0]
-// .networkData.ips[2]: ...`) or the byte offset. `null` means "absent"
-// everywhere, as in Go. Decoding checks types and shapes, not Kubernetes
-// semantics (that is validation's job). In metadata and spec only the fields
-// claimstore keeps are decoded; the rest is checked to be well-formed JSON and
-// read past.
-//
-// Output is the API form: Go struct field order, Go's omitempty rules, sorted
-// map keys, Go's escaping of `<`, `>`, `&`, U+2028, U+2029; quantities in
-// canonical form; times as RFC 3339 UTC seconds; RawExtension values (data,
-// parameters) as the compacted JSON they were. The apiVersion written is
-// resource.k8s.io/v1 whatever version was read. spec is written reduced to
-// what is kept: the request names (and firstAvailable sub-request names).
+// ClaimRecords, without losing anything claimstore keeps. DecodeClaims reads
+// every input form (a claim, a list, JSON lines, watch events); decoding is
+// strict (InvalidArgument naming the field path or the byte offset) and
+// checks types and shapes, not Kubernetes semantics (validation.h). Output
+// is the API form, as the API server writes it.
 //
 // Thread-safety: every function here may be called concurrently from any
 // number of threads (each thread keeps its own parser and builder), and a
 // DecodeClaims sink may itself decode (it then gets a parser of its own).
+//
+// Input forms, what is kept, strictness, output: docs/codec.md.
 #ifndef CLAIMSTORE_CODEC_H_
 #define CLAIMSTORE_CODEC_H_
 

@@ -3,11 +3,12 @@
 // load says of one claim. Kept in a few large arenas rather than in
 // millions of small heap blocks: adding from many threads does not contend
 // (a shard, with its own lock and arena, per thread, roughly), and
-// releasing a million claims is a few hundred frees instead of millions
-// (which took a fifth of a commit).
+// releasing a million claims is a few hundred frees instead of millions.
 //
 // Thread-safety: Add and AddDeletion from any number of threads; Collect
 // and the key accessors after every Add has returned.
+//
+// Bulk loads: docs/api.md; the spill file: docs/design.md.
 #ifndef CLAIMSTORE_SRC_BULK_BULK_BATCH_H_
 #define CLAIMSTORE_SRC_BULK_BULK_BATCH_H_
 

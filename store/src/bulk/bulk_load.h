@@ -52,8 +52,8 @@ struct StoredPart {
   // The store revision after the deletions (of claims deleted or
   // replaced), before the first loaded claim.
   uint64_t before_claims = 0;
-  // The change feed's total bytes (feed.h): the load compacts the feed to
-  // its revision, at this total.
+  // The change feed's total bytes (docs/format.md, section The change
+  // feed): the load compacts the feed to its revision, at this total.
   uint64_t feed_total = 0;
 };
 

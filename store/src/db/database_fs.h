@@ -1,25 +1,14 @@
 // DatabaseFileSystem: the pass-through FileSystem under a store's RocksDB.
-// It adds three things, each for a defect of Debian's librocksdb 7.8:
-//
-//   - Links: it remembers the hard links made from files under one
-//     directory (a bulk load's table files). When an ingestion fails after
-//     its MANIFEST record was written but the sync of the MANIFEST failed,
-//     RocksDB deletes the files it linked in, yet the record may come back
-//     at the next open, which then fails on the missing files (fault_test's
-//     I/O-error sweep found this). With the links known, the store puts them
-//     back: if the record comes back, its files are there; if not, the next
-//     open deletes them as obsolete.
-//   - Failed writers: it remembers the files whose write, sync or close
-//     failed. Debian's build asserts when RocksDB writes again to a file
-//     that failed; the store asks before it commits whether RocksDB's
-//     current write-ahead log is such a file (store_impl.h, CheckWritable).
-//   - The info log: NewLogger gives claimstore's InfoLog (info_log.h), never
-//     RocksDB's, which aborts on the line after a failed write.
-//
-// Reads and writes go straight to the target's files; a writable file is
-// wrapped to see its errors (one virtual call more per operation).
+// It adds three things, each for a defect of Debian's librocksdb 7.8: it
+// remembers the hard links of a bulk load's table files (so that the store
+// can put them back after a failed ingestion), and the files whose write,
+// sync or close failed (StoreImpl::CheckWritable asks); and its NewLogger
+// gives claimstore's InfoLog (info_log.h). Reads and writes go straight to
+// the target's files.
 //
 // Thread-safety: safe for concurrent use.
+//
+// Why each: docs/reliability.md, "The file system under RocksDB".
 #ifndef CLAIMSTORE_SRC_DB_DATABASE_FS_H_
 #define CLAIMSTORE_SRC_DB_DATABASE_FS_H_
 

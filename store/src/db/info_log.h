@@ -1,21 +1,15 @@
-// InfoLog: RocksDB's info log (DBOptions::info_log), written by claimstore.
-//
-// Why: RocksDB's own info logger appends through a WritableFileWriter, and
-// Debian's librocksdb is built with assertions on: after one failed append
-// (a full disk), the next log line aborts the process. The info log is
-// written on opens, flushes, compactions and periodic stats, so a full disk
-// would take down the process that embeds the store at any moment. This
-// logger writes each line with one Append of the file system's writable
-// file (no writer above it that remembers errors); after a failure it
-// closes the file and drops lines, reopening (appending) at most once a
-// second, and notes how many lines it dropped once writing works again.
-//
-// At Open an existing log is kept as LOG.old.<microseconds>, the newest
-// `keep_old` of those stay, as RocksDB does (kOldInfoLogs for a store's). Nothing here ever fails a
-// caller: a log that cannot be written is a log that drops lines.
+// InfoLog: RocksDB's info log (DBOptions::info_log), written by claimstore,
+// because RocksDB's own logger (Debian's 7.8, assertions on) aborts the
+// process on the line after a failed append. Each line is one Append; after
+// a failure the file is closed and lines are dropped (and counted) until a
+// reopen works, at most once a second. Open moves an existing log aside
+// (LOG.old.<microseconds>) and keeps the newest `keep_old` of those.
+// Nothing here ever fails a caller.
 //
 // Thread-safety: safe for concurrent use (RocksDB logs from its background
 // threads).
+//
+// Why and how: docs/reliability.md, "The info log".
 #ifndef CLAIMSTORE_SRC_DB_INFO_LOG_H_
 #define CLAIMSTORE_SRC_DB_INFO_LOG_H_
 

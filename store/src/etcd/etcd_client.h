@@ -1,30 +1,16 @@
 // EtcdClient: the shared mode's connection to an etcd cluster (v3 API over
-// gRPC): Txn, Range and Watch, with deadlines, fail-over between members,
-// and etcd's errors mapped to absl::Status in one place.
-//
-// Members: one gRPC channel per endpoint. A request goes to the member that
-// answered last; a member that cannot be reached (or has no leader, or is
-// not a voting member yet) makes reads move on to the next one at once. A
-// Txn is never sent twice by this class: when its outcome is unknown (the
-// connection broke or the deadline passed after it may have been sent, a
-// leader change while it was proposed), the error says so
-// (OutcomeUnknown()) and the caller resolves it by reading back what it
-// wrote. What etcd refused before proposing ("no leader", a request too
-// large, too many operations) is a plain error.
-//
-// Errors (absl::StatusCode):
-//   Unavailable        no member answered within the deadline, no leader,
-//                      a leader change, a member stopping
-//   InvalidArgument    etcd refused the request itself: too many operations
-//                      in a Txn (--max-txn-ops, 128 by default), a request
-//                      larger than --max-request-bytes (1.5 MiB), a key
-//                      twice in one Txn; the message is etcd's
-//   OutOfRange         a Range or Watch at a revision etcd has compacted
-//                      away (CompactRevisionOf says up to where)
+// gRPC): Txn, Range and Watch, with deadlines, fail-over between members
+// (one gRPC channel each), and etcd's errors mapped to absl::Status in one
+// place: Unavailable (no member answered, no leader, ...), InvalidArgument
+// (etcd refused the request itself; etcd's message), OutOfRange (a
+// compacted revision: CompactRevisionOf). A Txn is never sent twice: when
+// its outcome is unknown, OutcomeUnknown() says so and the caller resolves it.
 //
 // Thread-safety: an EtcdClient is safe for concurrent use by any number of
 // threads (gRPC channels and stubs are); an EtcdWatch is used by one thread
 // at a time, except Cancel, which any thread may call.
+//
+// Members, fail-over, the errors in full: docs/shared-mode.md, "The etcd client".
 #ifndef CLAIMSTORE_SRC_ETCD_ETCD_CLIENT_H_
 #define CLAIMSTORE_SRC_ETCD_ETCD_CLIENT_H_
 

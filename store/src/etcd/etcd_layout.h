@@ -1,24 +1,12 @@
 // What the shared mode keeps in etcd, and how: every key and value layout
-// in one place.
-//
-// Keys, under a prefix P (Options::etcd_prefix, default "/claimstore/"),
-// each component percent-escaped (EscapeComponent: '/', '%' and bytes
-// outside printable ASCII), so that keys read as paths in etcdctl and no
-// component can reach into another:
-//
-//   P claims/NS/NAME                       a claim (EncodeClaimValue)
-//   P devices/DRIVER/POOL/DEVICE/exclusive "NS/NAME": the claim holding
-//                                          the device exclusively
-//   P devices/DRIVER/POOL/DEVICE/shares    every share of the device
-//                                          (EncodeShares)
-//
-// A write that takes a device exclusively compares that neither key of the
-// device exists; one that changes the device's shares compares the shares
-// key's value with the list it extended (which makes the capacity check
-// exact: the sums are over that list) and that the exclusive key does not
-// exist. Admin access never conflicts and has no key.
+// in one place. EtcdLayout makes the keys under a prefix
+// (Options::etcd_prefix), each component escaped by EscapeComponent; the
+// claim and shares values are encoded below.
 //
 // Thread-safety: pure functions and an immutable class.
+//
+// Layout: docs/format.md, section etcd keys (shared mode); the compares a
+// write makes on these keys: the same section and docs/shared-mode.md.
 #ifndef CLAIMSTORE_SRC_ETCD_ETCD_LAYOUT_H_
 #define CLAIMSTORE_SRC_ETCD_ETCD_LAYOUT_H_
 

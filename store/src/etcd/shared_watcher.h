@@ -1,21 +1,15 @@
 // SharedWatcher: Store::Watch in the shared mode. Its events are etcd's
 // history of the claims itself (a watch of the claims prefix with the
 // previous values), so that every machine sees the same events at the same
-// revisions, whatever its mirror has applied: etcd's revisions have gaps
-// (Refresh's sync key and other keys of the etcd advance them), and a
-// watcher from R hands over the claims' changes at revisions >= R.
-//
-// A thread of its own reads etcd's watch into a bounded queue (4,096
-// events; it stops reading while the queue is full) and watches again,
-// from the revision after the last it read, when the stream breaks (a
-// member killed: the client fails over to another; events it had read are
-// not handed over twice). Next waits on the
-// queue with its timeout. When etcd has compacted the revisions it needs
-// (at the start, or while it could not reach etcd), Next returns
-// OutOfRange with the compact revision, as the local feed does.
+// revisions (with gaps); a watcher from R hands over the claims' changes at
+// revisions >= R. A thread of its own reads etcd's watch into a bounded
+// queue and watches again when the stream breaks; compacted revisions are
+// OutOfRange with the compact revision, as in the local feed.
 //
 // Thread-safety: as Watcher (Next from one thread at a time; Cancel from
 // any thread).
+//
+// Design: docs/shared-mode.md, "The change feed".
 #ifndef CLAIMSTORE_SRC_ETCD_SHARED_WATCHER_H_
 #define CLAIMSTORE_SRC_ETCD_SHARED_WATCHER_H_
 

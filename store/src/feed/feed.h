@@ -1,34 +1,14 @@
-// The change feed: how an event is stored, read back and handed to watchers.
-//
-// Storage (keys.h): the feed family holds one value per revision, keyed by
-// FeedKey(revision), written by the write path in the same WriteBatch as the
-// change. The value:
-//
-//   kind      1 byte: 'A' added, 'M' modified, 'D' deleted
-//   total     u64 big-endian: the bytes of every event value up to and
-//             including this one since the database was created (so the
-//             bytes of a stretch of the feed are one subtraction: the
-//             byte bound of the history costs no scan)
-//   lengths   u32 big-endian each: of the key, the record, the before
-//   key       the record key (keys.h)
-//   record    at the next offset that is a multiple of 8 (so that a copy
-//             of the value at an aligned address is read in place):
-//             ClaimRecord bytes, the claim as written (A, M) or as it was
-//             when deleted (D)
-//   before    at the next multiple of 8, when its length is not 0: the
-//             claim before a modification, when the writer kept it
-//             (Options::feed_records_before)
-//
-// The meta key "feed_compact" holds the compact point: the revision up to
-// which the feed was compacted away, and the total bytes at it (16 bytes).
-//
-// Delivery: FeedHub holds the latest events of a writable store in memory,
-// as the write leader publishes them, and wakes the watchers waiting for
-// them; FeedReader reads events from RocksDB, for watchers further behind
-// and for read-only stores.
+// The change feed: how an event is stored (one value per revision in the
+// feed family, written by the write path in the same WriteBatch as the
+// change), read back and handed to watchers. FeedReader reads events from
+// RocksDB, for watchers further behind and for read-only stores; FeedHub
+// holds the latest events of a writable store in memory, as the write
+// leader publishes them, and wakes the watchers waiting for them.
 //
 // Thread-safety: the functions are pure; FeedHub is internally synchronized
 // (Publish and Reset by the write leader).
+//
+// Layout: docs/format.md, section The change feed.
 #ifndef CLAIMSTORE_SRC_FEED_FEED_H_
 #define CLAIMSTORE_SRC_FEED_FEED_H_
 

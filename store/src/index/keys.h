@@ -1,30 +1,11 @@
-// Every key layout of the database, in one place.
+// Every key of the database, in one place: the column families' names, the
+// meta keys, the format version, and the functions that encode and parse
+// record, consumer and device keys (Str components, which sort as tuples)
+// and big-endian integers.
 //
-// Column families:
-//   records    Str(namespace) Str(name)                     → ClaimRecord bytes
-//   consumers  Str(consumer uid) Str(namespace) Str(name)   → "" (index)
-//   devices    Str(driver) Str(pool) Str(device) Kind Str(shareID)
-//              Str(namespace) Str(name)                     → "" (index)
-//   meta       "format_version" → u32 big-endian
-//              "revision"       → u64 big-endian (the store revision)
-//              "feed_compact"   → the change feed's compact point (feed.h)
-//              "follow_resource_version" → u64 big-endian (Store::ApplyClusterEvents)
-//              "feed_off"       → "" while the writer keeps no feed
-//   feed       u64 big-endian revision                      → the event of
-//              that revision (feed.h)
-//   default    unused (RocksDB requires it)
+// Thread-safety: constants and pure functions.
 //
-// Str(s) writes s with every 0x00 byte escaped as 0x00 0xFF and ends it with
-// 0x00 0x01. No byte of a component can end it early, so no two different
-// tuples encode alike, and comparing encoded keys byte by byte orders them as
-// tuples, component by component. A prefix of whole components therefore
-// selects exactly the keys that start with those components: `driver`,
-// `driver/pool` and `driver/pool/device` are prefix scans of the devices
-// family.
-//
-// Kind is one byte: 'A' admin access (never conflicts), 'E' exclusive,
-// 'S' a share identified by its shareID (empty for 'A' and 'E' unless the
-// result had one).
+// Layout: docs/format.md, sections Keys, Indexes and Meta.
 #ifndef CLAIMSTORE_SRC_INDEX_KEYS_H_
 #define CLAIMSTORE_SRC_INDEX_KEYS_H_
 

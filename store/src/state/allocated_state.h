@@ -1,45 +1,16 @@
 // The allocated state behind Store::AllocatedDevices (claimstore/
 // allocated.h): a persistent B+-tree of AllocatedDevice, one version per
-// published revision, and the tracker that the write leader updates with
-// each commit's changes.
-//
-// The tree: a leaf holds up to kMaxEntries devices in key order; an
-// internal node up to kMaxEntries children, each with its first device (the
-// separator). Each node keeps the key prefix its entries share and the 16
-// bytes of each entry's key after it, so that a lookup compares within the
-// node and rarely reads a device (about one cache miss a level, instead of
-// one per comparison). Nodes are immutable once built and shared between versions:
-// changing a device copies the nodes on the path from the root to its leaf
-// and nothing else, except for nodes the version being changed may change
-// in place (below). A node that overflows splits in two; deletions do not
-// merge nodes (an emptied node goes, a sparse one stays, and a root with one
-// child gives way to it), so the height stays that of the largest size the
-// tree has had: about log32(devices).
-//
-// Epochs: each node records the epoch of the change that made it, and a
-// version the epoch its changes are made in (0: none). A version that
-// nobody else has seen may be changed in its own epoch (ApplyDeviceChanges):
-// a node of that epoch was made by an earlier change of this version, after
-// it was last seen, so only this version holds it. Such a leaf is changed in
-// place when a device is replaced, added or removed (its prefix shortened
-// when a new key does not share it, and the separators above mended when
-// its first device changed); a leaf that would overflow or be emptied is
-// rebuilt, with its entries moved, not copied (no reference count touched),
-// and so is its parent when it splits or goes. A node of another epoch may
-// be shared with a version someone holds, and is copied; so are its
-// parents up to the first of the version's epoch, which takes the copy in
-// place (or the root). So a node of the version's epoch has parents of that
-// epoch too: a node is made in an epoch only with its path up to one of
-// that epoch, or the root.
-//
-// Lookups of a version the tracker keeps go to its device index first
-// (AllocatedVersion::index, device_index.h), a hash table versioned by
-// revision; the tree answers what the index no longer knows, and iterates.
+// published revision (nodes immutable once seen and shared between
+// versions, copied on the path to a change), and the tracker that the write
+// leader updates with each commit's changes. Lookups go to the version's
+// device index (device_index.h) first; the tree answers the rest.
 //
 // Thread-safety: a version is immutable once anybody but its maker has
 // seen it (PublishedState marks it taken when it hands it out, and changes
 // only versions not taken); any thread may read those. Changes are made by
 // the write leader, one at a time.
+//
+// Design (the tree, epochs): docs/design.md, section The allocated state.
 #ifndef CLAIMSTORE_SRC_STATE_ALLOCATED_STATE_H_
 #define CLAIMSTORE_SRC_STATE_ALLOCATED_STATE_H_
 
@@ -109,7 +80,7 @@ struct AllocatedNode {
   std::array<const AllocatedDevice*, kMaxEntries + 1> firsts;
   // What entry i owns: the device (a leaf) or the child node.
   std::array<std::shared_ptr<const void>, kMaxEntries + 1> owned{};
-  uint64_t epoch = 0;  // of the change that made it (see above)
+  uint64_t epoch = 0;  // of the change that made it (docs/design.md: Epochs)
   const AllocatedNode* child(size_t i) const {
     return static_cast<const AllocatedNode*>(owned[i].get());
   }

@@ -1,48 +1,15 @@
 // The device index: a hash table of the allocated devices beside the
 // allocated state's tree (allocated_state.h), versioned by revision, so that
 // AllocatedState::Find is one probe at whatever revision a snapshot is at.
-//
-// Each device some commit held since the index was built has an entry: its
-// name and the last kVersions of what it held, as (revision, device) pairs,
-// newest first (the device is the tree's object, null when nobody held it
-// from that revision on). A snapshot at revision R reads the newest pair at
-// or before R. Every commit that sets the device takes a pair (a commit that
-// changes a claim's allocation sets each device it held or holds, changed
-// or not), so after kVersions such commits since R the pair R needs is gone:
-// the entry says so (its floor, below which it cannot tell), and Find asks
-// the snapshot's tree instead. So the index is exact or says it does not
-// know; it never answers for another revision.
-//
-// The table: open addressing with linear probing, a slot being the entry's
-// address and its 64-bit hash, at most two thirds full, so a lookup reads
-// a slot or two (four to a cache line) and one entry (the entry's name and
-// newest pair share its first cache line when the name fits in 32 bytes).
-// Entries are shared by the tables one index makes as it grows; a table,
-// once handed out with a version, keeps answering for that version's
-// revision: a device added later is added to the current table only (it
-// was held by nobody at the revisions older tables serve), and a table that
-// grows leaves out the devices nobody holds (the older table, still held by
-// older snapshots, has them). A table fills with entries of devices held
-// now or before (the latter go at the next growth), and then grows into one
-// sized from the devices held: a pass over its slots and a copy of the live
-// entries' addresses, made by the commit that filled it, under the leader's
-// lock. It takes at least a third of the new table's slots in new entries
-// (devices not in the table: never held, or left out at the last growth) to
-// fill it again, so the cost is a constant per entry made (BM_IndexGrow:
-// bench/RESULTS.md).
-//
-// Lifetimes: a snapshot holds its table (AllocatedVersion::index), a table
-// its entries (a count of the tables holding each). A device pointer read
-// from an entry is alive as long as the snapshot that asked: the pair it
-// came from is the snapshot's revision's, and the snapshot's tree holds that
-// device.
+// It is exact or says it does not know (the tree answers then). A snapshot
+// holds its table, a table its entries.
 //
 // Thread-safety: one writer, the write leader (DeviceIndex); readers
-// (DeviceTable::Find) on any thread at any time, without locks: the writer
-// changes an entry's pairs and floor, all atomics, under a sequence count
-// that readers check (a seqlock; the writer never waits), and adds an entry
-// by filling it (its name and sizes, plain bytes that never change after)
-// before publishing its slot with a release store.
+// (DeviceTable::Find) on any thread at any time, without locks (a seqlock
+// per entry; an entry is filled before its slot is published with a
+// release store).
+//
+// Design: docs/design.md, section The device index.
 #ifndef CLAIMSTORE_SRC_STATE_DEVICE_INDEX_H_
 #define CLAIMSTORE_SRC_STATE_DEVICE_INDEX_H_
 

@@ -1,32 +1,14 @@
 // PublishedState: what readers of a writable store see, kept in memory by
 // the write path: the revision and RocksDB snapshot of the last commit, the
-// consumer and device indexes whole, and a bounded cache of records.
-//
-// Reads are served from it without touching RocksDB: a Get that hits the
-// cache costs a hash lookup under a shared lock instead of a MultiGet, an
-// index lookup a B-tree range instead of an iterator. It is exact, not a
-// cache that may be stale: the write leader publishes each committed group
-// (records, index changes, revision, snapshot) under the exclusive lock
-// before acknowledging its writers, so a reader sees the state of one
-// revision, and a write once acknowledged is seen by every later read.
-// Cache misses read RocksDB at the published snapshot (never at a newer,
-// committed-but-unpublished state), and their records enter the cache only
-// if no commit was published meanwhile.
-//
-// Memory: the record cache stays within its budget (second-chance
-// eviction); the indexes are all in memory, bucketed (BucketedKeys), about
-// 150 bytes per reservation and per allocated device (380 MiB for 2.55M
-// entries, measured at a million claims).
-//
-// The indexes may be loaded lazily (Options::defer_index_load): ResetDeferred
-// keeps a loader instead, and the first call that needs an index
-// (EnsureIndexes, every Scan, CopyIndexes) runs it, once, at the published
-// snapshot. Until then a publish edits no index (what it changed is in
-// every later snapshot), and waits for a load in flight, so that no load
-// reads at a state older than the published one.
+// consumer and device indexes whole (possibly loaded lazily), a bounded
+// cache of records, and the allocated state. Exact, not a cache that may be
+// stale: the write leader publishes each committed group before
+// acknowledging its writers.
 //
 // Thread-safety: Reset, ResetDeferred and Publish* are called by the write
 // leader (one at a time); everything else from any thread.
+//
+// Design: docs/design.md, section The published state.
 #ifndef CLAIMSTORE_SRC_STATE_PUBLISHED_STATE_H_
 #define CLAIMSTORE_SRC_STATE_PUBLISHED_STATE_H_
 
@@ -56,7 +38,7 @@
 
 namespace claimstore::internal {
 
-// A set of index keys (keys.h layouts: components that sort as tuples),
+// A set of index keys (docs/format.md, Keys: components that sort as tuples),
 // bucketed by their first `bucket_components` components: a lookup that
 // names those is one hash probe and a scan of a small sorted bucket instead
 // of a descent through one big B-tree of heap strings (the cache misses of

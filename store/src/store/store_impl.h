@@ -1,33 +1,19 @@
-// StoreImpl: the writable Store. This header is its table of contents;
-// the definitions are split by concern:
+// StoreImpl: the writable Store. This header is its table of contents; the
+// definitions are split by concern: store_open.cc (Create: options, atomic
+// creation, open, the published state loaded), store_read.cc (reads from
+// the published state, List, Stats), write_path.cc (the writes: apply,
+// preconditions, staging, device conflicts, revisions, the commit, the
+// publication), store_watch.cc (the change feed), bulk_load.cc (bulk loads:
+// sort, check, write table files, ingest, publish), maintenance.cc (Verify
+// and repair, Compact, Backup). A write is a WriteStep in a PendingWrite
+// queued on writes_, run by the leader's CommitGroup.
 //
-//   store_open.cc    Create: options, atomic creation, open, the published
-//                    state loaded (the database itself: database.h)
-//   store_read.cc    reads from the published state, List and Stats
-//   write_path.cc    the writes: apply, preconditions, staging, device
-//                    conflicts, revisions, the commit, the publication
-//   bulk_load.cc     bulk loads: sort, check, write table files, ingest,
-//                    publish
-//   maintenance.cc   Verify and repair, Compact, Backup
-//
-// Its parts, each in its own file pair: WriteGroup (group commit),
-// mutations (each write as a pure function of the current record),
-// StagedWrites (what a group staged), PublishedState (what readers see),
-// device_rule (which holdings exclude each other), Database (RocksDB).
-//
-// The flow of a write: JSON --codec--> ClaimRecord --Store::Reserve, ...-->
-// a WriteStep in a PendingWrite, queued on writes_ --the leader's
-// CommitGroup--> per step: the current record (staged, published or
-// RocksDB), preconditions, the mutation, PrepareRecord (prune, validate,
-// index entries), device conflicts, revisions stamped, staged in one
-// rocksdb::WriteBatch --one Write (one fsync)--> RocksDB --Publish-->
-// published_ --> the writers return.
-//
-// Thread-safety: a Store is safe for concurrent use by any number of
-// threads (store.h). Members are immutable after Create, internally
-// synchronized (published_, writes_), or held by the write leader
+// Thread-safety: as Store (store.h). Members are immutable after Create,
+// internally synchronized (published_, writes_), or held by the write leader
 // (ABSL_GUARDED_BY(writes_.leader)): the one thread committing a group or
 // running exclusively (Verify with repair, bulk-load commits).
+//
+// The flow of a write: ARCHITECTURE.md, section A claim from JSON to RocksDB.
 #ifndef CLAIMSTORE_SRC_STORE_STORE_IMPL_H_
 #define CLAIMSTORE_SRC_STORE_STORE_IMPL_H_
 

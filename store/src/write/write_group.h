@@ -1,20 +1,16 @@
 // WriteGroup: the leader/follower queue of group commit (as RocksDB's
-// db/write_thread.h). Writers queue; the first in line when no group is in
-// flight becomes the leader and hands every queued writer, itself included,
-// to the commit function at once; the writes that queue up meanwhile form
-// the next group. So one commit (one RocksDB Write, one fsync) serves many
-// writers, and the commit function runs on one thread at a time, in
-// arrival order: what it applies is linearizable by construction.
-//
-// With Options::gather (synced writes), a leader that expects more writers
-// than are queued (the last group's writers coming back) waits up to
-// Options::gather_window for them; the writer that completes the group
-// commits it itself, instead of waking the leader (a woken thread takes
-// tens of microseconds to run again, more on a VM).
+// db/write_thread.h). Writers queue; one leader hands every queued writer,
+// itself included, to the commit function at once; the writes that queue
+// up meanwhile form the next group. So one commit (one RocksDB Write, one
+// fsync) serves many writers, and the commit function runs on one thread
+// at a time, in arrival order: what it applies is linearizable by
+// construction.
 //
 // Thread-safety: Submit and Exclusive from any number of threads. The
 // commit function, and the code inside an Exclusive scope, hold `leader`:
 // state that only the leader touches is ABSL_GUARDED_BY(group.leader).
+//
+// Design (gathering synced writers): docs/design.md, section Group commit.
 #ifndef CLAIMSTORE_SRC_WRITE_WRITE_GROUP_H_
 #define CLAIMSTORE_SRC_WRITE_WRITE_GROUP_H_
 
