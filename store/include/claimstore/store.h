@@ -7,30 +7,10 @@
 //   if (absl::IsAborted(r.status())) { /* changed meanwhile: re-read, retry */ }
 //
 // Thread-safety: a Store is safe for concurrent use by any number of threads
-// without outside locking. Reads never wait for disk I/O or for writers'
-// work: they hold a shared lock that a commit's publication takes for a few
-// microseconds (writable stores; read-only ones read RocksDB). Writes are applied
-// one at a time in arrival order (linearizable) and committed in groups: the
-// writes that queue up while a group is being written share its WriteBatch
-// and, with Options::sync_writes, its fsync.
-//
-// Errors (absl::StatusCode):
-//   InvalidArgument     bad input (names the field path); nothing is written
-//   NotFound            the claim does not exist
-//   Aborted             a precondition's revision or uid does not match (the
-//                       message and CurrentRevision() carry the current
-//                       revision), or a device is held by another claim (the
-//                       message names the device and the claim)
-//   FailedPrecondition  a rule forbids the change: not allocated, still
-//                       reserved, being deleted, already allocated
-//   ResourceExhausted   reservedFor already holds 256 consumers
-//   DataLoss            a stored record or key is corrupt
-//   Internal/Unavailable/...  RocksDB I/O errors, mapped in one place
-//                       (ResourceExhausted for a full disk). After a write
-//                       fails in storage, every later write returns
-//                       Unavailable until the store is reopened (the failed
-//                       write may still be in the log; reopening recovers
-//                       it whole or not at all). Reads go on.
+// without outside locking; writes are linearizable and committed in groups.
+// Options (options.h), the change feed (watch.h) and bulk loads
+// (bulk_load.h) have headers of their own; the errors are listed above
+// class Store; the design is in docs/api.md.
 #ifndef CLAIMSTORE_STORE_H_
 #define CLAIMSTORE_STORE_H_
 
@@ -50,98 +30,13 @@
 #include "absl/types/span.h"
 #include "claimstore/allocated.h"
 #include "claimstore/allocation.h"
+#include "claimstore/bulk_load.h"
 #include "claimstore/claim_key.h"
 #include "claimstore/claim_record.h"
+#include "claimstore/options.h"
+#include "claimstore/watch.h"
 
 namespace claimstore {
-
-enum class Compression { kNone, kLZ4, kZstd };
-
-struct Options {
-  // Create the database directory (and its parents) if it does not exist.
-  // Default: true.
-  bool create_if_missing = true;
-  // Open read-only, as a RocksDB secondary instance: safe while another
-  // process has the database open for writing. Reads see the state as of
-  // Open() or the last catch-up (Refresh(), or a watcher's). Write calls
-  // return FailedPrecondition.
-  // Default: false.
-  bool read_only = false;
-  // Sync the write-ahead log before acknowledging a write: an acknowledged
-  // write survives power loss. Concurrent writers share fsyncs (group
-  // commit). When false, an acknowledged write survives a crash of the
-  // process but not of the machine. Default: false.
-  bool sync_writes = false;
-  // Size of the block cache shared by all column families. Default: 64 MiB.
-  size_t block_cache_bytes = size_t{64} << 20;
-  // The store switches its memtables (and RocksDB flushes them to table
-  // files) once the batches written since the last switch reach this many
-  // bytes. Default: 16 MiB.
-  size_t write_buffer_bytes = size_t{16} << 20;
-  // Compression of data blocks. Default: LZ4.
-  Compression compression = Compression::kLZ4;
-  // Records kept in memory for reads (Get, GetMany), exact: the write path
-  // updates them. Reads of other records go to RocksDB (block cache) and
-  // enter this cache. Besides it, a writable store keeps both indexes in
-  // memory, whole: about 150 bytes per reservation and per allocated
-  // device. 0 turns the record cache off. Default: 64 MiB.
-  size_t record_cache_bytes = size_t{64} << 20;
-  // Read the in-memory indexes when they are first needed (an index lookup,
-  // a write that takes devices, a bulk load that keeps stored claims and
-  // takes devices) instead of at Open, and a bulk load that replaces them
-  // builds none in memory: the first such call takes what Open would have
-  // (about 2.4 s at a million claims, bench/RESULTS.md), and Verify checks
-  // no in-memory indexes until then. For a process that does one thing and
-  // exits (the claimstore tool: a reservation, a restore --replace). A
-  // scheduler wants the default, where no call pays for the load.
-  // Default: false.
-  bool defer_index_load = false;
-
-  // The change feed (Store::Watch): every write leaves its event in the
-  // same atomic write as the change, in a column family keyed by revision.
-  // The feed keeps at least the latest feed_history_revisions revisions,
-  // unless they take more than feed_history_bytes (then as many of the
-  // latest as fit); the older ones are compacted away when either bound is
-  // exceeded by an eighth, in the commit that exceeds it (one range
-  // deletion; RocksDB reclaims the space in the background). The bytes are
-  // the events' own, before compression (a modification is about a
-  // record's size). 0 turns the feed off: no events are written, and a
-  // watch is refused.
-  // Default: 100,000 revisions, 256 MiB.
-  uint64_t feed_history_revisions = 100000;
-  uint64_t feed_history_bytes = uint64_t{256} << 20;
-  // Modified events carry the claim as it was before the change too
-  // (WatchEvent::before), which about doubles the feed's bytes. Deleted
-  // events always carry it. Default: false.
-  bool feed_records_before = false;
-
-  // --- The shared mode: several processes on several machines ---
-  //
-  // etcd's client URLs ("http://10.0.0.1:2379" or "10.0.0.1:2379", or all
-  // "https://HOST:PORT" for TLS, the members' certificates naming HOST).
-  // When set, etcd holds the authoritative claims and device
-  // holdings, and the database at `path` is this process's mirror of them,
-  // fed by an etcd watch: reads stay local. Each write is one etcd Txn
-  // that compares the claim's mod revision and the holdings of the devices
-  // it takes, so that across processes exactly one of racing writes wins,
-  // as between threads of one process; it returns once the mirror has
-  // applied it. Revisions are etcd's. See docs/shared-mode.md.
-  // Default: empty (the local mode).
-  std::vector<std::string> etcd_endpoints = {};
-  // The prefix of this store's keys in etcd. Default: "/claimstore/".
-  std::string etcd_prefix = "/claimstore/";
-  // The deadline of one etcd request, and how long a write waits for the
-  // mirror to apply it: more than 0, at most 24 h. Default: 5 s.
-  absl::Duration etcd_timeout = absl::Seconds(5);
-  // TLS to etcd (https:// endpoints; as etcdctl's --cacert, --cert,
-  // --key): PEM files of the CA that signed the members' certificates
-  // (empty: gRPC's default roots), and of this client's certificate and
-  // key (both or neither; needed by etcd's --client-cert-auth). Read at
-  // Open; InvalidArgument names a file that cannot be read.
-  std::string etcd_ca_file = {};
-  std::string etcd_cert_file = {};
-  std::string etcd_key_file = {};
-};
 
 // Conditions a write must meet; unset members are not checked.
 struct Preconditions {
@@ -274,171 +169,7 @@ struct ClusterEvent {
   bool deleted = false;
 };
 
-// --- The change feed (Store::Watch) ---
 
-// One committed change of one claim.
-struct WatchEvent {
-  WatchEventType type = WatchEventType::kAdded;
-  // The store revision of the change: every revision is one event.
-  uint64_t revision = 0;
-  ClaimKey key;
-  // Always set. kAdded and kModified: the claim as written (its
-  // mod_revision() is `revision`). kDeleted: the claim as it was when it
-  // was deleted (its last write's revisions), as Kubernetes' DELETED events
-  // carry the object's last state.
-  std::optional<ClaimRecord> record;
-  // kDeleted: the same as `record`. kModified, when the store was written
-  // with Options::feed_records_before: the claim before the change.
-  // Otherwise nullopt.
-  std::optional<ClaimRecord> before;
-};
-
-// Which events a watcher hands over; every event when empty.
-struct WatchOptions {
-  std::string claim_namespace = {};  // only claims of this namespace
-  std::string key_prefix = {};       // only claims whose "namespace/name" starts with this
-};
-
-// A watcher of the change feed (Store::Watch). Events come in revision
-// order, each once, none skipped: a watcher that falls behind the feed's
-// history is told so (OutOfRange) rather than moved ahead.
-//
-// Thread-safety: Next from one thread at a time; Cancel from any thread. A
-// Watcher must be destroyed before its Store.
-class Watcher {
- public:
-  virtual ~Watcher();
-  // The next event (that the options select), waiting up to `timeout` for
-  // one to be committed. Errors:
-  //   DeadlineExceeded  none came within `timeout`; call again
-  //   OutOfRange        the events from next_revision() on were compacted
-  //                     away before this watcher read them (CompactRevision()
-  //                     of the error: re-list, then watch from the list's
-  //                     revision + 1), as etcd's ErrCompacted; every later
-  //                     call returns it too
-  //   Cancelled         Cancel() was called
-  //   DataLoss          a stored event is corrupt
-  virtual absl::StatusOr<WatchEvent> Next(absl::Duration timeout) = 0;
-  // The revision the next event is looked for from (events the options do
-  // not select are passed over).
-  virtual uint64_t next_revision() const = 0;
-  // Makes a Next waiting now, and every later one, return Cancelled.
-  virtual void Cancel() = 0;
-
- protected:
-  Watcher() = default;
-};
-
-// The compact revision carried by an OutOfRange error of Store::Watch or
-// Watcher::Next: events up to it are no longer in the feed.
-std::optional<uint64_t> CompactRevision(const absl::Status& status);
-
-// Where a bulk load's Commit (or DryRun) is: its phase, and in "writing"
-// the claims written of all.
-struct BulkLoadProgress {
-  const char* phase = "";  // "sorting", "checking", "writing", "committing"
-  uint64_t done = 0, total = 0;
-};
-
-// How a bulk load treats what the store holds.
-struct BulkLoadOptions {
-  // Afterwards the store holds exactly the load: every stored claim the load
-  // does not add is deleted. Default: false (stored claims the load does not
-  // name are kept).
-  bool replace_all = false;
-
-  // Validation off: a claim must still decode (the codec is strict) and
-  // keep the identity rules (validation.h, FieldError::identity_rule: list-
-  // map keys unique, consumer references whole, reservations only with an
-  // allocation), and the device rule holds across claims as always; format
-  // and limit rules are not enforced. A claim that breaks one is stored with
-  // its unvalidated mark (ClaimRecord::unvalidated, StoreStats::unvalidated);
-  // later writes ratchet, as the API server's do: what a write leaves
-  // unchanged is not re-validated, and the mark goes once the claim passes
-  // every rule. For dumps of clusters whose rules were looser (another
-  // release). Default: true.
-  bool validate = true;
-
-  // Called as Commit or DryRun enters each phase, and while writing about
-  // every 4,096 claims, from the load's threads (perhaps two at once), while
-  // the commit holds the store's writes: keep it short and thread-safe, and
-  // never call the store from it (that would wait for the commit, forever).
-  // Other writers wait for the commit meanwhile. For progress lines.
-  // Default: none.
-  std::function<void(const BulkLoadProgress&)> progress;
-};
-
-// What a bulk load wrote (or, for DryRun, would write).
-struct BulkLoadResult {
-  uint64_t claims = 0;    // claims loaded (added or replacing a stored one)
-  uint64_t replaced = 0;  // of them, claims the store held
-  uint64_t deleted = 0;   // stored claims deleted and not loaded again
-  uint64_t unvalidated = 0;  // loaded claims marked unvalidated (validate = false)
-  uint64_t revision = 0;  // the store revision after it
-};
-
-// A restore in one atomic commit, whatever the store holds, several times
-// faster than PutAll: the claims are collected (and validated as they are
-// added), then Commit sorts them, checks them against each other and
-// against the stored claims they do not replace, writes the records, both
-// indexes and every deletion as sorted table files and hands those to
-// RocksDB in one atomic ingestion: no write-ahead log, no memtables.
-//
-// The result is what these writes would leave, one after another: Delete
-// of every stored claim the load deletes (its Deletes, and with
-// replace_all every stored claim it does not add) or replaces, in key
-// order; then PutAll of the loaded claims in key order. So a loaded claim
-// is written anew, whatever the store held (create revision = mod
-// revision, version 1), and the store revision R grows by one per deleted,
-// per replaced and per loaded claim: loaded claim i of key order has
-// revision R + deleted + replaced + i.
-//
-// A claim is validated as state, replaced or not (validation.h: no rule
-// about a change applies to a claim loaded whole: a restore loads state, it
-// does not update), and the device rule holds across the result: a loaded claim may not hold a device in a way that excludes the
-// holding of another loaded claim, or of a stored claim that stays.
-//
-// Memory: the encoded claims are held until Commit (about 0.5 KB per
-// claim of typical shape, plus their index keys).
-//
-// The change feed: a load of millions of claims does not write an event
-// per claim. It compacts the feed to its revision instead, in the same
-// ingestion: a watcher from before it is told OutOfRange (as after any
-// compaction) and re-lists, which costs it one List instead of one event
-// per claim loaded, deleted or replaced.
-//
-// Thread-safety: Add and Delete may be called from any number of threads at
-// once (decode in parallel, add as you go); Commit or DryRun once, after
-// every Add has returned. A BulkLoad must not outlive its Store. Reads of
-// the store go on during Commit and see either the state before it or the
-// state after it, never a part; writes wait for it (a write that came in
-// since StartBulkLoad is part of the state the load is applied to).
-class BulkLoad {
- public:
-  virtual ~BulkLoad();
-  // Adds one claim. `ordinal` orders what the load says of one claim: of its
-  // Adds and Deletes, the one with the largest ordinal is what the store
-  // holds afterwards (an input's item number, so that a later watch event
-  // of a claim wins). InvalidArgument naming the field path when the claim
-  // is invalid; nothing is written before Commit.
-  virtual absl::Status Add(const ClaimRecord& record, uint64_t ordinal = 0) = 0;
-  // Deletes the stored claim `key` (nothing when the store holds none),
-  // unless an Add of it with a larger ordinal comes.
-  virtual absl::Status Delete(const ClaimKey& key, uint64_t ordinal) = 0;
-  // Writes the load, all or none (also across a crash). Nothing is written
-  // when it fails:
-  //   InvalidArgument     two Adds or Deletes of one claim with the same
-  //                       ordinal (names it)
-  //   Aborted             claims would hold a device in ways that exclude
-  //                       each other (names the device and both claims)
-  //   FailedPrecondition  Commit or DryRun was called before
-  // and the mapped RocksDB error otherwise. A failure of the ingestion itself
-  // stops writes, as a failed commit does (see Store).
-  virtual absl::StatusOr<BulkLoadResult> Commit() = 0;
-  // Checks what Commit checks, against the store as it is now, and says what
-  // Commit would have written; writes nothing. The same errors.
-  virtual absl::StatusOr<BulkLoadResult> DryRun() = 0;
-};
 
 // The current revision carried by an Aborted error of a precondition
 // mismatch, if any.
@@ -455,6 +186,26 @@ std::vector<ClaimKey> ClaimsOf(const absl::Status& status);
 // the store takes writes again by itself once space is freed (docs/reliability.md).
 bool IsNoSpace(const absl::Status& status);
 
+// Errors of a Store's calls (absl::StatusCode):
+//   InvalidArgument     bad input (names the field path); nothing is written
+//   NotFound            the claim does not exist
+//   Aborted             a precondition's revision or uid does not match (the
+//                       message and CurrentRevision() carry the current
+//                       revision), or a device is held by another claim (the
+//                       message and ClaimsOf() name the device and the claim)
+//   FailedPrecondition  a rule forbids the change: not allocated, still
+//                       reserved, being deleted, already allocated
+//   ResourceExhausted   reservedFor already holds 256 consumers, a device's
+//                       capacity is taken, or the disk is full (IsNoSpace:
+//                       nothing changed; writes resume by themselves once
+//                       space is freed)
+//   DataLoss            a stored record or key is corrupt
+//   Unavailable/...     other storage errors, mapped in one place. After a
+//                       commit fails so, every later write returns
+//                       Unavailable until the store is reopened (the failed
+//                       write may still be in the log; reopening recovers it
+//                       whole or not at all). Reads go on
+//                       (docs/reliability.md).
 class Store {
  public:
   // Opens (or creates) the database at `path`. Returns FailedPrecondition
