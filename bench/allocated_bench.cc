@@ -63,7 +63,8 @@ namespace {
 
 std::string TempDir(const std::string& name) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/claimstore-allocated-bench-", name);
+  std::string dir =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/claimstore-allocated-bench-", name);
   std::filesystem::remove_all(dir);
   return dir;
 }
@@ -122,7 +123,8 @@ void BM_Snapshot(benchmark::State& state) {
   }
   state.counters["devices"] = static_cast<double>(c.allocated_devices);
   state.counters["bytes_per_device"] =
-      static_cast<double>(c.snapshot_bytes) / static_cast<double>(std::max<size_t>(1, c.allocated_devices));
+      static_cast<double>(c.snapshot_bytes) /
+      static_cast<double>(std::max<size_t>(1, c.allocated_devices));
 }
 BENCHMARK(BM_Snapshot)->ArgName("claims")->Arg(10000)->Arg(100000)->Arg(1000000);
 
@@ -263,7 +265,8 @@ struct ShareChanges {
 };
 ShareChanges ShareAddedAndRemoved(Store& store, bool first) {
   const ClaimRecord free = store.Get({"bench", "shared"})->record;
-  DeviceResult share{.request = "req", .driver = "gpu.example.com", .pool = "node-7", .device = "gpu-3x"};
+  DeviceResult share{
+      .request = "req", .driver = "gpu.example.com", .pool = "node-7", .device = "gpu-3x"};
   if (first) share.driver = "bench.example.com";
   share.share_id = "00000000-0000-4000-8000-00000000000a";
   share.consumed_capacity = {{"memory", "1Gi"}};
@@ -281,7 +284,8 @@ ShareChanges ShareAddedAndRemoved(Store& store, bool first) {
 void BM_Upkeep(benchmark::State& state) {
   Store& store = WriteStore(true);
   absl::StatusOr<AllocatedState> s = store.AllocatedDevices();
-  std::shared_ptr<const internal::AllocatedVersion> version = internal::AllocatedTracker::Version(*s);
+  std::shared_ptr<const internal::AllocatedVersion> version =
+      internal::AllocatedTracker::Version(*s);
   const ShareChanges changes = ShareAddedAndRemoved(store, false);
   for (auto _ : state) {
     version = internal::ApplyChanges(*version, 1, changes.add);
@@ -297,7 +301,8 @@ void BM_UpkeepInPlace(benchmark::State& state) {
   Store& store = WriteStore(true);
   absl::StatusOr<AllocatedState> s = store.AllocatedDevices();
   const internal::AllocatedVersion& taken = *internal::AllocatedTracker::Version(*s);
-  std::shared_ptr<internal::AllocatedVersion> version = internal::NextVersion(taken, taken.revision);
+  std::shared_ptr<internal::AllocatedVersion> version =
+      internal::NextVersion(taken, taken.revision);
   const ShareChanges changes = ShareAddedAndRemoved(store, state.range(0) == 1);
   std::vector<std::shared_ptr<const void>> released;
   for (auto _ : state) {

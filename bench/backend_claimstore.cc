@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "claimstore/codec.h"
 #include "backends.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_generated.h"
+#include "claimstore/codec.h"
 #include "index/keys.h"
 
 namespace claimstore::bench {
@@ -27,9 +27,9 @@ class ClaimstoreBackend final : public Backend {
   explicit ClaimstoreBackend(const BackendOptions& options) : dir_(options.dir) {
     // A block cache that holds the working set (the records of 1M claims are
     // ~2 GB uncompressed), as a scheduler host would give the store.
-    absl::StatusOr<std::unique_ptr<Store>> store =
-        Store::Open(options.dir, Options{.sync_writes = options.sync_writes,
-                                         .block_cache_bytes = size_t{1} << 30});
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(
+        options.dir,
+        Options{.sync_writes = options.sync_writes, .block_cache_bytes = size_t{1} << 30});
     if (!store.ok()) {
       fprintf(stderr, "claimstore: %s\n", store.status().ToString().c_str());
       abort();
@@ -109,9 +109,7 @@ class ClaimstoreBackend final : public Backend {
                         absl::string_view device) override {
     return store_->Allocate(key, OneDevice(driver, pool, device)).status();
   }
-  absl::Status Deallocate(const ClaimKey& key) override {
-    return store_->Deallocate(key).status();
-  }
+  absl::Status Deallocate(const ClaimKey& key) override { return store_->Deallocate(key).status(); }
   absl::Status Put(const LoadItem& item) override { return store_->Put(item.record).status(); }
 
   uint64_t DiskBytes() override { return DirectoryBytes(dir_); }
@@ -136,8 +134,8 @@ void FieldsOf(const void* resource_claim_status, ClaimFields* out) {
 
 Allocation OneDevice(absl::string_view driver, absl::string_view pool, absl::string_view device) {
   return AllocationBuilder()
-      .AddResult({"gpu", std::string(driver), std::string(pool), std::string(device),
-                  std::nullopt, std::nullopt})
+      .AddResult({"gpu", std::string(driver), std::string(pool), std::string(device), std::nullopt,
+                  std::nullopt})
       .Build();
 }
 

@@ -10,9 +10,9 @@
 #include "backends.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_generated.h"
-#include "record/fb_strings.h"
 #include "index/index_entries.h"
 #include "index/keys.h"
+#include "record/fb_strings.h"
 #include "record/record_edit.h"
 
 namespace claimstore::bench {
@@ -182,9 +182,9 @@ class HashmapBackend final : public Backend {
 
   // A read-modify-write of one record: `edit` fills the StatusEdit, or
   // returns Cancelled for a no-op or an error.
-  absl::Status Edit(const ClaimKey& key,
-                    const std::function<absl::Status(const fb::ClaimRecord&,
-                                                     internal::StatusEdit*)>& edit) {
+  absl::Status Edit(
+      const ClaimKey& key,
+      const std::function<absl::Status(const fb::ClaimRecord&, internal::StatusEdit*)>& edit) {
     std::unique_lock lock(mu_);
     const std::string k = Key(key.claim_namespace, key.name);
     auto it = records_.find(k);

@@ -99,7 +99,8 @@ class RocksdbJsonBackend final : public Backend {
     std::vector<std::string> key_bytes;
     std::vector<rocksdb::Slice> slices;
     key_bytes.reserve(keys.size());
-    for (const ClaimKey& k : keys) key_bytes.push_back(internal::RecordKey(k.claim_namespace, k.name));
+    for (const ClaimKey& k : keys)
+      key_bytes.push_back(internal::RecordKey(k.claim_namespace, k.name));
     for (const std::string& k : key_bytes) slices.emplace_back(k);
     std::vector<rocksdb::PinnableSlice> values(keys.size());
     std::vector<rocksdb::Status> statuses(keys.size());
@@ -120,74 +121,86 @@ class RocksdbJsonBackend final : public Backend {
   }
 
   absl::Status Reserve(const ClaimKey& key, const ConsumerRef& consumer) override {
-    return Modify(key, [&](absl::string_view json, rocksdb::WriteBatch* batch,
-                           bool* changed) -> absl::StatusOr<std::string> {
-      absl::StatusOr<std::string> next = json::AddConsumer(json, consumer, changed);
-      if (next.ok() && *changed) {
-        batch->Put(consumers_, internal::ConsumerKey(consumer.uid, key.claim_namespace, key.name), "");
-      }
-      return next;
-    });
+    return Modify(key,
+                  [&](absl::string_view json, rocksdb::WriteBatch* batch,
+                      bool* changed) -> absl::StatusOr<std::string> {
+                    absl::StatusOr<std::string> next = json::AddConsumer(json, consumer, changed);
+                    if (next.ok() && *changed) {
+                      batch->Put(consumers_,
+                                 internal::ConsumerKey(consumer.uid, key.claim_namespace, key.name),
+                                 "");
+                    }
+                    return next;
+                  });
   }
   absl::Status Unreserve(const ClaimKey& key, absl::string_view uid) override {
-    return Modify(key, [&](absl::string_view json, rocksdb::WriteBatch* batch,
-                           bool* changed) -> absl::StatusOr<std::string> {
-      absl::StatusOr<std::string> next = json::RemoveConsumer(json, uid, changed);
-      if (next.ok() && *changed) {
-        batch->Delete(consumers_, internal::ConsumerKey(uid, key.claim_namespace, key.name));
-      }
-      return next;
-    });
+    return Modify(key,
+                  [&](absl::string_view json, rocksdb::WriteBatch* batch,
+                      bool* changed) -> absl::StatusOr<std::string> {
+                    absl::StatusOr<std::string> next = json::RemoveConsumer(json, uid, changed);
+                    if (next.ok() && *changed) {
+                      batch->Delete(consumers_,
+                                    internal::ConsumerKey(uid, key.claim_namespace, key.name));
+                    }
+                    return next;
+                  });
   }
   absl::Status Allocate(const ClaimKey& key, absl::string_view driver, absl::string_view pool,
                         absl::string_view device) override {
-    return Modify(key, [&](absl::string_view json, rocksdb::WriteBatch* batch,
-                           bool* changed) -> absl::StatusOr<std::string> {
-      absl::StatusOr<size_t> holders =
-          Scan(devices_, DevicePrefix(driver, pool, device), [](absl::string_view, ClaimKey*) {
-        return true;
-      });
-      if (!holders.ok()) return holders.status();
-      if (*holders > 0) return absl::AbortedError("device is taken");
-      absl::StatusOr<std::string> next = json::SetAllocation(json, driver, pool, device);
-      if (!next.ok()) return next;
-      *changed = true;
-      batch->Put(devices_,
-                 internal::DeviceKey(driver, pool, device, internal::HoldingKind::kExclusive, "",
-                                     key.claim_namespace, key.name),
-                 "");
-      return next;
-    });
+    return Modify(
+        key,
+        [&](absl::string_view json, rocksdb::WriteBatch* batch,
+            bool* changed) -> absl::StatusOr<std::string> {
+          absl::StatusOr<size_t> holders = Scan(devices_, DevicePrefix(driver, pool, device),
+                                                [](absl::string_view, ClaimKey*) { return true; });
+          if (!holders.ok()) return holders.status();
+          if (*holders > 0) return absl::AbortedError("device is taken");
+          absl::StatusOr<std::string> next = json::SetAllocation(json, driver, pool, device);
+          if (!next.ok()) return next;
+          *changed = true;
+          batch->Put(devices_,
+                     internal::DeviceKey(driver, pool, device, internal::HoldingKind::kExclusive,
+                                         "", key.claim_namespace, key.name),
+                     "");
+          return next;
+        });
   }
   absl::Status Deallocate(const ClaimKey& key) override {
-    return Modify(key, [&](absl::string_view json, rocksdb::WriteBatch* batch,
-                           bool* changed) -> absl::StatusOr<std::string> {
-      absl::StatusOr<std::string> next = json::ClearAllocation(json, changed);
-      if (!next.ok() || !*changed) return next;
-      // Which device entries go: the old JSON's allocation.
-      absl::StatusOr<ClaimRecord> old = DecodeClaim(json);
-      if (!old.ok()) return old.status();
-      for (const auto& k : internal::ComputeIndexEntries(old->table()).devices) {
-        batch->Delete(devices_, k);
-      }
-      return next;
-    });
+    return Modify(key,
+                  [&](absl::string_view json, rocksdb::WriteBatch* batch,
+                      bool* changed) -> absl::StatusOr<std::string> {
+                    absl::StatusOr<std::string> next = json::ClearAllocation(json, changed);
+                    if (!next.ok() || !*changed) return next;
+                    // Which device entries go: the old JSON's allocation.
+                    absl::StatusOr<ClaimRecord> old = DecodeClaim(json);
+                    if (!old.ok()) return old.status();
+                    for (const auto& k : internal::ComputeIndexEntries(old->table()).devices) {
+                      batch->Delete(devices_, k);
+                    }
+                    return next;
+                  });
   }
   absl::Status Put(const LoadItem& item) override {
     const ClaimKey key{std::string(item.record.claim_namespace()), std::string(item.record.name())};
-    return Modify(key, [&](absl::string_view json, rocksdb::WriteBatch* batch,
-                           bool* changed) -> absl::StatusOr<std::string> {
-      absl::StatusOr<ClaimRecord> old = DecodeClaim(json);
-      if (!old.ok()) return old.status();
-      const internal::IndexEntries before = internal::ComputeIndexEntries(old->table());
-      const internal::IndexEntries after = internal::ComputeIndexEntries(item.record.table());
-      for (const auto& k : internal::Minus(before.consumers, after.consumers)) batch->Delete(consumers_, k);
-      for (const auto& k : internal::Minus(after.consumers, before.consumers)) batch->Put(consumers_, k, "");
-      for (const auto& k : internal::Minus(before.devices, after.devices)) batch->Delete(devices_, k);
-      for (const auto& k : internal::Minus(after.devices, before.devices)) batch->Put(devices_, k, "");
-      *changed = true;
-      return item.json;
-    });
+    return Modify(
+        key,
+        [&](absl::string_view json, rocksdb::WriteBatch* batch,
+            bool* changed) -> absl::StatusOr<std::string> {
+          absl::StatusOr<ClaimRecord> old = DecodeClaim(json);
+          if (!old.ok()) return old.status();
+          const internal::IndexEntries before = internal::ComputeIndexEntries(old->table());
+          const internal::IndexEntries after = internal::ComputeIndexEntries(item.record.table());
+          for (const auto& k : internal::Minus(before.consumers, after.consumers))
+            batch->Delete(consumers_, k);
+          for (const auto& k : internal::Minus(after.consumers, before.consumers))
+            batch->Put(consumers_, k, "");
+          for (const auto& k : internal::Minus(before.devices, after.devices))
+            batch->Delete(devices_, k);
+          for (const auto& k : internal::Minus(after.devices, before.devices))
+            batch->Put(devices_, k, "");
+          *changed = true;
+          return item.json;
+        });
   }
 
   uint64_t DiskBytes() override {

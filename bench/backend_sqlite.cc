@@ -32,7 +32,10 @@ void IndexRows(const ClaimRecord& record, std::vector<std::string>* uids,
       const bool admin = r->admin_access().has_value() && *r->admin_access();
       const bool share = r->share_id() != nullptr;
       devices->push_back({r->driver()->str(), r->pool()->str(), r->device()->str(),
-                          admin ? "A" : share ? "S" : "E", share ? r->share_id()->str() : ""});
+                          admin   ? "A"
+                          : share ? "S"
+                                  : "E",
+                          share ? r->share_id()->str() : ""});
     }
   }
 }
@@ -77,44 +80,61 @@ class SqliteBackend final : public Backend {
     Exec("PRAGMA journal_mode=WAL");
     Exec("PRAGMA synchronous=NORMAL");
     Exec("PRAGMA cache_size=-1048576");  // 1 GiB, as claimstore's block cache
-    Exec("CREATE TABLE IF NOT EXISTS claims(ns TEXT, name TEXT, revision INTEGER NOT NULL, "
-         "status TEXT NOT NULL, PRIMARY KEY(ns, name)) WITHOUT ROWID");
-    Exec("CREATE TABLE IF NOT EXISTS consumers(uid TEXT, ns TEXT, name TEXT, "
-         "PRIMARY KEY(uid, ns, name)) WITHOUT ROWID");
+    Exec(
+        "CREATE TABLE IF NOT EXISTS claims(ns TEXT, name TEXT, revision INTEGER NOT NULL, "
+        "status TEXT NOT NULL, PRIMARY KEY(ns, name)) WITHOUT ROWID");
+    Exec(
+        "CREATE TABLE IF NOT EXISTS consumers(uid TEXT, ns TEXT, name TEXT, "
+        "PRIMARY KEY(uid, ns, name)) WITHOUT ROWID");
     Exec("CREATE INDEX IF NOT EXISTS consumers_by_claim ON consumers(ns, name)");
-    Exec("CREATE TABLE IF NOT EXISTS devices(driver TEXT, pool TEXT, device TEXT, kind TEXT, "
-         "share TEXT, ns TEXT, name TEXT, "
-         "PRIMARY KEY(driver, pool, device, kind, share, ns, name)) WITHOUT ROWID");
+    Exec(
+        "CREATE TABLE IF NOT EXISTS devices(driver TEXT, pool TEXT, device TEXT, kind TEXT, "
+        "share TEXT, ns TEXT, name TEXT, "
+        "PRIMARY KEY(driver, pool, device, kind, share, ns, name)) WITHOUT ROWID");
     Exec("CREATE INDEX IF NOT EXISTS devices_by_claim ON devices(ns, name)");
-    get_ = std::make_unique<Statement>(db_, "SELECT revision, status FROM claims WHERE ns=?1 AND name=?2");
+    get_ = std::make_unique<Statement>(
+        db_, "SELECT revision, status FROM claims WHERE ns=?1 AND name=?2");
     by_consumer_ = std::make_unique<Statement>(db_, "SELECT ns, name FROM consumers WHERE uid=?1");
     by_pool_ = std::make_unique<Statement>(
         db_, "SELECT device, ns, name FROM devices WHERE driver=?1 AND pool=?2");
     by_device_ = std::make_unique<Statement>(
         db_, "SELECT kind, ns, name FROM devices WHERE driver=?1 AND pool=?2 AND device=?3");
     exclusive_holder_ = std::make_unique<Statement>(
-        db_, "SELECT 1 FROM devices WHERE driver=?1 AND pool=?2 AND device=?3 AND "
-             "NOT (ns=?4 AND name=?5) AND kind<>'A' LIMIT 1");
+        db_,
+        "SELECT 1 FROM devices WHERE driver=?1 AND pool=?2 AND device=?3 AND "
+        "NOT (ns=?4 AND name=?5) AND kind<>'A' LIMIT 1");
     insert_claim_ = std::make_unique<Statement>(
         db_, "INSERT INTO claims(ns, name, revision, status) VALUES(?1, ?2, 1, ?3)");
     update_claim_ = std::make_unique<Statement>(
-        db_, "UPDATE claims SET status=?3, revision=revision+1 WHERE ns=?1 AND name=?2 AND "
-             "revision=?4");
+        db_,
+        "UPDATE claims SET status=?3, revision=revision+1 WHERE ns=?1 AND name=?2 AND "
+        "revision=?4");
     insert_consumer_ = std::make_unique<Statement>(
         db_, "INSERT OR IGNORE INTO consumers(uid, ns, name) VALUES(?1, ?2, ?3)");
     delete_consumer_ = std::make_unique<Statement>(
         db_, "DELETE FROM consumers WHERE uid=?1 AND ns=?2 AND name=?3");
-    delete_consumers_ = std::make_unique<Statement>(db_, "DELETE FROM consumers WHERE ns=?1 AND name=?2");
+    delete_consumers_ =
+        std::make_unique<Statement>(db_, "DELETE FROM consumers WHERE ns=?1 AND name=?2");
     insert_device_ = std::make_unique<Statement>(
-        db_, "INSERT OR IGNORE INTO devices(driver, pool, device, kind, share, ns, name) "
-             "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-    delete_devices_ = std::make_unique<Statement>(db_, "DELETE FROM devices WHERE ns=?1 AND name=?2");
+        db_,
+        "INSERT OR IGNORE INTO devices(driver, pool, device, kind, share, ns, name) "
+        "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    delete_devices_ =
+        std::make_unique<Statement>(db_, "DELETE FROM devices WHERE ns=?1 AND name=?2");
   }
   ~SqliteBackend() override {
-    get_.reset(); by_consumer_.reset(); by_pool_.reset(); by_device_.reset();
-    exclusive_holder_.reset(); insert_claim_.reset(); update_claim_.reset();
-    insert_consumer_.reset(); delete_consumer_.reset(); delete_consumers_.reset();
-    insert_device_.reset(); delete_devices_.reset();
+    get_.reset();
+    by_consumer_.reset();
+    by_pool_.reset();
+    by_device_.reset();
+    exclusive_holder_.reset();
+    insert_claim_.reset();
+    update_claim_.reset();
+    insert_consumer_.reset();
+    delete_consumer_.reset();
+    delete_consumers_.reset();
+    insert_device_.reset();
+    delete_devices_.reset();
     sqlite3_close(db_);
   }
   const char* name() const override { return "sqlite"; }
@@ -206,16 +226,24 @@ class SqliteBackend final : public Backend {
   absl::Status Allocate(const ClaimKey& key, absl::string_view driver, absl::string_view pool,
                         absl::string_view device) override {
     return Modify(key, [&](absl::string_view json, bool* changed) -> absl::StatusOr<std::string> {
-      exclusive_holder_->Bind(1, driver).Bind(2, pool).Bind(3, device)
-          .Bind(4, key.claim_namespace).Bind(5, key.name);
+      exclusive_holder_->Bind(1, driver)
+          .Bind(2, pool)
+          .Bind(3, device)
+          .Bind(4, key.claim_namespace)
+          .Bind(5, key.name);
       const bool taken = exclusive_holder_->Step() == SQLITE_ROW;
       exclusive_holder_->Reset();
       if (taken) return absl::AbortedError("device is taken");
       absl::StatusOr<std::string> next = json::SetAllocation(json, driver, pool, device);
       if (!next.ok()) return next;
       *changed = true;
-      insert_device_->Bind(1, driver).Bind(2, pool).Bind(3, device).Bind(4, "E").Bind(5, "")
-          .Bind(6, key.claim_namespace).Bind(7, key.name);
+      insert_device_->Bind(1, driver)
+          .Bind(2, pool)
+          .Bind(3, device)
+          .Bind(4, "E")
+          .Bind(5, "")
+          .Bind(6, key.claim_namespace)
+          .Bind(7, key.name);
       insert_device_->Step();
       insert_device_->Reset();
       return next;
@@ -297,8 +325,13 @@ class SqliteBackend final : public Backend {
       insert_consumer_->Reset();
     }
     for (const DeviceRow& d : devices) {
-      insert_device_->Bind(1, d.driver).Bind(2, d.pool).Bind(3, d.device).Bind(4, d.kind)
-          .Bind(5, d.share).Bind(6, ns).Bind(7, name);
+      insert_device_->Bind(1, d.driver)
+          .Bind(2, d.pool)
+          .Bind(3, d.device)
+          .Bind(4, d.kind)
+          .Bind(5, d.share)
+          .Bind(6, ns)
+          .Bind(7, name);
       insert_device_->Step();
       insert_device_->Reset();
     }
@@ -307,8 +340,9 @@ class SqliteBackend final : public Backend {
   // BEGIN IMMEDIATE; read status and revision; `edit` makes the new JSON
   // (and stages index rows); UPDATE ... WHERE revision = the one read;
   // COMMIT. Any error rolls back.
-  absl::Status Modify(const ClaimKey& key,
-                      const std::function<absl::StatusOr<std::string>(absl::string_view, bool*)>& edit) {
+  absl::Status Modify(
+      const ClaimKey& key,
+      const std::function<absl::StatusOr<std::string>(absl::string_view, bool*)>& edit) {
     std::lock_guard lock(mu_);
     Exec("BEGIN IMMEDIATE");
     get_->Bind(1, key.claim_namespace).Bind(2, key.name);

@@ -95,8 +95,8 @@ class Backend {
 };
 
 struct BackendOptions {
-  std::string dir;          // where the database lives (created if missing)
-  bool sync_writes = false; // claimstore only: fsync before acknowledging
+  std::string dir;           // where the database lives (created if missing)
+  bool sync_writes = false;  // claimstore only: fsync before acknowledging
 };
 
 std::unique_ptr<Backend> NewClaimstoreBackend(const BackendOptions& options);

@@ -112,8 +112,8 @@ void ValidateClaimstore(benchmark::State& state, const std::string& json) {
 void Register() {
   static const Input* inputs = new Input[2]{
       {"typical", ReadFile(std::string(CLAIMSTORE_BENCH_DATA) + "/typical_claim.json")},
-      {"fixture", ReadFile(std::string(CLAIMSTORE_K8S_DIR) +
-                           "/fixtures/ResourceClaim.roundtrip.json")},
+      {"fixture",
+       ReadFile(std::string(CLAIMSTORE_K8S_DIR) + "/fixtures/ResourceClaim.roundtrip.json")},
   };
   using Fn = void (*)(benchmark::State&, const std::string&);
   const struct {
@@ -135,9 +135,8 @@ void Register() {
       const std::string name =
           std::string("BM_") + c.operation + "/" + c.backend + "/" + input.name;
       Fn fn = c.fn;
-      benchmark::RegisterBenchmark(name.c_str(), [fn, &input](benchmark::State& state) {
-        fn(state, input.json);
-      });
+      benchmark::RegisterBenchmark(
+          name.c_str(), [fn, &input](benchmark::State& state) { fn(state, input.json); });
     }
   }
 }

@@ -77,7 +77,8 @@ void LoadAll(Backend& backend, size_t n) {
       Check(backend.Load(chunk, true), "load");
       chunk.clear();
     }
-    if ((i + 1) % 200000 == 0) fprintf(stderr, "  %s: loaded %zu of %zu\n", backend.name(), i + 1, n);
+    if ((i + 1) % 200000 == 0)
+      fprintf(stderr, "  %s: loaded %zu of %zu\n", backend.name(), i + 1, n);
   }
   Check(backend.Settle(), "settle");
 }
@@ -139,7 +140,8 @@ Dataset& GetDataset(const std::string& backend, size_t n) {
   d.backend = NewBackend(backend, dir);
   if (!built || backend == "hashmap") {
     LoadAll(*d.backend, n);
-    if (backend != "hashmap") std::ofstream(dir + "/BENCH_DATASET") << kDatasetVersion << " " << n << "\n";
+    if (backend != "hashmap")
+      std::ofstream(dir + "/BENCH_DATASET") << kDatasetVersion << " " << n << "\n";
   }
   d.workload = MakeWorkload(n);
   return d;
@@ -185,8 +187,7 @@ void BM_ClaimsReservedFor(benchmark::State& state, std::string backend, size_t n
 }
 
 // Holders of one device, or (whole_pool) every allocation of its pool.
-void DeviceLookups(benchmark::State& state, const std::string& backend, size_t n,
-                   bool whole_pool) {
+void DeviceLookups(benchmark::State& state, const std::string& backend, size_t n, bool whole_pool) {
   Dataset& d = GetDataset(backend, n);
   size_t i = 0;
   for (auto _ : state) {
@@ -406,8 +407,8 @@ void Register() {
   for (size_t n : sizes) {
     for (const auto& [op, fn] : ops) {
       for (const char* backend : kBackends) {
-        auto* b = benchmark::RegisterBenchmark(absl::StrCat("BM_", op, "/", backend, "/", n).c_str(),
-                                               fn, std::string(backend), n);
+        auto* b = benchmark::RegisterBenchmark(
+            absl::StrCat("BM_", op, "/", backend, "/", n).c_str(), fn, std::string(backend), n);
         if (std::string(op) == "ReserveSameClaim2Threads") b->Threads(2)->UseRealTime();
       }
     }
@@ -415,8 +416,8 @@ void Register() {
   // Restore at every size.
   for (size_t n : sizes) {
     for (const char* backend : kBackends) {
-      benchmark::RegisterBenchmark(absl::StrCat("BM_Restore/", backend, "/", n).c_str(),
-                                   BM_Restore, std::string(backend), n)
+      benchmark::RegisterBenchmark(absl::StrCat("BM_Restore/", backend, "/", n).c_str(), BM_Restore,
+                                   std::string(backend), n)
           ->Iterations(1)  // one long run; a million claims take a minute in SQLite
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
@@ -424,13 +425,15 @@ void Register() {
   }
   // Group commit: claimstore alone (the others have no group commit).
   for (int threads : {1, 2}) {
-    benchmark::RegisterBenchmark(absl::StrCat("BM_ReserveSynced/claimstore/", sizes.front()).c_str(),
-                                 BM_ReserveSynced, std::string("claimstore"), sizes.front())
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_ReserveSynced/claimstore/", sizes.front()).c_str(), BM_ReserveSynced,
+        std::string("claimstore"), sizes.front())
         ->Threads(threads)
         ->UseRealTime();
   }
-  benchmark::RegisterBenchmark(absl::StrCat("BM_GroupCommitPaired/claimstore/", sizes.front()).c_str(),
-                               BM_GroupCommitPaired, std::string("claimstore"), sizes.front())
+  benchmark::RegisterBenchmark(
+      absl::StrCat("BM_GroupCommitPaired/claimstore/", sizes.front()).c_str(), BM_GroupCommitPaired,
+      std::string("claimstore"), sizes.front())
       ->Iterations(12)  // 12 alternations of a second each: 24 s
       ->Repetitions(1)  // one long paired run, whatever the command line asks
       ->Unit(benchmark::kMillisecond)
@@ -458,10 +461,11 @@ int Footprint(const std::string& backend, size_t n) {
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  printf("%s %zu claims: resident after opening %.0f MiB (+%.0f), after the Gets %.0f MiB, "
-         "peak RSS %.0f MiB, on disk %.0f MiB\n",
-         backend.c_str(), n, opened, opened - before, resident_mib(), usage.ru_maxrss / 1024.0,
-         d.backend->DiskBytes() / 1048576.0);
+  printf(
+      "%s %zu claims: resident after opening %.0f MiB (+%.0f), after the Gets %.0f MiB, "
+      "peak RSS %.0f MiB, on disk %.0f MiB\n",
+      backend.c_str(), n, opened, opened - before, resident_mib(), usage.ru_maxrss / 1024.0,
+      d.backend->DiskBytes() / 1048576.0);
   return 0;
 }
 

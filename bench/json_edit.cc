@@ -16,7 +16,8 @@ thread_local simdjson::ondemand::parser parser;
 absl::StatusOr<rapidjson::Document> Parse(absl::string_view text) {
   rapidjson::Document doc;
   doc.Parse(text.data(), text.size());
-  if (doc.HasParseError() || !doc.IsObject()) return absl::DataLossError("stored JSON is malformed");
+  if (doc.HasParseError() || !doc.IsObject())
+    return absl::DataLossError("stored JSON is malformed");
   return doc;
 }
 
@@ -91,7 +92,8 @@ absl::StatusOr<std::string> AddConsumer(absl::string_view text, const ConsumerRe
   }
   if (reserved.Size() >= 256) return absl::ResourceExhaustedError("reservedFor is full");
   rapidjson::Value ref(rapidjson::kObjectType);
-  if (!consumer.api_group.empty()) ref.AddMember("apiGroup", Str(consumer.api_group, doc), doc.GetAllocator());
+  if (!consumer.api_group.empty())
+    ref.AddMember("apiGroup", Str(consumer.api_group, doc), doc.GetAllocator());
   ref.AddMember("resource", Str(consumer.resource, doc), doc.GetAllocator());
   ref.AddMember("name", Str(consumer.name, doc), doc.GetAllocator());
   ref.AddMember("uid", Str(consumer.uid, doc), doc.GetAllocator());

@@ -74,12 +74,11 @@ int main(int argc, char** argv) {
     for (simdjson::dom::element b : benchmarks) {
       std::string_view run, aggregate_name;
       Paired p;
-      const bool median_or_single = b["aggregate_name"].get_string().get(aggregate_name) ||
-                                    aggregate_name == "median";
+      const bool median_or_single =
+          b["aggregate_name"].get_string().get(aggregate_name) || aggregate_name == "median";
       if (!b["run_name"].get_string().get(run) && run.rfind("BM_GroupCommitPaired/", 0) == 0 &&
-          median_or_single &&
-          !b["one_writer"].get_double().get(p.one) && !b["two_writers"].get_double().get(p.two) &&
-          !b["ratio"].get_double().get(p.ratio)) {
+          median_or_single && !b["one_writer"].get_double().get(p.one) &&
+          !b["two_writers"].get_double().get(p.two) && !b["ratio"].get_double().get(p.ratio)) {
         if (b["ratio_whole"].get_double().get(p.ratio_whole)) p.ratio_whole = 0;  // absent
         std::vector<std::string> parts = absl::StrSplit(std::string(run), '/');
         p.size = parts.size() > 2 ? parts[2] : "";
@@ -96,7 +95,8 @@ int main(int argc, char** argv) {
       }
       const bool is_aggregate = !b["aggregate_name"].get_string().get(aggregate);
       if (has_median.contains(std::string(name)) ? aggregate != "median" : is_aggregate) continue;
-      std::vector<std::string> parts = absl::StrSplit(absl::string_view(name.data(), name.size()), '/');
+      std::vector<std::string> parts =
+          absl::StrSplit(absl::string_view(name.data(), name.size()), '/');
       if (parts.size() < 3 || parts[0].rfind("BM_", 0) != 0) continue;
       std::string op = parts[0].substr(3);
       for (size_t p = 3; p < parts.size(); ++p) {
@@ -125,7 +125,8 @@ int main(int argc, char** argv) {
     const auto& row = table[key];
     auto self = row.find("claimstore");
     if (self == row.end()) continue;
-    std::string line = absl::StrCat("| ", key.first, " | ", key.second, " | ", Time(self->second.ns));
+    std::string line =
+        absl::StrCat("| ", key.first, " | ", key.second, " | ", Time(self->second.ns));
     if (key.first.rfind("Restore", 0) == 0 && self->second.items_per_s > 0) {
       absl::StrAppend(&line, absl::StrFormat(" (%.0f claims/s)", self->second.items_per_s));
     }
@@ -150,20 +151,23 @@ int main(int argc, char** argv) {
     const double a = one->second.at("claimstore").items_per_s;
     const double b = two->second.at("claimstore").items_per_s;
     if (a > 0) {
-      std::printf("\nGroup commit (sync_writes, %s claims): 1 thread %.0f writes/s, 2 threads %.0f "
-                  "writes/s: %.2f× (separate runs, medians)\n",
-                  key.second.c_str(), a, b, b / a);
+      std::printf(
+          "\nGroup commit (sync_writes, %s claims): 1 thread %.0f writes/s, 2 threads %.0f "
+          "writes/s: %.2f× (separate runs, medians)\n",
+          key.second.c_str(), a, b, b / a);
     }
   }
   for (const Paired& p : paired) {
-    std::printf("Group commit, paired (one and two writers alternating every second, the first "
-                "300 ms of each left out, %s claims): 1 writer %.0f writes/s, 2 writers %.0f "
-                "writes/s: %.2f×",
-                p.size.c_str(), p.one, p.two, p.ratio);
+    std::printf(
+        "Group commit, paired (one and two writers alternating every second, the first "
+        "300 ms of each left out, %s claims): 1 writer %.0f writes/s, 2 writers %.0f "
+        "writes/s: %.2f×",
+        p.size.c_str(), p.one, p.two, p.ratio);
     if (p.ratio_whole > 0) std::printf(" (whole seconds: %.2f×)", p.ratio_whole);
     std::printf("\n");
   }
-  std::printf("\nRatios are the other backend's time / claimstore's (above 1: claimstore is "
-              "faster).\n");
+  std::printf(
+      "\nRatios are the other backend's time / claimstore's (above 1: claimstore is "
+      "faster).\n");
   return 0;
 }

@@ -158,7 +158,8 @@ void RunWriters(benchmark::State& state, int writers, int per_writer, const char
     for (std::thread& t : threads) t.join();
     writes += int64_t{writers} * per_writer;
   }
-  state.counters[counter] = benchmark::Counter(static_cast<double>(writes), benchmark::Counter::kIsRate);
+  state.counters[counter] =
+      benchmark::Counter(static_cast<double>(writes), benchmark::Counter::kIsRate);
 }
 
 void BM_Throughput(benchmark::State& state) {
@@ -179,8 +180,13 @@ void BM_Throughput(benchmark::State& state) {
     }
   });
 }
-BENCHMARK(BM_Throughput)->ArgName("writers")->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)
-    ->UseRealTime()->MinTime(3);
+BENCHMARK(BM_Throughput)
+    ->ArgName("writers")
+    ->Arg(1)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(3);
 
 // The same from bare etcd Txns (each writer comparing and putting a key of
 // its own, values of a claim's size), over 4 clients: what etcd itself takes
@@ -218,8 +224,13 @@ void BM_BareThroughput(benchmark::State& state) {
     }
   });
 }
-BENCHMARK(BM_BareThroughput)->ArgName("writers")->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)
-    ->UseRealTime()->MinTime(3);
+BENCHMARK(BM_BareThroughput)
+    ->ArgName("writers")
+    ->Arg(1)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(3);
 
 // The capacity check's hot key: 16 writers over 4 stores each allocating a
 // share of ONE device with a capacity limit (that fits them all) and
@@ -257,8 +268,13 @@ void BM_SharedDevice(benchmark::State& state) {
     }
   });
 }
-BENCHMARK(BM_SharedDevice)->ArgName("one_device")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)
-    ->UseRealTime()->MinTime(3);
+BENCHMARK(BM_SharedDevice)
+    ->ArgName("one_device")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(3);
 
 // The change feed across machines: a Reserve (and its Unreserve) on one
 // store, and the time until a watcher on another store (another mirror,
@@ -299,7 +315,8 @@ void BM_WatchDelivery(benchmark::State& state) {
   }
   const double n = static_cast<double>(events);
   state.counters["write_us"] = std::chrono::duration<double, std::micro>(writes).count() / n;
-  state.counters["event_after_write_us"] = std::chrono::duration<double, std::micro>(after).count() / n;
+  state.counters["event_after_write_us"] =
+      std::chrono::duration<double, std::micro>(after).count() / n;
 }
 BENCHMARK(BM_WatchDelivery)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(2);
 

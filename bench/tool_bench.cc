@@ -7,7 +7,6 @@
 //
 //   CLAIMSTORE_BENCH_SIZES=200000,1000000 build/release/bench/tool_bench
 #include <sys/wait.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,8 +17,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -91,8 +90,8 @@ std::string Input(size_t n, int seed = 1) {
   const std::string path = absl::StrCat(Dir(), "/tool-", n, "-", seed, ".jsonl");
   if (!fs::exists(path)) {
     const std::string tmp = path + ".tmp";
-    const std::string command =
-        absl::StrCat(CLAIMSTORE_CLI, " generate --claims ", n, " --seed ", seed, " -o jsonl >", tmp);
+    const std::string command = absl::StrCat(CLAIMSTORE_CLI, " generate --claims ", n, " --seed ",
+                                             seed, " -o jsonl >", tmp);
     if (std::system(command.c_str()) == 0) fs::rename(tmp, path);
   }
   return path;
@@ -106,14 +105,17 @@ std::string SqliteScript(const std::string& input) {
       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;\n"
       "CREATE TABLE raw(j TEXT);\n"
       ".mode ascii\n.separator \"\\037\" \"\\n\"\n"
-      ".import ", input, " raw\n"
+      ".import ",
+      input,
+      " raw\n"
       "BEGIN;\n"
       "CREATE TABLE claims(ns TEXT, name TEXT, status TEXT, PRIMARY KEY(ns, name)) WITHOUT ROWID;\n"
       "CREATE TABLE consumers(uid TEXT, ns TEXT, name TEXT);\n"
       "CREATE TABLE devices(driver TEXT, pool TEXT, device TEXT, share TEXT, ns TEXT, name TEXT);\n"
       "INSERT OR REPLACE INTO claims SELECT json_extract(j,'$.metadata.namespace'),"
       " json_extract(j,'$.metadata.name'), json_extract(j,'$.status') FROM raw;\n"
-      "INSERT INTO consumers SELECT json_extract(r.value,'$.uid'), json_extract(j,'$.metadata.namespace'),"
+      "INSERT INTO consumers SELECT json_extract(r.value,'$.uid'), "
+      "json_extract(j,'$.metadata.namespace'),"
       " json_extract(j,'$.metadata.name') FROM raw, json_each(j,'$.status.reservedFor') r;\n"
       "INSERT INTO devices SELECT json_extract(d.value,'$.driver'), json_extract(d.value,'$.pool'),"
       " json_extract(d.value,'$.device'), json_extract(d.value,'$.shareID'),"
@@ -138,7 +140,8 @@ void BM_ToolRestore_Claimstore(benchmark::State& state, size_t n) {
     state.PauseTiming();
     fs::remove_all(db);
     state.ResumeTiming();
-    if (!RunMeasured(state, absl::StrCat(CLAIMSTORE_CLI, " --db ", db, " restore ", input, " >/dev/null"),
+    if (!RunMeasured(state,
+                     absl::StrCat(CLAIMSTORE_CLI, " --db ", db, " restore ", input, " >/dev/null"),
                      &peak)) {
       return;
     }
@@ -156,8 +159,8 @@ void BM_ToolRestoreReplace_Claimstore(benchmark::State& state, size_t n) {
   const std::string db = Dir() + "/tool-replace.db";
   Peak peak;
   fs::remove_all(base);
-  if (!Run(state, absl::StrCat(CLAIMSTORE_CLI, " --db ", base, " restore ", Input(n, 2),
-                               " >/dev/null"))) {
+  if (!Run(state,
+           absl::StrCat(CLAIMSTORE_CLI, " --db ", base, " restore ", Input(n, 2), " >/dev/null"))) {
     return;
   }
   for (auto _ : state) {
@@ -165,9 +168,10 @@ void BM_ToolRestoreReplace_Claimstore(benchmark::State& state, size_t n) {
     fs::remove_all(db);
     fs::copy(base, db, fs::copy_options::recursive);
     state.ResumeTiming();
-    if (!RunMeasured(state, absl::StrCat(CLAIMSTORE_CLI, " --db ", db, " restore --replace ", input,
-                                         " >/dev/null"),
-                     &peak)) {
+    if (!RunMeasured(
+            state,
+            absl::StrCat(CLAIMSTORE_CLI, " --db ", db, " restore --replace ", input, " >/dev/null"),
+            &peak)) {
       return;
     }
   }
@@ -192,7 +196,8 @@ void BM_ToolRestore_Sqlite3(benchmark::State& state, size_t n) {
     state.PauseTiming();
     for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
     state.ResumeTiming();
-    if (!RunMeasured(state, absl::StrCat("sqlite3 ", db, " <", script, " >/dev/null"), &peak)) return;
+    if (!RunMeasured(state, absl::StrCat("sqlite3 ", db, " <", script, " >/dev/null"), &peak))
+      return;
   }
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
   Report(state, n);
@@ -215,13 +220,19 @@ void Register() {
     const size_t n = static_cast<size_t>(size);
     benchmark::RegisterBenchmark(absl::StrCat("BM_ToolRestore/claimstore/", n).c_str(),
                                  BM_ToolRestore_Claimstore, n)
-        ->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark(absl::StrCat("BM_ToolRestore/sqlite3/", n).c_str(),
                                  BM_ToolRestore_Sqlite3, n)
-        ->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
     benchmark::RegisterBenchmark(absl::StrCat("BM_ToolRestoreReplace/claimstore/", n).c_str(),
                                  BM_ToolRestoreReplace_Claimstore, n)
-        ->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
 }
 

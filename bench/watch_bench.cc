@@ -49,13 +49,15 @@ std::string TempDir(const std::string& name) {
 ClaimRecord Claim(const std::string& name) {
   return *DecodeClaim(absl::StrCat(
       R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"namespace":"ns","name":")",
-      name, R"(","uid":"00000000-0000-4000-8000-)", std::string(12 - std::min<size_t>(12, name.size()), '0'),
-      name.substr(0, 12), R"("},"spec":{"devices":{"requests":[{"name":"req","exactly":{"deviceClassName":"gpu"}}]}}})"));
+      name, R"(","uid":"00000000-0000-4000-8000-)",
+      std::string(12 - std::min<size_t>(12, name.size()), '0'), name.substr(0, 12),
+      R"("},"spec":{"devices":{"requests":[{"name":"req","exactly":{"deviceClassName":"gpu"}}]}}})"));
 }
 
 Allocation OneDevice(const std::string& device) {
   return AllocationBuilder()
-      .AddResult({.request = "req", .driver = "gpu.example.com", .pool = "pool-a", .device = device})
+      .AddResult(
+          {.request = "req", .driver = "gpu.example.com", .pool = "pool-a", .device = device})
       .Build();
 }
 
@@ -76,7 +78,8 @@ std::unique_ptr<Store> Filled(const std::string& dir, int claims, const Options&
     }
   }
   for (int i = 0; i < claims; ++i) {
-    if (!store->Allocate({"ns", absl::StrCat("c", i)}, OneDevice(absl::StrCat("d", i))).ok()) std::abort();
+    if (!store->Allocate({"ns", absl::StrCat("c", i)}, OneDevice(absl::StrCat("d", i))).ok())
+      std::abort();
   }
   return store;
 }
@@ -107,14 +110,16 @@ void Report(benchmark::State& state, const std::string& prefix, std::vector<int6
   if (ns.empty()) return;
   std::sort(ns.begin(), ns.end());
   const auto at = [&](double q) {
-    return static_cast<double>(ns[std::min(ns.size() - 1, static_cast<size_t>(q * ns.size()))]) / 1e3;
+    return static_cast<double>(ns[std::min(ns.size() - 1, static_cast<size_t>(q * ns.size()))]) /
+           1e3;
   };
   state.counters[prefix + "p50_us"] = at(0.50);
   state.counters[prefix + "p99_us"] = at(0.99);
 }
 
 // One write at a time; each iteration waits until every watcher has it.
-void Latency(benchmark::State& state, Store& writer, std::vector<std::unique_ptr<Watcher>>& watchers) {
+void Latency(benchmark::State& state, Store& writer,
+             std::vector<std::unique_ptr<Watcher>>& watchers) {
   const size_t n = watchers.size();
   std::atomic<uint64_t> sent_at{0};
   std::vector<std::atomic<uint64_t>> got(n);
@@ -139,7 +144,8 @@ void Latency(benchmark::State& state, Store& writer, std::vector<std::unique_ptr
     sent_at.store(Clock::now().time_since_epoch().count());
     const ConsumerRef pod = Pod(i);
     if (!writer.Reserve(key, pod).ok()) std::abort();
-    writes.push_back(Clock::now().time_since_epoch().count() - static_cast<int64_t>(sent_at.load()));
+    writes.push_back(Clock::now().time_since_epoch().count() -
+                     static_cast<int64_t>(sent_at.load()));
     for (size_t w = 0; w < n; ++w) {
       while (got[w].load() == 0) std::this_thread::yield();
       latencies.push_back(static_cast<int64_t>(got[w].load()));
@@ -227,7 +233,12 @@ void BM_CatchUp(benchmark::State& state) {
   store.reset();
   std::filesystem::remove_all(dir);
 }
-BENCHMARK(BM_CatchUp)->ArgName("events")->Arg(1000000)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_CatchUp)
+    ->ArgName("events")
+    ->Arg(1000000)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 }  // namespace
 }  // namespace claimstore

@@ -35,12 +35,12 @@ static inline claimstore_error_t* cs_error(uintptr_t e) { return (claimstore_err
 
 #define CS_STORE(db) ((claimstore_t*)(db))
 /* Returns `call`'s code, with the error it sets through `&e` in out->error. */
-#define CS_CALL(out, call)          \
-  do {                              \
-    claimstore_error_t* e = NULL;   \
-    int code = (call);              \
-    (out)->error = (uintptr_t)e;    \
-    return code;                    \
+#define CS_CALL(out, call)        \
+  do {                            \
+    claimstore_error_t* e = NULL; \
+    int code = (call);            \
+    (out)->error = (uintptr_t)e;  \
+    return code;                  \
   } while (0)
 
 static inline int cs_get_into(uintptr_t db, claimstore_key_t key, char* buffer, size_t capacity,
@@ -52,8 +52,8 @@ static inline int cs_put(uintptr_t db, claimstore_slice_t record, claimstore_pre
                          cs_write_t* w) {
   CS_CALL(w, claimstore_put(CS_STORE(db), record, pre, &w->result, &e));
 }
-static inline int cs_put_json(uintptr_t db, claimstore_slice_t json,
-                              claimstore_preconditions_t pre, cs_write_t* w) {
+static inline int cs_put_json(uintptr_t db, claimstore_slice_t json, claimstore_preconditions_t pre,
+                              cs_write_t* w) {
   CS_CALL(w, claimstore_put_json(CS_STORE(db), json, pre, &w->result, &e));
 }
 static inline int cs_delete(uintptr_t db, claimstore_key_t key, claimstore_preconditions_t pre,
@@ -70,26 +70,25 @@ static inline int cs_unreserve(uintptr_t db, claimstore_key_t key, claimstore_sl
 }
 static inline int cs_allocate(uintptr_t db, claimstore_key_t key,
                               const claimstore_allocation_t* allocation,
-                              const claimstore_device_capacity_t* capacity,
-                              size_t capacity_count, claimstore_preconditions_t pre,
-                              cs_write_t* w) {
+                              const claimstore_device_capacity_t* capacity, size_t capacity_count,
+                              claimstore_preconditions_t pre, cs_write_t* w) {
   CS_CALL(w, claimstore_allocate(CS_STORE(db), key, allocation, capacity, capacity_count, pre,
-                                  &w->result, &e));
+                                 &w->result, &e));
 }
 static inline int cs_allocate_json(uintptr_t db, claimstore_key_t key, claimstore_slice_t json,
                                    const claimstore_device_capacity_t* capacity,
                                    size_t capacity_count, claimstore_preconditions_t pre,
                                    cs_write_t* w) {
   CS_CALL(w, claimstore_allocate_json(CS_STORE(db), key, json, capacity, capacity_count, pre,
-                                       &w->result, &e));
+                                      &w->result, &e));
 }
 static inline int cs_deallocate(uintptr_t db, claimstore_key_t key, claimstore_preconditions_t pre,
                                 cs_write_t* w) {
   CS_CALL(w, claimstore_deallocate(CS_STORE(db), key, pre, &w->result, &e));
 }
 static inline int cs_set_device_status_json(uintptr_t db, claimstore_key_t key,
-                                            claimstore_slice_t json,
-                                            claimstore_preconditions_t pre, cs_write_t* w) {
+                                            claimstore_slice_t json, claimstore_preconditions_t pre,
+                                            cs_write_t* w) {
   CS_CALL(w, claimstore_set_device_status_json(CS_STORE(db), key, json, pre, &w->result, &e));
 }
 

@@ -20,8 +20,8 @@
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
 #include "claimstore/store.h"
-#include "testutil/store_test_util.h"
 #include "store/store_testing.h"
+#include "testutil/store_test_util.h"
 
 namespace claimstore {
 namespace {
@@ -100,8 +100,7 @@ std::string Dump(Store& store) {
   EXPECT_TRUE(stats.ok()) << stats.status();
   absl::StrAppend(&out, "claims ", stats->claims, " allocated ", stats->allocated, " reserved ",
                   stats->reserved, " consumer entries ", stats->consumer_entries,
-                  " device entries ", stats->device_entries, " revision ", stats->revision,
-                  "\n");
+                  " device entries ", stats->device_entries, " revision ", stats->revision, "\n");
   return out;
 }
 
@@ -160,8 +159,10 @@ TEST(BulkLoad, LeavesWhatPutAllInKeyOrderLeaves) {
 // After a bulk load the write path goes on from its revision, and its
 // conflict check sees the loaded devices.
 TEST_F(BulkLoadTest, WritesGoOnAfterIt) {
-  for (int i = 0; i < 5; ++i) ASSERT_THAT(store_->Put(ClaimJson("old", absl::StrCat(i))).status(), IsOk());
-  for (int i = 0; i < 5; ++i) ASSERT_THAT(store_->Delete({"old", absl::StrCat(i)}).status(), IsOk());
+  for (int i = 0; i < 5; ++i)
+    ASSERT_THAT(store_->Put(ClaimJson("old", absl::StrCat(i))).status(), IsOk());
+  for (int i = 0; i < 5; ++i)
+    ASSERT_THAT(store_->Delete({"old", absl::StrCat(i)}).status(), IsOk());
   absl::StatusOr<std::unique_ptr<BulkLoad>> load = store_->StartBulkLoad();
   ASSERT_THAT(load.status(), IsOk());
   ASSERT_THAT((*load)->Add(ClaimJson("ns", "a")), IsOk());
@@ -206,8 +207,9 @@ TEST_F(BulkLoadTest, AddRefusesWhatPutRefusesNamingTheField) {
   ASSERT_THAT(load.status(), IsOk());
   ClaimRecord reserved_twice = ClaimJson(
       "ns", "a",
-      absl::StrCat(R"({"allocation":{"devices":{"results":[{"request":"r","driver":"gpu.example.com","pool":"p","device":"d"}]}},)",
-                   R"("reservedFor":[{"resource":"pods","name":"p","uid":"u"},{"resource":"pods","name":"q","uid":"u"}]})"));
+      absl::StrCat(
+          R"({"allocation":{"devices":{"results":[{"request":"r","driver":"gpu.example.com","pool":"p","device":"d"}]}},)",
+          R"("reservedFor":[{"resource":"pods","name":"p","uid":"u"},{"resource":"pods","name":"q","uid":"u"}]})"));
   EXPECT_THAT((*load)->Add(reserved_twice),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "status.reservedFor[1]: Duplicate value: \"u\""));
@@ -433,7 +435,8 @@ TEST_F(BulkLoadTest, DevicesOfStoredClaimsThatStayAreChecked) {
                        "(one exclusively)"));
   absl::StatusOr<std::unique_ptr<BulkLoad>> load = store_->StartBulkLoad();
   ASSERT_THAT((*load)->Add(ClaimJson("ns", "new", gpu0)), IsOk());
-  EXPECT_THAT((*load)->Commit().status(), StatusIs(absl::StatusCode::kAborted, "ns/holder and ns/new"));
+  EXPECT_THAT((*load)->Commit().status(),
+              StatusIs(absl::StatusCode::kAborted, "ns/holder and ns/new"));
   EXPECT_EQ(Dump(*store_), before);
 
   // The holder replaced without the device: the new claim may take it.
@@ -449,7 +452,8 @@ TEST_F(BulkLoadTest, DevicesOfStoredClaimsThatStayAreChecked) {
   ASSERT_THAT((*commit)->Add(ClaimJson("ns", "holder")), IsOk());
   ASSERT_THAT((*commit)->Add(ClaimJson("ns", "new", gpu0)), IsOk());
   ASSERT_THAT((*commit)->Commit().status(), IsOk());
-  absl::StatusOr<DeviceHoldings> h = store_->ClaimsUsingDevice({"gpu.example.com", "pool-a", "gpu-0", {}});
+  absl::StatusOr<DeviceHoldings> h =
+      store_->ClaimsUsingDevice({"gpu.example.com", "pool-a", "gpu-0", {}});
   ASSERT_EQ(h->holdings.size(), 1u);
   EXPECT_EQ(h->holdings[0].claim.ToString(), "ns/new");
   ExpectClean(*store_);
@@ -616,51 +620,54 @@ TEST(BulkLoadCrash, KilledCommitLeavesAllOrNothing) {
 // exactly as after it, and verifies clean. Both modes: claims replaced by
 // key (the others kept), and replace_all (the others deleted, by range).
 TEST(BulkLoadCrash, KilledCommitOverStoredClaimsLeavesBeforeOrAfter) {
- for (const bool replace_all : {false, true}) {
-  SCOPED_TRACE(replace_all ? "replace_all" : "by key");
-  ScopedTempDir dir;
-  const std::string base = dir.path() + "/base";
-  {
-    std::unique_ptr<Store> store = OpenAt(base);
-    absl::StatusOr<std::unique_ptr<BulkLoad>> load = store->StartBulkLoad();
-    for (const ClaimRecord& r : Generated(kCrashClaims)) ASSERT_THAT((*load)->Add(r), IsOk());
-    ASSERT_THAT((*load)->Commit().status(), IsOk());
+  for (const bool replace_all : {false, true}) {
+    SCOPED_TRACE(replace_all ? "replace_all" : "by key");
+    ScopedTempDir dir;
+    const std::string base = dir.path() + "/base";
+    {
+      std::unique_ptr<Store> store = OpenAt(base);
+      absl::StatusOr<std::unique_ptr<BulkLoad>> load = store->StartBulkLoad();
+      for (const ClaimRecord& r : Generated(kCrashClaims)) ASSERT_THAT((*load)->Add(r), IsOk());
+      ASSERT_THAT((*load)->Commit().status(), IsOk());
+    }
+    const auto copy_of_base = [&](const std::string& to) {
+      std::filesystem::copy(base, to, std::filesystem::copy_options::recursive);
+    };
+    const auto dump_of = [&](const std::string& db) {
+      std::unique_ptr<Store> store = OpenAt(db);
+      if (store == nullptr) return std::string();
+      ExpectClean(*store);
+      return Dump(*store);
+    };
+    const std::string before = dump_of(base);
+    const std::string timed = dir.path() + "/timed";
+    copy_of_base(timed);
+    const auto start = std::chrono::steady_clock::now();
+    const int status = RunChild(timed, -1, /*over=*/true, replace_all);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    const int full_us = static_cast<int>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                             std::chrono::steady_clock::now() - start)
+                                             .count());
+    const std::string after = dump_of(timed);
+    ASSERT_NE(before, after);
+    std::mt19937 rng(12);
+    int kept_before = 0, kept_after = 0;
+    for (int cycle = 0; cycle < 6; ++cycle) {
+      const std::string db = absl::StrCat(dir.path(), "/db", cycle);
+      copy_of_base(db);
+      RunChild(db, std::uniform_int_distribution<int>(full_us / 2, full_us + full_us / 10)(rng),
+               /*over=*/true, replace_all);
+      const std::string now = dump_of(db);
+      EXPECT_TRUE(now == before || now == after)
+          << "cycle " << cycle << ": neither before nor after";
+      (now == before ? kept_before : kept_after) += 1;
+      EXPECT_FALSE(std::filesystem::exists(db + "/bulk-load.tmp"));
+    }
+    std::printf(
+        "kill -9 during bulk loads over stored claims%s: %d before, %d after (a whole run: %d "
+        "ms)\n",
+        replace_all ? " (replace_all)" : "", kept_before, kept_after, full_us / 1000);
   }
-  const auto copy_of_base = [&](const std::string& to) {
-    std::filesystem::copy(base, to, std::filesystem::copy_options::recursive);
-  };
-  const auto dump_of = [&](const std::string& db) {
-    std::unique_ptr<Store> store = OpenAt(db);
-    if (store == nullptr) return std::string();
-    ExpectClean(*store);
-    return Dump(*store);
-  };
-  const std::string before = dump_of(base);
-  const std::string timed = dir.path() + "/timed";
-  copy_of_base(timed);
-  const auto start = std::chrono::steady_clock::now();
-  const int status = RunChild(timed, -1, /*over=*/true, replace_all);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  const int full_us = static_cast<int>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                           std::chrono::steady_clock::now() - start)
-                                           .count());
-  const std::string after = dump_of(timed);
-  ASSERT_NE(before, after);
-  std::mt19937 rng(12);
-  int kept_before = 0, kept_after = 0;
-  for (int cycle = 0; cycle < 6; ++cycle) {
-    const std::string db = absl::StrCat(dir.path(), "/db", cycle);
-    copy_of_base(db);
-    RunChild(db, std::uniform_int_distribution<int>(full_us / 2, full_us + full_us / 10)(rng),
-             /*over=*/true, replace_all);
-    const std::string now = dump_of(db);
-    EXPECT_TRUE(now == before || now == after) << "cycle " << cycle << ": neither before nor after";
-    (now == before ? kept_before : kept_after) += 1;
-    EXPECT_FALSE(std::filesystem::exists(db + "/bulk-load.tmp"));
-  }
-  std::printf("kill -9 during bulk loads over stored claims%s: %d before, %d after (a whole run: %d ms)\n",
-              replace_all ? " (replace_all)" : "", kept_before, kept_after, full_us / 1000);
- }
 }
 
 }  // namespace

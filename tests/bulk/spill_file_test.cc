@@ -46,9 +46,9 @@ TEST(SpillFileTest, BulkBatchRecordsReadBackFromEitherMemory) {
   ScopedTempDir dir;
   std::vector<std::string> records;
   for (int i = 0; i < 3000; ++i) {
-    absl::StatusOr<ClaimRecord> r = DecodeClaim(absl::StrCat(
-        R"({"metadata":{"namespace":"ns","name":"c)", i, R"(","uid":"u)", i,
-        R"("},"status":{"reservedFor":[]}})"));
+    absl::StatusOr<ClaimRecord> r =
+        DecodeClaim(absl::StrCat(R"({"metadata":{"namespace":"ns","name":"c)", i, R"(","uid":"u)",
+                                 i, R"("},"status":{"reservedFor":[]}})"));
     ASSERT_TRUE(r.ok()) << r.status();
     records.emplace_back(r->bytes());
   }

@@ -1,8 +1,6 @@
 // The C ABI (claimstore/c.h): every family of calls, their status codes and
 // error details, ownership (the sanitizer builds check that nothing leaks
 // or is used after it is freed), and a snapshot that outlives its store.
-#include "claimstore/c.h"
-
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -10,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "claimstore/c.h"
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
 #include "gmock/gmock.h"
@@ -26,16 +25,14 @@ std::string Str(claimstore_slice_t s) { return std::string(s.data, s.size); }
 claimstore_key_t K(const char* ns, const char* name) {
   return {claimstore_str(ns), claimstore_str(name)};
 }
-std::string KeyString(claimstore_key_t k) {
-  return Str(k.claim_namespace) + "/" + Str(k.name);
-}
+std::string KeyString(claimstore_key_t k) { return Str(k.claim_namespace) + "/" + Str(k.name); }
 
 // A claim's JSON with the given status.
 std::string ClaimJson(const std::string& ns, const std::string& name,
                       const std::string& status = "{}") {
   return R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":")" +
-         name + R"(","namespace":")" + ns + R"(","uid":"uid-)" + name + R"("},"status":)" +
-         status + "}";
+         name + R"(","namespace":")" + ns + R"(","uid":"uid-)" + name + R"("},"status":)" + status +
+         "}";
 }
 
 constexpr char kShareA[] = "11111111-1111-4111-8111-111111111111";
@@ -62,16 +59,14 @@ class CApiTest : public ::testing::Test {
   void SetUp() override {
     path_ = dir_.path() + "/db";
     claimstore_error_t* err = nullptr;
-    ASSERT_EQ(claimstore_open(nullptr, S(path_), &db_, &err), CLAIMSTORE_OK)
-        << Take(err).message;
+    ASSERT_EQ(claimstore_open(nullptr, S(path_), &db_, &err), CLAIMSTORE_OK) << Take(err).message;
   }
   void TearDown() override { claimstore_close(db_); }
 
   uint64_t PutJson(const std::string& json) {
     claimstore_write_result_t r{};
     claimstore_error_t* err = nullptr;
-    EXPECT_EQ(claimstore_put_json(db_, S(json), {}, &r, &err), CLAIMSTORE_OK)
-        << Take(err).message;
+    EXPECT_EQ(claimstore_put_json(db_, S(json), {}, &r, &err), CLAIMSTORE_OK) << Take(err).message;
     EXPECT_EQ(r.changed, 1);
     return r.revision;
   }
@@ -222,8 +217,7 @@ TEST_F(CApiTest, ReservationsWithPreconditionsAndTheirErrors) {
   claimstore_preconditions_t wrong_uid{};
   wrong_uid.has_uid = 1;
   wrong_uid.uid = S(other_uid);
-  EXPECT_EQ(claimstore_reserve(db_, K("ns", "a"), pod_b, wrong_uid, &r, &err),
-            CLAIMSTORE_ABORTED);
+  EXPECT_EQ(claimstore_reserve(db_, K("ns", "a"), pod_b, wrong_uid, &r, &err), CLAIMSTORE_ABORTED);
   Take(err);
 
   // ClaimsReservedFor, an idempotent Reserve, Unreserve.
@@ -257,8 +251,7 @@ TEST_F(CApiTest, ReservationsWithPreconditionsAndTheirErrors) {
   Take(err);
   // Deallocate while reserved: a rule forbids it.
   err = nullptr;
-  EXPECT_EQ(claimstore_deallocate(db_, K("ns", "a"), {}, &r, &err),
-            CLAIMSTORE_FAILED_PRECONDITION);
+  EXPECT_EQ(claimstore_deallocate(db_, K("ns", "a"), {}, &r, &err), CLAIMSTORE_FAILED_PRECONDITION);
   Take(err);
 }
 
@@ -335,9 +328,9 @@ TEST_F(CApiTest, AllocateSharesCapacityAndTheAllocatedSnapshot) {
   const std::string admin_json =
       R"({"devices":{"results":[{"request":"req","driver":"gpu.example.com",)"
       R"("pool":"p","device":"gpu-1","adminAccess":true}]}})";
-  ASSERT_EQ(claimstore_allocate_json(db_, K("ns", "admin"), S(admin_json), nullptr, 0, {}, &r,
-                                     nullptr),
-            CLAIMSTORE_OK);
+  ASSERT_EQ(
+      claimstore_allocate_json(db_, K("ns", "admin"), S(admin_json), nullptr, 0, {}, &r, nullptr),
+      CLAIMSTORE_OK);
   const std::string bad_json = R"({"devices":{"results":[{"request":1}]}})";
   err = nullptr;
   EXPECT_EQ(claimstore_allocate_json(db_, K("ns", "c"), S(bad_json), nullptr, 0, {}, &r, &err),
@@ -358,8 +351,10 @@ TEST_F(CApiTest, AllocateSharesCapacityAndTheAllocatedSnapshot) {
   // Deallocations after the snapshot do not change it.
   ASSERT_EQ(claimstore_deallocate(db_, K("ns", "b"), {}, &r, nullptr), CLAIMSTORE_OK);
   claimstore_holdings_t* holdings = nullptr;
-  claimstore_device_query_t query{claimstore_str("gpu.example.com"), claimstore_str("p"),
-                                  claimstore_str("gpu-0"), {nullptr, 0}};
+  claimstore_device_query_t query{claimstore_str("gpu.example.com"),
+                                  claimstore_str("p"),
+                                  claimstore_str("gpu-0"),
+                                  {nullptr, 0}};
   ASSERT_EQ(claimstore_claims_using_device(db_, query, &holdings, nullptr), CLAIMSTORE_OK);
   size_t count = 0;
   const claimstore_holding_t* h = claimstore_holdings_items(holdings, &count);
@@ -436,8 +431,7 @@ TEST_F(CApiTest, ListPagesGetManyAndDecode) {
   }
   claimstore_records_destroy(decoded);
 
-  const std::string events =
-      R"({"type":"DELETED","object":)" + ClaimJson("ns", "gone") + "}\n";
+  const std::string events = R"({"type":"DELETED","object":)" + ClaimJson("ns", "gone") + "}\n";
   ASSERT_EQ(claimstore_decode(S(events), &decoded, nullptr), CLAIMSTORE_OK);
   ASSERT_EQ(claimstore_records_count(decoded), 1u);
   EXPECT_EQ(claimstore_records_event(decoded, 0), CLAIMSTORE_EVENT_DELETED);
@@ -456,8 +450,7 @@ TEST_F(CApiTest, ListPagesGetManyAndDecode) {
     EXPECT_EQ(claimstore_records_revision(page), 5u);
     const claimstore_slice_t* items = claimstore_records_items(page);
     for (size_t i = 0; i < claimstore_records_count(page); ++i) {
-      names.push_back(std::string(
-          claimstore::ClaimRecord::FromBytes(Str(items[i]))->name()));
+      names.push_back(std::string(claimstore::ClaimRecord::FromBytes(Str(items[i]))->name()));
     }
     token = Str(claimstore_records_continue(page));
     claimstore_records_destroy(page);
@@ -547,12 +540,12 @@ TEST_F(CApiTest, DeviceStatusVerifyStatsBackupAndReadOnly) {
   ASSERT_EQ(claimstore_set_device_status_json(db_, K("ns", "a"), S(statuses), {}, &r, nullptr),
             CLAIMSTORE_OK);
   EXPECT_EQ(r.revision, 2u);
-  const std::string unknown =
-      R"([{"driver":"gpu.example.com","pool":"p","device":"gpu-9"}])";
+  const std::string unknown = R"([{"driver":"gpu.example.com","pool":"p","device":"gpu-9"}])";
   claimstore_error_t* err = nullptr;
   EXPECT_EQ(claimstore_set_device_status_json(db_, K("ns", "a"), S(unknown), {}, &r, &err),
             CLAIMSTORE_INVALID_ARGUMENT);
-  EXPECT_THAT(Take(err).message, HasSubstr("status.devices[1]: Invalid value: \"gpu.example.com/p/gpu-9\""));
+  EXPECT_THAT(Take(err).message,
+              HasSubstr("status.devices[1]: Invalid value: \"gpu.example.com/p/gpu-9\""));
 
   claimstore_verify_report_t* report = nullptr;
   ASSERT_EQ(claimstore_verify(db_, 0, &report, nullptr), CLAIMSTORE_OK);

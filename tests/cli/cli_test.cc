@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <thread>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "claimstore/codec.h"
@@ -30,7 +29,8 @@ using ::testing::Not;
 ClaimRecord ClaimRecordOf(const std::string& name, int write) {
   absl::StatusOr<ClaimRecord> r = DecodeClaim(absl::StrCat(
       R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"namespace":"live",)",
-      R"("name":")", name, R"(","uid":"u-)", name, R"(","resourceVersion":")", write, R"("},"status":{}})"));
+      R"("name":")", name, R"(","uid":"u-)", name, R"(","resourceVersion":")", write,
+      R"("},"status":{}})"));
   EXPECT_TRUE(r.ok()) << r.status();
   return *r;
 }
@@ -47,8 +47,8 @@ class CliTest : public ::testing::Test {
     const std::string in = dir_.path() + "/stdin", out = dir_.path() + "/stdout",
                       err = dir_.path() + "/stderr";
     std::ofstream(in) << stdin_text;
-    const std::string command = absl::StrCat(CLAIMSTORE_CLI, " --db ", db(), " ", args, " <", in,
-                                             " >", out, " 2>", err);
+    const std::string command =
+        absl::StrCat(CLAIMSTORE_CLI, " --db ", db(), " ", args, " <", in, " >", out, " 2>", err);
     const int status = std::system(command.c_str());
     return CliRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
   }
@@ -74,24 +74,29 @@ TEST_F(CliTest, GenerateRestoreDumpRestoreDumpIsIdentical) {
   // Into a second, empty database.
   const std::string copy = dir_.path() + "/copy";
   const std::string dump_file = File("dump.jsonl", dump1.out);
-  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " restore ", dump_file,
-                                     " >/dev/null").c_str()), 0);
+  ASSERT_EQ(std::system(
+                absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " restore ", dump_file, " >/dev/null")
+                    .c_str()),
+            0);
   const std::string dump2_path = dir_.path() + "/dump2";
-  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " dump -o jsonl >",
-                                     dump2_path).c_str()), 0);
+  ASSERT_EQ(
+      std::system(
+          absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " dump -o jsonl >", dump2_path).c_str()),
+      0);
   EXPECT_EQ(ReadFile(dump2_path), dump1.out);
   EXPECT_EQ(Cli("verify").code, 0);
 }
 
 TEST_F(CliTest, ExitCodesFollowTheKindOfError) {
   ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 20").out)).code, 0);
-  EXPECT_EQ(Cli("get team-9/claim-999").code, 2);                       // not found
-  EXPECT_EQ(Cli("list --bogus").code, 1);                               // usage
+  EXPECT_EQ(Cli("get team-9/claim-999").code, 2);  // not found
+  EXPECT_EQ(Cli("list --bogus").code, 1);          // usage
   EXPECT_EQ(Cli("reserve team-3/claim-3 --consumer pods/p/u1").code, 0);
   const CliRun conflict = Cli("reserve team-3/claim-3 --consumer pods/p/u2 --if-revision 1");
   EXPECT_EQ(conflict.code, 3);
-  EXPECT_THAT(conflict.err, HasSubstr("Error: claim team-3/claim-3 has changed: expected revision 1"));
-  EXPECT_EQ(Cli("deallocate team-3/claim-3").code, 4);                  // still reserved
+  EXPECT_THAT(conflict.err,
+              HasSubstr("Error: claim team-3/claim-3 has changed: expected revision 1"));
+  EXPECT_EQ(Cli("deallocate team-3/claim-3").code, 4);  // still reserved
   const CliRun help = Cli("reserve --help");
   EXPECT_EQ(help.code, 0);
   EXPECT_THAT(help.out, HasSubstr("Usage: claimstore reserve NAME"));
@@ -101,17 +106,22 @@ TEST_F(CliTest, ARefusedRestoreWritesNothing) {
   ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 10").out)).code, 0);
   const std::string before = Cli("dump -o jsonl").out;
   // Two bad fields in the second claim of a list: both reported, nothing written.
-  const CliRun bad = Cli("restore -", R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[
+  const CliRun bad =
+      Cli("restore -", R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[
       {"metadata":{"namespace":"a","name":"ok"},"status":{}},
       {"metadata":{"namespace":"a","name":"bad"},"status":{"reservedFor":[
         {"resource":"pods","name":"p","uid":"u"},{"resource":"pods","name":"p","uid":"u"}]}}]})");
   EXPECT_EQ(bad.code, 1);
-  EXPECT_THAT(bad.err, HasSubstr(R"(Error: -: document 0, item 1 (a/bad): status.reservedFor[1]: Duplicate value: "u")"));
+  EXPECT_THAT(
+      bad.err,
+      HasSubstr(
+          R"(Error: -: document 0, item 1 (a/bad): status.reservedFor[1]: Duplicate value: "u")"));
   EXPECT_THAT(bad.err, HasSubstr("status.reservedFor: Forbidden"));
   EXPECT_THAT(bad.err, HasSubstr("restore refused: nothing was written"));
   EXPECT_EQ(Cli("dump -o jsonl").out, before);
   // Two claims of the input holding one device exclusively.
-  const std::string claim = R"({"metadata":{"namespace":"x","name":"NAME"},"status":{"allocation":{"devices":{"results":[{"request":"r","driver":"d.example.com","pool":"p","device":"gpu-0"}]}}}})";
+  const std::string claim =
+      R"({"metadata":{"namespace":"x","name":"NAME"},"status":{"allocation":{"devices":{"results":[{"request":"r","driver":"d.example.com","pool":"p","device":"gpu-0"}]}}}})";
   std::string a = claim, b = claim;
   a.replace(a.find("NAME"), 4, "a");
   b.replace(b.find("NAME"), 4, "b");
@@ -126,7 +136,8 @@ TEST_F(CliTest, ARefusedRestoreWritesNothing) {
 
 TEST_F(CliTest, RestoreReplacesByNameAndReplaceEmptiesFirst) {
   ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 10").out)).code, 0);
-  const std::string one = R"({"metadata":{"namespace":"team-1","name":"claim-1","uid":"new"},"status":{}})";
+  const std::string one =
+      R"({"metadata":{"namespace":"team-1","name":"claim-1","uid":"new"},"status":{}})";
   ASSERT_EQ(Cli("restore -", one).code, 0);
   EXPECT_THAT(Cli("list -n team-9 -o name").out, HasSubstr("claim-9"));  // others kept
   EXPECT_THAT(Cli("get team-1/claim-1 -o json").out, HasSubstr(R"("uid": "new")"));
@@ -212,13 +223,17 @@ TEST_F(CliTest, TheMainJobRunsAndNeverEmptiesSomeoneElsesDatabase) {
   EXPECT_THAT(demo.out, HasSubstr("verify: 0 problem(s) in 10000 claims"));
   EXPECT_EQ(Cli("demo").code, 0);  // its own database: fine to run again
   const std::string other = dir_.path() + "/real";
-  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", other, " restore ", CLAIMSTORE_EXAMPLES,
-                                     "/claims.json >/dev/null").c_str()), 0);
-  EXPECT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", other, " demo >/dev/null 2>&1").c_str()),
-            4 << 8);
-  EXPECT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", other, " stats | grep -q 'claims   *4'")
+  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", other, " restore ",
+                                     CLAIMSTORE_EXAMPLES, "/claims.json >/dev/null")
                             .c_str()),
             0);
+  EXPECT_EQ(
+      std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", other, " demo >/dev/null 2>&1").c_str()),
+      4 << 8);
+  EXPECT_EQ(
+      std::system(
+          absl::StrCat(CLAIMSTORE_CLI, " --db ", other, " stats | grep -q 'claims   *4'").c_str()),
+      0);
 }
 
 TEST_F(CliTest, TheBundledExampleRestores) {
@@ -241,11 +256,14 @@ TEST_F(CliTest, TheBundledExampleRestores) {
   EXPECT_THAT(yaml, HasSubstr("  reservedFor:\n  - name: inference-a\n    resource: pods\n"));
   EXPECT_EQ(Cli("list -A -o jsonpath='{.items[*].metadata.name}'").out,
             "pending trainer-0-gpus router-nic inference-shared-gpu");
-  EXPECT_EQ(Cli("get -n ml trainer-0-gpus -o jsonpath='{.status.allocation.devices.results[*].device}'").out,
-            "gpu-0 gpu-1");
+  EXPECT_EQ(
+      Cli("get -n ml trainer-0-gpus -o jsonpath='{.status.allocation.devices.results[*].device}'")
+          .out,
+      "gpu-0 gpu-1");
   EXPECT_EQ(Cli("get -n ml trainer-0-gpus -o 'jsonpath={..device}'").code, 1);  // unsupported
-  EXPECT_THAT(Cli("dump -o yaml").out,
-              HasSubstr("apiVersion: resource.k8s.io/v1\nitems:\n- metadata:\n    creationTimestamp:"));
+  EXPECT_THAT(
+      Cli("dump -o yaml").out,
+      HasSubstr("apiVersion: resource.k8s.io/v1\nitems:\n- metadata:\n    creationTimestamp:"));
 }
 
 // Issue 13, finding 1: a claim being deleted while still reserved (a
@@ -253,7 +271,8 @@ TEST_F(CliTest, TheBundledExampleRestores) {
 // namespace is deleted, restores; and the tool's own dump of it restores
 // into an empty database to the same dump.
 TEST_F(CliTest, AClaimBeingDeletedWhileReservedRestoresAndRoundTrips) {
-  const std::string list = R"({"kind":"List","apiVersion":"v1","metadata":{"resourceVersion":""},"items":[
+  const std::string list =
+      R"({"kind":"List","apiVersion":"v1","metadata":{"resourceVersion":""},"items":[
     {"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1",
      "metadata":{"name":"gang","namespace":"ml","uid":"7d1c2b3a-0000-4000-8000-000000000001",
                  "deletionTimestamp":"2026-11-30T03:00:00Z","finalizers":["resource.kubernetes.io/delete-protection"]},
@@ -268,10 +287,14 @@ TEST_F(CliTest, AClaimBeingDeletedWhileReservedRestoresAndRoundTrips) {
   EXPECT_THAT(dump.out, HasSubstr(R"("resource": "podgroups")"));
   const std::string copy = dir_.path() + "/copy";
   const std::string dump_file = File("dump.json", dump.out);
-  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " restore ", dump_file,
-                                     " >/dev/null").c_str()), 0);
+  ASSERT_EQ(std::system(
+                absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " restore ", dump_file, " >/dev/null")
+                    .c_str()),
+            0);
   const std::string dump2 = dir_.path() + "/dump2.json";
-  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " dump -o json >", dump2).c_str()), 0);
+  ASSERT_EQ(
+      std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " dump -o json >", dump2).c_str()),
+      0);
   EXPECT_EQ(ReadFile(dump2), dump.out);
 }
 
@@ -296,8 +319,9 @@ TEST_F(CliTest, ARestoreConflictingWithAStoredClaimWritesNothing) {
     SCOPED_TRACE(mode);
     const CliRun r = Cli(absl::StrCat("restore ", mode, input));
     EXPECT_EQ(r.code, 1);
-    EXPECT_THAT(r.err, HasSubstr("device gpu.example.com/node-9999/gpu-0 is held by both keep/holder "
-                                 "and x/conflict (one exclusively)"));
+    EXPECT_THAT(r.err,
+                HasSubstr("device gpu.example.com/node-9999/gpu-0 is held by both keep/holder "
+                          "and x/conflict (one exclusively)"));
     EXPECT_THAT(r.err, HasSubstr(absl::StrCat("Error: x/conflict: in ", input,
                                               ": document 12000 (x/conflict)")));
     EXPECT_THAT(r.err, HasSubstr("Error: keep/holder: stored, not in the input"));
@@ -316,18 +340,24 @@ TEST_F(CliTest, NoValidateLoadsWhatBreaksFormatRulesAndMarksIt) {
       R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"namespace":"old","name":"loose"},"status":{)",
       R"("allocation":{"devices":{"results":[{"request":"r","driver":"gpu.example.com","pool":"p","device":"gpu-0"}]}},)",
       R"("devices":[{"driver":"gpu.example.com","pool":"p","device":"gpu-0","conditions":[{"type":"Ready","status":"True",)",
-      R"("lastTransitionTime":"2026-01-01T00:00:00Z","reason":")", std::string(1025, 'R'), R"(","message":""}]}]}}]})");
+      R"("lastTransitionTime":"2026-01-01T00:00:00Z","reason":")", std::string(1025, 'R'),
+      R"(","message":""}]}]}}]})");
   const std::string file = File("loose.json", loose);
   const CliRun strict = Cli("restore " + file);
   EXPECT_EQ(strict.code, 1);
-  EXPECT_THAT(strict.err, HasSubstr(absl::StrCat("Error: ", file, ": document 0, item 1 (old/loose): "
-                                                 "status.devices[0].conditions[0].reason: Too long")));
+  EXPECT_THAT(strict.err,
+              HasSubstr(absl::StrCat("Error: ", file,
+                                     ": document 0, item 1 (old/loose): "
+                                     "status.devices[0].conditions[0].reason: Too long")));
   EXPECT_EQ(Cli("stats").code, 2);  // nothing written: no database was made
   // Nor into an empty directory that was there: it stays, empty.
   const std::string empty_dir = dir_.path() + "/empty";
   std::filesystem::create_directory(empty_dir);
-  EXPECT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", empty_dir, " restore ", file,
-                                     " 2>/dev/null").c_str()) >> 8, 1);
+  EXPECT_EQ(std::system(
+                absl::StrCat(CLAIMSTORE_CLI, " --db ", empty_dir, " restore ", file, " 2>/dev/null")
+                    .c_str()) >>
+                8,
+            1);
   EXPECT_TRUE(std::filesystem::is_directory(empty_dir));
   EXPECT_TRUE(std::filesystem::is_empty(empty_dir));
 
@@ -336,7 +366,8 @@ TEST_F(CliTest, NoValidateLoadsWhatBreaksFormatRulesAndMarksIt) {
   EXPECT_THAT(dry.out, HasSubstr("2 claim(s); 1 unvalidated"));
   const CliRun loaded = Cli("restore --no-validate " + file);
   ASSERT_EQ(loaded.code, 0) << loaded.err;
-  EXPECT_THAT(loaded.out, HasSubstr("restored 2 claim(s) from 2 item(s); revision 2; 1 unvalidated"));
+  EXPECT_THAT(loaded.out,
+              HasSubstr("restored 2 claim(s) from 2 item(s); revision 2; 1 unvalidated"));
   const CliRun wide = Cli("get old/loose -o wide");
   EXPECT_THAT(wide.out, HasSubstr("VALIDATED"));
   EXPECT_THAT(wide.out, HasSubstr("no (1 errors)"));
@@ -349,11 +380,15 @@ TEST_F(CliTest, NoValidateLoadsWhatBreaksFormatRulesAndMarksIt) {
   // Identity rules hold with --no-validate: a duplicate consumer uid is
   // refused, named by file, item and field, and nothing changes.
   const std::string before = Cli("dump -o jsonl").out;
-  const CliRun dup = Cli("restore --no-validate -", R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[
+  const CliRun dup = Cli("restore --no-validate -",
+                         R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[
       {"metadata":{"namespace":"a","name":"dup"},"status":{"allocation":{"devices":{"results":[]}},"reservedFor":[
         {"resource":"pods","name":"p","uid":"u"},{"resource":"pods","name":"p","uid":"u"}]}}]})");
   EXPECT_EQ(dup.code, 1);
-  EXPECT_THAT(dup.err, HasSubstr(R"(Error: -: document 0, item 0 (a/dup): status.reservedFor[1]: Duplicate value: "u")"));
+  EXPECT_THAT(
+      dup.err,
+      HasSubstr(
+          R"(Error: -: document 0, item 0 (a/dup): status.reservedFor[1]: Duplicate value: "u")"));
   EXPECT_EQ(Cli("dump -o jsonl").out, before);
 }
 
@@ -364,12 +399,13 @@ TEST_F(CliTest, RestoreShowsProgressOnATerminal) {
   const std::string input = File("c.jsonl", Cli("generate --claims 20000 -o jsonl").out);
   const std::string out = dir_.path() + "/tty";
   ASSERT_EQ(std::system(absl::StrCat("script -qec '", CLAIMSTORE_CLI, " --db ", db(), " restore ",
-                                     input, "' /dev/null >", out).c_str()),
+                                     input, "' /dev/null >", out)
+                            .c_str()),
             0);
   const std::string tty = ReadFile(out);
-  for (const char* line : {"reading: 20000 of 20000 claims (", "sorting: done in ",
-                           "checking: done in ", "writing: 20000 of 20000 claims (",
-                           "committing: done in ", "restored 20000 claim(s)"}) {
+  for (const char* line :
+       {"reading: 20000 of 20000 claims (", "sorting: done in ", "checking: done in ",
+        "writing: 20000 of 20000 claims (", "committing: done in ", "restored 20000 claim(s)"}) {
     EXPECT_THAT(tty, HasSubstr(line));
   }
   EXPECT_THAT(tty, HasSubstr(" claims/s), done in "));
@@ -396,8 +432,9 @@ TEST_F(CliTest, GlobalFlagsGoAnywhere) {
   ASSERT_EQ(Cli("restore " + File("c.json", Cli("generate --claims 6").out)).code, 0);
   const std::string out = dir_.path() + "/out";
   // --db after the command, and after the command's own flags.
-  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " list -A --db ", db(), " -o name >", out).c_str()),
-            0);
+  ASSERT_EQ(
+      std::system(absl::StrCat(CLAIMSTORE_CLI, " list -A --db ", db(), " -o name >", out).c_str()),
+      0);
   EXPECT_EQ(ReadFile(out), Cli("list -A -o name").out);
   EXPECT_THAT(ReadFile(out), HasSubstr("resourceclaim.resource.k8s.io/claim-"));
   EXPECT_EQ(Cli("list --bogus").code, 1);  // unknown flags stay errors
@@ -482,7 +519,9 @@ TEST_F(CliTest, WritesNeverCreateADatabaseAndMissingFilesSayWhy) {
   const std::string typo = dir_.path() + "/typo.db";
   const std::string err = dir_.path() + "/err";
   EXPECT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", typo,
-                                     " reserve ns/c --consumer pods/p/u 2>", err).c_str()) >> 8,
+                                     " reserve ns/c --consumer pods/p/u 2>", err)
+                            .c_str()) >>
+                8,
             2);
   EXPECT_THAT(ReadFile(err), HasSubstr("no claimstore database at " + typo));
   EXPECT_FALSE(std::filesystem::exists(typo));
@@ -506,7 +545,8 @@ TEST_F(CliTest, RestoreOnATerminalSaysItReadsStandardInput) {
                             .c_str()),
             0);
   const auto hinted = [&] {
-    return std::filesystem::exists(out) && ReadFile(out).find("Reading claims") != std::string::npos;
+    return std::filesystem::exists(out) &&
+           ReadFile(out).find("Reading claims") != std::string::npos;
   };
   for (int i = 0; i < 200 && !hinted(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -540,7 +580,8 @@ TEST_F(CliTest, WideTablesCutLongDeviceLists) {
 TEST_F(CliTest, WatchFollowsALiveWriterAndRestoreReadsItsOutputBack) {
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db(), {});
   ASSERT_TRUE(store.ok()) << store.status();
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*store)->Put(ClaimRecordOf(absl::StrCat("c", i), 0)).ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE((*store)->Put(ClaimRecordOf(absl::StrCat("c", i), 0)).ok());
   absl::StatusOr<ListPage> start = (*store)->List({});
   ASSERT_TRUE(start.ok());
   ASSERT_EQ(start->revision, 3u);
@@ -584,7 +625,9 @@ TEST_F(CliTest, WatchFollowsALiveWriterAndRestoreReadsItsOutputBack) {
   const std::string events = File("events.jsonl", watch.out);
   const std::string copy = dir_.path() + "/copy";
   ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " restore ", list_file, " ",
-                                     events, " >/dev/null").c_str()), 0);
+                                     events, " >/dev/null")
+                            .c_str()),
+            0);
   absl::StatusOr<std::unique_ptr<Store>> restored = Store::Open(copy, {.read_only = true});
   ASSERT_TRUE(restored.ok());
   std::string restored_dump;
@@ -596,7 +639,8 @@ TEST_F(CliTest, WatchFollowsALiveWriterAndRestoreReadsItsOutputBack) {
 
 TEST_F(CliTest, WatchFromACompactedRevisionExitsSix) {
   {
-    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db(), {.feed_history_revisions = 10});
+    absl::StatusOr<std::unique_ptr<Store>> store =
+        Store::Open(db(), {.feed_history_revisions = 10});
     ASSERT_TRUE(store.ok());
     for (int i = 0; i < 50; ++i) ASSERT_TRUE((*store)->Put(ClaimRecordOf("c", i)).ok());
   }
@@ -604,21 +648,24 @@ TEST_F(CliTest, WatchFromACompactedRevisionExitsSix) {
   EXPECT_EQ(watch.code, 6);
   EXPECT_THAT(watch.err, HasSubstr("Error: revision 1 has been compacted"));
   const CliRun stats = Cli("stats");
-  EXPECT_THAT(stats.out, ::testing::ContainsRegex("feed from revision +4[0-9]\n"));  // at least the latest 10 kept
+  EXPECT_THAT(stats.out, ::testing::ContainsRegex(
+                             "feed from revision +4[0-9]\n"));  // at least the latest 10 kept
 }
 
 // A claim follow/NAME of the cluster at resourceVersion `rv`, generation `gen`.
 std::string ClusterClaim(const std::string& name, int rv, int gen) {
   return absl::StrCat(R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{)",
                       R"("namespace":"follow","name":")", name, R"(","uid":"u-)", name,
-                      R"(","resourceVersion":")", rv, R"(","generation":)", gen, R"(},"status":{}})");
+                      R"(","resourceVersion":")", rv, R"(","generation":)", gen,
+                      R"(},"status":{}})");
 }
 std::string Event(const std::string& type, const std::string& name, int rv, int gen) {
   return absl::StrCat(R"({"type":")", type, R"(","object":)", ClusterClaim(name, rv, gen), "}");
 }
 std::string Bookmark(int rv) {
-  return absl::StrCat(R"({"type":"BOOKMARK","object":{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"resourceVersion":")",
-                      rv, R"("}}})");
+  return absl::StrCat(
+      R"({"type":"BOOKMARK","object":{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"resourceVersion":")",
+      rv, R"("}}})");
 }
 
 // A follower fed a recorded stream (kubectl's indented objects, then after a
@@ -632,7 +679,8 @@ TEST_F(CliTest, FollowAppliesAWatchStreamAsAStoreOfTheFinalListWouldHoldIt) {
   for (const std::string& e :
        {Event("ADDED", "a", 10, 1), Event("ADDED", "b", 7, 1), Event("ADDED", "c", 12, 1),
         Event("MODIFIED", "a", 13, 2), Event("MODIFIED", "a", 13, 2) /* duplicate */,
-        Event("MODIFIED", "b", 5, 9) /* out of date */, Bookmark(14), Event("DELETED", "c", 15, 1)}) {
+        Event("MODIFIED", "b", 5, 9) /* out of date */, Bookmark(14),
+        Event("DELETED", "c", 15, 1)}) {
     std::string indented = e;
     for (size_t at = 0; (at = indented.find(",\"", at)) != std::string::npos; at += 6) {
       indented.replace(at, 1, ",\n    ");
@@ -641,8 +689,9 @@ TEST_F(CliTest, FollowAppliesAWatchStreamAsAStoreOfTheFinalListWouldHoldIt) {
   }
   const CliRun one = Cli("follow " + File("first.json", first));
   ASSERT_EQ(one.code, 0) << one.err;
-  EXPECT_THAT(one.out, HasSubstr("followed 8 event(s): 5 applied, 2 not newer than the stored claim, "
-                                 "1 bookmark(s); resourceVersion 15"));
+  EXPECT_THAT(one.out,
+              HasSubstr("followed 8 event(s): 5 applied, 2 not newer than the stored claim, "
+                        "1 bookmark(s); resourceVersion 15"));
   EXPECT_EQ(Cli("follow --show-resource-version").out, "15\n");
   // The restart: a raw watch from an older resourceVersion replays events.
   std::string second;
@@ -652,7 +701,8 @@ TEST_F(CliTest, FollowAppliesAWatchStreamAsAStoreOfTheFinalListWouldHoldIt) {
     second += e + "\n";
   }
   second += R"j({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure",)j"
-            R"j("message":"too old resource version: 12 (20)","reason":"Expired","code":410}})j" "\n";
+            R"j("message":"too old resource version: 12 (20)","reason":"Expired","code":410}})j"
+            "\n";
   const CliRun two = Cli("follow -", second);
   EXPECT_EQ(two.code, 7) << two.err;
   EXPECT_THAT(two.err, HasSubstr("410 Gone (too old resource version: 12 (20)): re-list"));
@@ -663,10 +713,15 @@ TEST_F(CliTest, FollowAppliesAWatchStreamAsAStoreOfTheFinalListWouldHoldIt) {
       R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","metadata":{"resourceVersion":"20"},"items":[)",
       ClusterClaim("a", 13, 2), ",", ClusterClaim("b", 17, 3), ",", ClusterClaim("d", 16, 1), "]}");
   const std::string copy = dir_.path() + "/copy";
-  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " restore ", File("list.json", list),
-                                     " >/dev/null").c_str()), 0);
+  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " restore ",
+                                     File("list.json", list), " >/dev/null")
+                            .c_str()),
+            0);
   const std::string copy_dump = dir_.path() + "/copy.jsonl";
-  ASSERT_EQ(std::system(absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " dump -o jsonl >", copy_dump).c_str()), 0);
+  ASSERT_EQ(
+      std::system(
+          absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " dump -o jsonl >", copy_dump).c_str()),
+      0);
   EXPECT_EQ(Cli("dump -o jsonl").out, ReadFile(copy_dump));
   // The follower's changes are in its own change feed, as any write's.
   const CliRun watch = Cli("watch -A --from-revision 1 --until-revision 6");
@@ -679,7 +734,9 @@ TEST_F(CliTest, FollowRefusesWhatIsNotAWatchStreamAndKeepsWhatCameBefore) {
   EXPECT_EQ(bad.code, 1);
   EXPECT_THAT(bad.err, HasSubstr("Error: -: after event 1: expected a JSON object"));
   EXPECT_EQ(Cli("get follow/a").code, 0);
-  const CliRun no_rv = Cli("follow -", R"({"type":"ADDED","object":{"metadata":{"namespace":"follow","name":"x","resourceVersion":"abc"},"status":{}}})");
+  const CliRun no_rv = Cli(
+      "follow -",
+      R"({"type":"ADDED","object":{"metadata":{"namespace":"follow","name":"x","resourceVersion":"abc"},"status":{}}})");
   EXPECT_EQ(no_rv.code, 1);
   EXPECT_THAT(no_rv.err, HasSubstr("metadata.resourceVersion: Invalid value: \"abc\""));
 }
@@ -710,7 +767,8 @@ TEST_F(CliTest, AllocatedPrintsEveryDeviceWithItsHoldersAndCapacity) {
             "\"exclusive\":\"ml/trainer-0-gpus\",\"shares\":[],\"adminAccess\":[],"
             "\"consumedCapacity\":{}},\n"
             "{\"driver\":\"gpu.example.com\",\"pool\":\"node-b\",\"device\":\"gpu-2\",\"shares\":["
-            "{\"shareID\":\"2b0e6d1c-7a1f-4d3e-9c55-3f1a2b3c4d5e\",\"claim\":\"serving/inference-shared-gpu\"},"
+            "{\"shareID\":\"2b0e6d1c-7a1f-4d3e-9c55-3f1a2b3c4d5e\",\"claim\":\"serving/"
+            "inference-shared-gpu\"},"
             "{\"shareID\":\"3c1f7e2d-8b2a-4e4f-8d66-4a2b3c4d5e6f\",\"claim\":\"serving/small\"}],"
             "\"adminAccess\":[],\"consumedCapacity\":{\"cores\":\"750m\",\"memory\":\"48Gi\"}},\n"
             "{\"driver\":\"nic.example.com\",\"pool\":\"node-c\",\"device\":\"eth1\","
@@ -774,10 +832,10 @@ void RunShellExamples(const std::string& document, const std::vector<std::string
     const std::string script = absl::StrCat(dir, "/line.sh");
     std::ofstream(script) << lines[i] << "\n";
     const std::string err = absl::StrCat(dir, "/line.err");
-    const int status = std::system(absl::StrCat("cd ", dir, " && env -u CLAIMSTORE_DB PATH=", bin,
-                                                ":$PATH bash -o pipefail -e ", script,
-                                                " >/dev/null 2>", err)
-                                       .c_str());
+    const int status =
+        std::system(absl::StrCat("cd ", dir, " && env -u CLAIMSTORE_DB PATH=", bin,
+                                 ":$PATH bash -o pipefail -e ", script, " >/dev/null 2>", err)
+                        .c_str());
     EXPECT_EQ(status, 0) << document << " example " << i << ": " << lines[i] << "\n"
                          << ReadFile(err);
   }

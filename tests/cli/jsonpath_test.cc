@@ -34,7 +34,8 @@ TEST(JsonPathTest, ObjectsAsGoJsonAndMissingKeysAsNothing) {
   EXPECT_EQ(Path("{.items[1].status.allocation.devices.results}"), R"([{"device":"gpu-0"}])");
   EXPECT_EQ(Path("{.items[0].status.allocation}"), "");  // kubectl's allow-missing-template-keys
   // json.Marshal of a map: keys sorted, <>& escaped.
-  absl::StatusOr<std::string> go = ApplyJsonPath("{.a}", R"({"a":{"z":1,"b":"x<y>&","m":[true,null]}})");
+  absl::StatusOr<std::string> go =
+      ApplyJsonPath("{.a}", R"({"a":{"z":1,"b":"x<y>&","m":[true,null]}})");
   ASSERT_TRUE(go.ok()) << go.status();
   EXPECT_EQ(*go, R"({"b":"x\u003cy\u003e\u0026","m":[true,null],"z":1})");
   // An index past the end is an error, as kubectl's.
@@ -45,8 +46,9 @@ TEST(JsonPathTest, ObjectsAsGoJsonAndMissingKeysAsNothing) {
 }
 
 TEST(JsonPathTest, RangeWithLiterals) {
-  EXPECT_EQ(Path(R"({range .items[*]}{.metadata.name}{"\t"}{.status.reservedFor[*].uid}{"\n"}{end})"),
-            "a\tu1 u2\nb\t\n");
+  EXPECT_EQ(
+      Path(R"({range .items[*]}{.metadata.name}{"\t"}{.status.reservedFor[*].uid}{"\n"}{end})"),
+      "a\tu1 u2\nb\t\n");
   // Over an array named without [*]: once, on the array itself.
   EXPECT_EQ(Path(R"({range .items}{.metadata.name}x{end})"), "x");
 }

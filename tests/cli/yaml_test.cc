@@ -1,12 +1,11 @@
 // -o yaml, byte for byte as kubectl prints it (tools/cli/kubectl_yaml.h): the rules
 // of go-yaml v2 as sigs.k8s.io/yaml drives it, each case written from
 // go-yaml's encode.go, resolve.go and sorter.go and libyaml's emitter.
-#include "kubectl_yaml.h"
-
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kubectl_yaml.h"
 
 namespace claimstore::cli {
 namespace {

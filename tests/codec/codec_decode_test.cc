@@ -19,8 +19,8 @@ using ::testing::ElementsAre;
 // A claim with `status` spliced in.
 std::string ClaimWithStatus(absl::string_view status, absl::string_view name = "c") {
   return absl::StrCat(
-      R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":")",
-      name, R"(","namespace":"ns","uid":"u"},"status":)", status, "}");
+      R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":")", name,
+      R"(","namespace":"ns","uid":"u"},"status":)", status, "}");
 }
 
 constexpr char kAllocated[] =
@@ -84,9 +84,9 @@ TEST(DecodeFormsTest, KubectlListWithSortedKeys) {
 }
 
 TEST(DecodeFormsTest, JsonLines) {
-  const std::string lines = absl::StrCat(ClaimWithStatus("{}", "a"), "\n",
-                                         ClaimWithStatus("{}", "b"), "\n\n",
-                                         ClaimWithStatus("{}", "c"), "\n");
+  const std::string lines =
+      absl::StrCat(ClaimWithStatus("{}", "a"), "\n", ClaimWithStatus("{}", "b"), "\n\n",
+                   ClaimWithStatus("{}", "c"), "\n");
   EXPECT_THAT(*DecodeAll(lines), ElementsAre(Seen{"a", WatchEventType::kNone, 0, -1},
                                              Seen{"b", WatchEventType::kNone, 1, -1},
                                              Seen{"c", WatchEventType::kNone, 2, -1}));
@@ -106,16 +106,17 @@ TEST(DecodeFormsTest, WatchEventsInBothKeyOrders) {
 }
 
 TEST(DecodeFormsTest, ErrorEventStopsWithItsMessage) {
-  const std::string first = absl::StrCat(R"({"type":"ADDED","object":)",
-                                         ClaimWithStatus("{}", "a"), "}\n");
-  const std::string events = absl::StrCat(first,
+  const std::string first =
+      absl::StrCat(R"({"type":"ADDED","object":)", ClaimWithStatus("{}", "a"), "}\n");
+  const std::string events = absl::StrCat(
+      first,
       R"({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure",
           "message":"too old resource version: 1, oldest 2","reason":"Expired","code":410}})");
   EXPECT_THAT(DecodeError(events),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       absl::StrCat("document 1 (byte ", first.size(),
-                                    "): the watch stream carries an ERROR event: ",
-                                    R"({"kind":"Status")")));
+                       absl::StrCat(
+                           "document 1 (byte ", first.size(),
+                           "): the watch stream carries an ERROR event: ", R"({"kind":"Status")")));
 }
 
 TEST(DecodeFormsTest, OlderApiVersionsWithTheSameStatusShape) {
@@ -127,9 +128,10 @@ TEST(DecodeFormsTest, OlderApiVersionsWithTheSameStatusShape) {
 }
 
 TEST(DecodeFormsTest, RefusesOtherKindsAndVersions) {
-  EXPECT_THAT(DecodeClaim(R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"},"status":{}})"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "kind \"Pod\" is not supported: expected ResourceClaim"));
+  EXPECT_THAT(
+      DecodeClaim(R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"},"status":{}})"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "kind \"Pod\" is not supported: expected ResourceClaim"));
   EXPECT_THAT(DecodeClaim(R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1alpha3",
                                "metadata":{"name":"c"},"status":{}})"),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -143,8 +145,9 @@ TEST(DecodeFormsTest, RefusesOtherKindsAndVersions) {
       StatusIs(absl::StatusCode::kInvalidArgument, "items[1]: kind \"Pod\" is not supported"));
   EXPECT_THAT(DecodeError(R"({"type":"ADDED","object":{"kind":"Pod","metadata":{}}})"),
               StatusIs(absl::StatusCode::kInvalidArgument, "object: kind \"Pod\""));
-  EXPECT_THAT(DecodeError(R"({"type":"SYNC","object":{}})"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "unsupported watch event type \"SYNC\""));
+  EXPECT_THAT(
+      DecodeError(R"({"type":"SYNC","object":{}})"),
+      StatusIs(absl::StatusCode::kInvalidArgument, "unsupported watch event type \"SYNC\""));
 }
 
 TEST(DecodeFormsTest, DecodeClaimWantsExactlyOneClaim) {
@@ -156,11 +159,11 @@ TEST(DecodeFormsTest, DecodeClaimWantsExactlyOneClaim) {
 
 TEST(DecodeFormsTest, SinkErrorsStopDecoding) {
   int calls = 0;
-  absl::Status s = DecodeClaims(absl::StrCat(ClaimWithStatus("{}"), ClaimWithStatus("{}")),
-                                [&](DecodedClaim) {
-                                  ++calls;
-                                  return absl::AbortedError("enough");
-                                });
+  absl::Status s =
+      DecodeClaims(absl::StrCat(ClaimWithStatus("{}"), ClaimWithStatus("{}")), [&](DecodedClaim) {
+        ++calls;
+        return absl::AbortedError("enough");
+      });
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kAborted, "enough"));
   EXPECT_EQ(calls, 1);
 }
@@ -181,8 +184,9 @@ std::string StatusOf(absl::string_view status) {
 TEST(DecodePresenceTest, NullMeansAbsentEverywhere) {
   EXPECT_EQ(StatusOf("null"), "{}");
   EXPECT_EQ(StatusOf(R"({"allocation":null,"reservedFor":null,"devices":null})"), "{}");
-  EXPECT_EQ(StatusOf(R"({"reservedFor":[{"apiGroup":null,"resource":"pods","name":"p","uid":"u"}]})"),
-            R"({"reservedFor":[{"resource":"pods","name":"p","uid":"u"}]})");
+  EXPECT_EQ(
+      StatusOf(R"({"reservedFor":[{"apiGroup":null,"resource":"pods","name":"p","uid":"u"}]})"),
+      R"({"reservedFor":[{"resource":"pods","name":"p","uid":"u"}]})");
   // A null element of a list of structs is a zero struct, as in Go.
   EXPECT_EQ(StatusOf(R"({"reservedFor":[null]})"),
             R"({"reservedFor":[{"resource":"","name":"","uid":""}]})");
@@ -212,8 +216,8 @@ TEST(DecodePresenceTest, NodeSelectorAndConditionsKeepNullApartFromEmpty) {
   EXPECT_EQ(StatusOf(R"({"allocation":{"devices":{},"nodeSelector":{"nodeSelectorTerms":[]}}})"),
             R"({"allocation":{"devices":{},"nodeSelector":{"nodeSelectorTerms":[]}}})");
   const auto device = [](absl::string_view conditions) {
-    return StatusOf(absl::StrCat(R"({"devices":[{"driver":"d","pool":"p","device":"x")",
-                                 conditions, "}]}"));
+    return StatusOf(
+        absl::StrCat(R"({"devices":[{"driver":"d","pool":"p","device":"x")", conditions, "}]}"));
   };
   EXPECT_THAT(device(""), ::testing::HasSubstr(R"("conditions":null)"));
   EXPECT_THAT(device(R"(,"conditions":[])"), ::testing::HasSubstr(R"("conditions":[])"));
@@ -224,7 +228,8 @@ TEST(DecodePresenceTest, TimesAreTruncatedToUtcSecondsAndGoZeroTimeIsNull) {
   const std::string out = RoundTrip(R"({"kind":"ResourceClaim","metadata":{"name":"c",
       "creationTimestamp":"0001-01-01T00:00:00Z","deletionTimestamp":"2026-01-02T03:04:05.678+01:00"},
       "status":{"allocation":{"devices":{},"allocationTimestamp":"2026-01-02T03:04:05.999999Z"}}})");
-  EXPECT_THAT(out, ::testing::HasSubstr(R"("creationTimestamp":null,"deletionTimestamp":"2026-01-02T02:04:05Z")"));
+  EXPECT_THAT(out, ::testing::HasSubstr(
+                       R"("creationTimestamp":null,"deletionTimestamp":"2026-01-02T02:04:05Z")"));
   EXPECT_THAT(out, ::testing::HasSubstr(R"("allocationTimestamp":"2026-01-02T03:04:05Z")"));
 }
 
@@ -232,8 +237,9 @@ TEST(DecodePresenceTest, QuantitiesAreCanonicalAndMapKeysSorted) {
   const std::string out = StatusOf(
       R"({"allocation":{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"x",
           "consumedCapacity":{"memory":"1024Mi","cores":1.5,"bw":" 2000 ","z<":"1Gi"}}]}}})");
-  EXPECT_THAT(out, ::testing::HasSubstr(
-                       R"("consumedCapacity":{"bw":"2k","cores":"1500m","memory":"1Gi","z\u003c":"1Gi"})"));
+  EXPECT_THAT(
+      out, ::testing::HasSubstr(
+               R"("consumedCapacity":{"bw":"2k","cores":"1500m","memory":"1Gi","z\u003c":"1Gi"})"));
 }
 
 TEST(DecodePresenceTest, RawExtensionsAreKeptCompactedAsWritten) {
@@ -243,18 +249,20 @@ TEST(DecodePresenceTest, RawExtensionsAreKeptCompactedAsWritten) {
 }
 
 TEST(DecodePresenceTest, MetadataAndSpecKeepOnlyWhatTheStoreNeeds) {
-  const std::string out = RoundTrip(R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1beta1",
+  const std::string out =
+      RoundTrip(R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1beta1",
       "metadata":{"name":"c","namespace":"ns","labels":{"a":"b"},"managedFields":[{"x":[1,{}]}],
                   "generation":3,"uid":"u","resourceVersion":"5"},
       "spec":{"devices":{"requests":[{"name":"gpu","deviceClassName":"x","selectors":[]},
                                      {"name":"any","firstAvailable":[{"name":"a","count":2},{"name":"b"}]}],
                          "constraints":[{"matchAttribute":"x"}]}},
       "status":{}})");
-  EXPECT_EQ(out,
-            R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"c",)"
-            R"("namespace":"ns","uid":"u","resourceVersion":"5","generation":3,"creationTimestamp":null},)"
-            R"("spec":{"devices":{"requests":[{"name":"gpu"},{"name":"any","firstAvailable":[{"name":"a"},)"
-            R"({"name":"b"}]}]}},"status":{}})");
+  EXPECT_EQ(
+      out,
+      R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"c",)"
+      R"("namespace":"ns","uid":"u","resourceVersion":"5","generation":3,"creationTimestamp":null},)"
+      R"("spec":{"devices":{"requests":[{"name":"gpu"},{"name":"any","firstAvailable":[{"name":"a"},)"
+      R"({"name":"b"}]}]}},"status":{}})");
 }
 
 // --- Strict errors -------------------------------------------------------------
@@ -265,7 +273,8 @@ struct ErrorCase {
 };
 
 TEST(DecodeErrorsTest, BadStatusNamesTheFieldPath) {
-  const std::string results = R"({"allocation":{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"x",)";
+  const std::string results =
+      R"({"allocation":{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"x",)";
   const ErrorCase cases[] = {
       {R"({"reservedFor":[{"uid":"a","resource":"pods","name":"p"},{"uid":7}]})",
        "status.reservedFor[1].uid: expected a string, got a number"},
@@ -277,7 +286,8 @@ TEST(DecodeErrorsTest, BadStatusNamesTheFieldPath) {
       {results + R"("adminAccess":"yes"}]}}})",
        "status.allocation.devices.results[0].adminAccess: expected a boolean, got a string"},
       {results + R"("consumedCapacity":{"memory":"16K"}}]}}})",
-       "status.allocation.devices.results[0].consumedCapacity[memory]: unable to parse quantity's suffix"},
+       "status.allocation.devices.results[0].consumedCapacity[memory]: unable to parse quantity's "
+       "suffix"},
       {results + R"("consumedCapacity":{"memory":true}}]}}})",
        "consumedCapacity[memory]: expected a quantity string, got a boolean"},
       {results + R"("consumedCapacity":{"m":"1","m":"2"}}]}}})",
@@ -299,7 +309,8 @@ TEST(DecodeErrorsTest, BadStatusNamesTheFieldPath) {
       {R"({"devices":[{"conditions":[{"observedGeneration":-9223372036854775809}]}]})",
        "status.devices[0].conditions[0].observedGeneration: integer out of the int64 range"},
       {R"({"allocation":{"nodeSelector":{"nodeSelectorTerms":[{"matchFields":[{"values":"x"}]}]}}})",
-       "status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].values: expected an array"},
+       "status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].values: expected an "
+       "array"},
   };
   for (const ErrorCase& c : cases) {
     EXPECT_THAT(DecodeClaim(ClaimWithStatus(c.status)),
@@ -311,14 +322,15 @@ TEST(DecodeErrorsTest, BadStatusNamesTheFieldPath) {
 TEST(DecodeErrorsTest, BadMetadataAndSpec) {
   EXPECT_THAT(DecodeClaim(R"({"metadata":{"name":5},"status":{}})"),
               StatusIs(absl::StatusCode::kInvalidArgument, "metadata.name: expected a string"));
-  EXPECT_THAT(DecodeClaim(R"({"metadata":{"generation":"7"},"status":{}})"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "metadata.generation: expected an integer"));
+  EXPECT_THAT(
+      DecodeClaim(R"({"metadata":{"generation":"7"},"status":{}})"),
+      StatusIs(absl::StatusCode::kInvalidArgument, "metadata.generation: expected an integer"));
   EXPECT_THAT(DecodeClaim(R"({"metadata":{"name":"a","name":"b"},"status":{}})"),
               StatusIs(absl::StatusCode::kInvalidArgument, R"(metadata: duplicate field "name")"));
   // Unknown metadata is read past, but must still be well-formed JSON.
-  for (const char* bad : {R"({"a":01})", R"({"a":1,})", R"({"a" 1})", R"({"a":tru})",
-                          R"({"a":[1,]})", R"({"a":[1 2]})", R"({"\q":1})", R"({"a":"\x"})",
-                          R"({"a":-})", R"({"a":1.})"}) {
+  for (const char* bad :
+       {R"({"a":01})", R"({"a":1,})", R"({"a" 1})", R"({"a":tru})", R"({"a":[1,]})",
+        R"({"a":[1 2]})", R"({"\q":1})", R"({"a":"\x"})", R"({"a":-})", R"({"a":1.})"}) {
     EXPECT_THAT(DecodeClaim(absl::StrCat(R"({"metadata":{"labels":)", bad, R"(},"status":{}})")),
                 StatusIs(absl::StatusCode::kInvalidArgument, "malformed JSON"))
         << bad;
@@ -343,11 +355,13 @@ TEST(DecodeErrorsTest, MalformedJson) {
   }
   EXPECT_THAT(DecodeClaim(""), StatusIs(absl::StatusCode::kInvalidArgument, "no JSON value"));
   EXPECT_THAT(DecodeClaim("   \n"), StatusIs(absl::StatusCode::kInvalidArgument, "no JSON value"));
-  EXPECT_THAT(DecodeClaim("[]"), StatusIs(absl::StatusCode::kInvalidArgument, "expected an object"));
+  EXPECT_THAT(DecodeClaim("[]"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "expected an object"));
   EXPECT_THAT(DecodeClaim("42"), StatusIs(absl::StatusCode::kInvalidArgument, "document 0"));
   EXPECT_THAT(DecodeClaim(R"({"status":{"reservedFor":[{"uid":"a"} {"uid":"b"}]}})"),
               StatusIs(absl::StatusCode::kInvalidArgument, "status.reservedFor"));
-  EXPECT_THAT(DecodeClaim(R"({"status":{},})"), StatusIs(absl::StatusCode::kInvalidArgument, "malformed"));
+  EXPECT_THAT(DecodeClaim(R"({"status":{},})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "malformed"));
   EXPECT_THAT(DecodeClaim("{\"metadata\":{\"name\":\"a\xff\"}}"),
               StatusIs(absl::StatusCode::kInvalidArgument, "UTF-8"));
   EXPECT_THAT(DecodeClaim("{\"metadata\":{\"name\":\"a\x01\"}}"),
@@ -376,7 +390,8 @@ TEST(DecodeErrorsTest, InvalidUtf8NamesTheByte) {
   const size_t bad = list.find('\xff');
   EXPECT_THAT(DecodeError(list),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       absl::StrCat("document 0 (byte ", bad, "): items[1]: malformed JSON: invalid UTF-8")));
+                       absl::StrCat("document 0 (byte ", bad,
+                                    "): items[1]: malformed JSON: invalid UTF-8")));
   EXPECT_EQ(internal::DecodeClaimsStreaming(list, [](DecodedClaim) { return absl::OkStatus(); }),
             DecodeError(list));
 }
@@ -393,8 +408,9 @@ TEST(DecodeErrorsTest, JsonLinesErrorsNameTheDocumentAndOffset) {
 
 TEST(DecodeErrorsTest, NestingDeeperThanTenThousandLevelsIsRefused) {
   const auto with_data = [](int depth) {
-    return ClaimWithStatus(absl::StrCat(R"({"devices":[{"driver":"d","pool":"p","device":"x","data":)",
-                                        std::string(depth, '['), std::string(depth, ']'), "}]}"));
+    return ClaimWithStatus(
+        absl::StrCat(R"({"devices":[{"driver":"d","pool":"p","device":"x","data":)",
+                     std::string(depth, '['), std::string(depth, ']'), "}]}"));
   };
   // data sits 4 levels deep (root, status, devices, devices[0]).
   EXPECT_THAT(DecodeClaim(with_data(9996)), IsOk());

@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
-#include "util/json_text.h"
 #include "k8s/rfc3339.h"
 #include "testutil/test_util.h"
+#include "util/json_text.h"
 
 namespace claimstore {
 namespace {
@@ -43,21 +43,25 @@ TEST(CodecRoundTripTest, FixtureKeepsIdentityAndStatusFieldForField) {
   // status: every field, in the same order.
   EXPECT_EQ(Minify(in["status"]), Minify(out["status"]));
   // identity: the kept metadata fields, in the input's order.
-  const std::vector<std::string> kept = {"name",       "namespace",         "uid",
-                                         "resourceVersion", "generation",
-                                         "creationTimestamp", "deletionTimestamp"};
+  const std::vector<std::string> kept = {"name",
+                                         "namespace",
+                                         "uid",
+                                         "resourceVersion",
+                                         "generation",
+                                         "creationTimestamp",
+                                         "deletionTimestamp"};
   auto in_meta = Members(in["metadata"]);
   in_meta.erase(std::remove_if(in_meta.begin(), in_meta.end(),
                                [&](const auto& m) {
-                                 return std::find(kept.begin(), kept.end(), m.first) ==
-                                        kept.end();
+                                 return std::find(kept.begin(), kept.end(), m.first) == kept.end();
                                }),
                 in_meta.end());
   EXPECT_EQ(in_meta.size(), kept.size());
   EXPECT_EQ(in_meta, Members(out["metadata"]));
   // spec: reduced to the request names.
-  EXPECT_EQ(Minify(out["spec"]),
-            R"({"devices":{"requests":[{"name":"nameValue","firstAvailable":[{"name":"nameValue"}]}]}})");
+  EXPECT_EQ(
+      Minify(out["spec"]),
+      R"({"devices":{"requests":[{"name":"nameValue","firstAvailable":[{"name":"nameValue"}]}]}})");
 }
 
 TEST(CodecRoundTripTest, FixtureStatusIsByteIdenticalWhenIndentedLikeTheFixture) {
@@ -131,10 +135,23 @@ class ClaimGenerator {
   uint64_t Uniform(uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(rng_); }
 
   std::string AnyString() {
-    static const char* kPool[] = {
-        "",  "a", "gpu-0", "dra.example.com", "pool/a/b", "\xE6\x97\xA5\xE6\x9C\xAC",
-        "<tag>&amp;", "quote\"back\\slash", "tab\tnl\n", "\x01" "ctl", "\xE2\x80\xA8" "sep",
-        "\xF0\x9F\x98\x80", "550e8400-e29b-41d4-a716-446655440000", "/", "'single'"};
+    static const char* kPool[] = {"",
+                                  "a",
+                                  "gpu-0",
+                                  "dra.example.com",
+                                  "pool/a/b",
+                                  "\xE6\x97\xA5\xE6\x9C\xAC",
+                                  "<tag>&amp;",
+                                  "quote\"back\\slash",
+                                  "tab\tnl\n",
+                                  "\x01"
+                                  "ctl",
+                                  "\xE2\x80\xA8"
+                                  "sep",
+                                  "\xF0\x9F\x98\x80",
+                                  "550e8400-e29b-41d4-a716-446655440000",
+                                  "/",
+                                  "'single'"};
     return kPool[Uniform(std::size(kPool))];
   }
   std::string NonEmptyString() {
@@ -203,14 +220,19 @@ class ClaimGenerator {
   }
   void RawJson() {
     static const char* kRaw[] = {
-        R"({})", R"({"apiVersion":"example.com/v1","kind":"CustomType","spec":{"replicas":1}})",
-        R"({"z":1.50,"a":[1e2,-0,true,null],"z":"dup"})", R"({"html":"\u003c\u0026\u003e"})",
-        R"({"esc":"\/\n\u00e9"})", R"([1,2])", R"("text")", R"(12)"};
+        R"({})",
+        R"({"apiVersion":"example.com/v1","kind":"CustomType","spec":{"replicas":1}})",
+        R"({"z":1.50,"a":[1e2,-0,true,null],"z":"dup"})",
+        R"({"html":"\u003c\u0026\u003e"})",
+        R"({"esc":"\/\n\u00e9"})",
+        R"([1,2])",
+        R"("text")",
+        R"(12)"};
     Raw(kRaw[Uniform(std::size(kRaw))]);
   }
   void Quantity() {
-    static const char* kCanonical[] = {"0", "1", "100m", "1Gi", "1536Mi", "5G", "12e6",
-                                       "-1500m", "2048", "1n", "+1Gi", "05"};
+    static const char* kCanonical[] = {"0",    "1",      "100m", "1Gi", "1536Mi", "5G",
+                                       "12e6", "-1500m", "2048", "1n",  "+1Gi",   "05"};
     Str(kCanonical[Uniform(std::size(kCanonical))]);
   }
 
@@ -383,7 +405,8 @@ class ClaimGenerator {
 
   void Status() {
     Open('{');
-    Maybe("allocation", [&] { Allocation(); }, 70);
+    Maybe(
+        "allocation", [&] { Allocation(); }, 70);
     Maybe("reservedFor", [&] {
       List([&] {
         Open('{');
@@ -412,7 +435,8 @@ void WriteSorted(simdjson::dom::element e, std::string* out) {
       out->push_back('{');
       for (size_t i = 0; i < members.size(); ++i) {
         if (i > 0) out->push_back(',');
-        internal::AppendGoJsonString(absl::string_view(members[i].first.data(), members[i].first.size()), out);
+        internal::AppendGoJsonString(
+            absl::string_view(members[i].first.data(), members[i].first.size()), out);
         out->push_back(':');
         WriteSorted(members[i].second, out);
       }
@@ -490,8 +514,9 @@ TEST(CodecRoundTripTest, ListsRoundTripThroughEncodeClaimList) {
       EXPECT_EQ(decoded[i].bytes(), records[i].bytes()) << "item " << i;
     }
   }
-  EXPECT_EQ(EncodeClaimList({}, "7"),
-            R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","metadata":{"resourceVersion":"7"},"items":[]})");
+  EXPECT_EQ(
+      EncodeClaimList({}, "7"),
+      R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","metadata":{"resourceVersion":"7"},"items":[]})");
 }
 
 }  // namespace

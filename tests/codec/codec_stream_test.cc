@@ -2,8 +2,8 @@
 // which path an input takes.
 #include <algorithm>
 #include <mutex>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -37,7 +37,8 @@ Outcome Run(const std::string& input, Decode&& decode) {
 // earlier (it checks a list's kind before its items), so its claims need only
 // be a prefix of the whole-document path's.
 void ExpectSamePaths(const std::string& input, bool prefix_only = false) {
-  const Outcome whole = Run(input, [](absl::string_view in, auto sink) { return DecodeClaims(in, sink); });
+  const Outcome whole =
+      Run(input, [](absl::string_view in, auto sink) { return DecodeClaims(in, sink); });
   const Outcome pieces = Run(input, [](absl::string_view in, auto sink) {
     return internal::DecodeClaimsStreaming(in, sink);
   });
@@ -51,7 +52,8 @@ void ExpectSamePaths(const std::string& input, bool prefix_only = false) {
 }
 
 std::string ApiList(int n, int skip = -1, const std::string& bad_item = "") {
-  std::string out = R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","metadata":{"resourceVersion":"9"},"items":[)";
+  std::string out =
+      R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","metadata":{"resourceVersion":"9"},"items":[)";
   for (int i = 0; i < n; ++i) {
     if (i > 0) out += ",\n  ";
     out += i == skip ? bad_item : GenerateClaimJson(i);
@@ -74,25 +76,28 @@ TEST(CodecStreamTest, EveryInputFormGivesTheSameClaims) {
     events += absl::StrCat(R"({"type":")", i % 2 ? "MODIFIED" : "ADDED", R"(","object":)",
                            GenerateClaimJson(i), "}\n");
   }
-  events += R"({"type":"BOOKMARK","object":{"kind":"ResourceClaim","metadata":{"resourceVersion":"5"}}})";
+  events +=
+      R"({"type":"BOOKMARK","object":{"kind":"ResourceClaim","metadata":{"resourceVersion":"5"}}})";
   ExpectSamePaths(events);
   ExpectSamePaths(GenerateClaimJson(3));
   // Strings holding brackets and escaped quotes do not confuse the scanner.
-  ExpectSamePaths(R"({"metadata":{"name":"a]}\"[{","namespace":"n","labels":{"x":"}}]]\\"}},"status":{}})");
+  ExpectSamePaths(
+      R"({"metadata":{"name":"a]}\"[{","namespace":"n","labels":{"x":"}}]]\\"}},"status":{}})");
 }
 
 // The scanner reads 64 bytes at a time: brackets, quotes and escapes at
 // every offset of a block, and across its edges, must cut where the
 // whole-input path reads.
 TEST(CodecStreamTest, EscapesAndBracketsAtEveryOffsetOfABlock) {
-  const std::vector<std::string> tricky = {R"(\")", R"(\\)", R"(\\\")", R"(]}{[)",
-                                           R"(\"}]\\)", R"(\u005c)"};
+  const std::vector<std::string> tricky = {R"(\")",   R"(\\)",     R"(\\\")",
+                                           R"(]}{[)", R"(\"}]\\)", R"(\u005c)"};
   std::string lines;
   for (int pad = 0; pad < 70; ++pad) {
     for (const std::string& t : tricky) {
       const std::string value = std::string(pad, 'x') + t + std::string(pad % 7, 'y');
-      lines += absl::StrCat(R"({"metadata":{"name":"c)", pad, R"(","namespace":"n","labels":{"k":")",
-                            value, R"("}},"status":{}})", std::string(pad % 3, ' '), "\n");
+      lines +=
+          absl::StrCat(R"({"metadata":{"name":"c)", pad, R"(","namespace":"n","labels":{"k":")",
+                       value, R"("}},"status":{}})", std::string(pad % 3, ' '), "\n");
     }
   }
   ExpectSamePaths(lines);
@@ -107,10 +112,12 @@ TEST(CodecStreamTest, EscapesAndBracketsAtEveryOffsetOfABlock) {
 }
 
 TEST(CodecStreamTest, ErrorsAreTheSameWhicheverThePath) {
-  ExpectSamePaths(ApiList(5, 3, R"({"metadata":{"name":"x"},"status":{"reservedFor":[{"uid":7}]}})"));
+  ExpectSamePaths(
+      ApiList(5, 3, R"({"metadata":{"name":"x"},"status":{"reservedFor":[{"uid":7}]}})"));
   ExpectSamePaths(ApiList(5, 2, "null"));
-  ExpectSamePaths(absl::StrCat(R"({"kind":"PodList","apiVersion":"v1","items":[)", GenerateClaimJson(1), "]}"),
-                  /*prefix_only=*/true);
+  ExpectSamePaths(
+      absl::StrCat(R"({"kind":"PodList","apiVersion":"v1","items":[)", GenerateClaimJson(1), "]}"),
+      /*prefix_only=*/true);
   ExpectSamePaths(ApiList(4, 1, "42"));
   ExpectSamePaths(GenerateClaimJson(1) + "\n" + R"({"status":{"bogus":1}})");
   ExpectSamePaths(R"({"type":"ERROR","object":{"kind":"Status","code":410}})");
@@ -125,10 +132,10 @@ TEST(CodecStreamTest, StraySeparatorsAreErrorsNotHangs) {
   const std::string claim = GenerateClaimJson(1);
   for (const std::string& input : std::vector<std::string>{
            claim + " ,", claim + "\n]", "}" + claim, claim + "\f" + claim, std::string("\v"),
-        ApiList(2) + ",", R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[,]})"}) {
-    const absl::Status s = internal::DecodeClaimsStreaming(input, [](DecodedClaim) {
-      return absl::OkStatus();
-    });
+           ApiList(2) + ",",
+           R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[,]})"}) {
+    const absl::Status s =
+        internal::DecodeClaimsStreaming(input, [](DecodedClaim) { return absl::OkStatus(); });
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s << " for " << input.substr(0, 40);
     EXPECT_THAT(s.message(), ::testing::HasSubstr("malformed JSON")) << s;
     EXPECT_FALSE(DecodeClaims(input, [](DecodedClaim) { return absl::OkStatus(); }).ok()) << input;
@@ -139,14 +146,14 @@ TEST(CodecStreamTest, StraySeparatorsAreErrorsNotHangs) {
 // by a trailing ',' or by another item without a ',' between them, which the
 // whole-document path refuses.
 TEST(CodecStreamTest, ItemsNeedACommaBetweenThemAndNoneAfterTheLast) {
-  const std::string head = R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[)";
+  const std::string head =
+      R"({"kind":"ResourceClaimList","apiVersion":"resource.k8s.io/v1","items":[)";
   const std::string a = GenerateClaimJson(1), b = GenerateClaimJson(2);
   for (const std::string& input : std::vector<std::string>{
            head + a + ",]}", head + a + " , \n]}", head + a + " " + b + "]}", head + a + b + "]}",
            head + a + "," + b + ",]}", head + "{} {}]}", head + a + ",," + b + "]}"}) {
-    const absl::Status s = internal::DecodeClaimsStreaming(input, [](DecodedClaim) {
-      return absl::OkStatus();
-    });
+    const absl::Status s =
+        internal::DecodeClaimsStreaming(input, [](DecodedClaim) { return absl::OkStatus(); });
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s << " for " << input;
     EXPECT_THAT(s.message(), ::testing::HasSubstr("malformed JSON")) << s;
     EXPECT_FALSE(DecodeClaims(input, [](DecodedClaim) { return absl::OkStatus(); }).ok()) << input;
@@ -166,29 +173,35 @@ TEST(CodecStreamTest, ItemsNeedACommaBetweenThemAndNoneAfterTheLast) {
 TEST(CodecStreamTest, SyntaxErrorsNameTheirDocument) {
   const std::string bad = std::string(R"({"object":{"metadata":{"na)") + '\x1f' +
                           R"(e":"a"},"status":{}},"type":"DELETED"})";
-  const std::string input = R"({"type":"ADDED","object":{"metadata":{"name":"a","namespace":"b"},"status":{}}})"
-                            "\n" + bad;
+  const std::string input =
+      R"({"type":"ADDED","object":{"metadata":{"name":"a","namespace":"b"},"status":{}}})"
+      "\n" +
+      bad;
   const absl::Status s = DecodeClaims(input, [](DecodedClaim) { return absl::OkStatus(); });
   EXPECT_TRUE(absl::StartsWith(s.message(), "document 1 (byte 80): ")) << s;
   EXPECT_THAT(s.message(), ::testing::HasSubstr("malformed JSON")) << s;
   // The same error on the piecewise path (which has passed document 0 on to
   // its sink first: claims before an error may differ, the error may not).
-  EXPECT_EQ(internal::DecodeClaimsStreaming(input, [](DecodedClaim) { return absl::OkStatus(); }), s);
+  EXPECT_EQ(internal::DecodeClaimsStreaming(input, [](DecodedClaim) { return absl::OkStatus(); }),
+            s);
 }
 
 // Found by fuzz_restore: a raw value (runtime.RawExtension) given as a scalar
 // was left unconsumed, and simdjson skipped it without checking what followed.
 TEST(CodecStreamTest, ScalarRawValuesAreFollowedByValidJson) {
-  for (const std::string input : {R"({"status":{"devices":[{"data":"":}}]}})",
-                                  R"({"status":{"devices":[{"data":12 "x"}]}})",
-                                  R"({"status":{"devices":[{"data":true:}]}})"}) {
+  for (const std::string input :
+       {R"({"status":{"devices":[{"data":"":}}]}})", R"({"status":{"devices":[{"data":12 "x"}]}})",
+        R"({"status":{"devices":[{"data":true:}]}})"}) {
     EXPECT_EQ(DecodeClaims(input, [](DecodedClaim) { return absl::OkStatus(); }).code(),
               absl::StatusCode::kInvalidArgument)
         << input;
     ExpectSamePaths(input);
   }
   // A scalar raw value that is well-formed still decodes.
-  EXPECT_TRUE(DecodeClaim(R"({"metadata":{"name":"a","namespace":"b"},"status":{"devices":[{"driver":"d","pool":"p","device":"x","data":"text"}]}})").ok());
+  EXPECT_TRUE(
+      DecodeClaim(
+          R"({"metadata":{"name":"a","namespace":"b"},"status":{"devices":[{"driver":"d","pool":"p","device":"x","data":"text"}]}})")
+          .ok());
 }
 
 // Found by fuzz_decode: a sink that decodes again (a natural thing to do)
@@ -228,11 +241,12 @@ TEST(CodecStreamTest, ASinkMayDecodeAgain) {
 TEST(CodecStreamTest, TruncatedInputIsAnErrorOnBothPaths) {
   const std::string list = ApiList(3);
   for (size_t cut : {list.size() - 1, list.size() / 2, size_t{10}}) {
-    EXPECT_FALSE(internal::DecodeClaimsStreaming(list.substr(0, cut), [](DecodedClaim) {
-                   return absl::OkStatus();
-                 }).ok())
+    EXPECT_FALSE(internal::DecodeClaimsStreaming(list.substr(0, cut),
+                                                 [](DecodedClaim) { return absl::OkStatus(); })
+                     .ok())
         << cut;
-    EXPECT_FALSE(DecodeClaims(list.substr(0, cut), [](DecodedClaim) { return absl::OkStatus(); }).ok())
+    EXPECT_FALSE(
+        DecodeClaims(list.substr(0, cut), [](DecodedClaim) { return absl::OkStatus(); }).ok())
         << cut;
   }
 }
@@ -271,9 +285,9 @@ struct Seen {
 absl::Status Concurrently(const std::string& input, int threads, Seen* seen) {
   return DecodeClaimsConcurrently(input, threads, [&](DecodedClaim c) {
     std::lock_guard<std::mutex> lock(seen->mu);
-    seen->claims.emplace_back(c.ordinal, absl::StrCat(c.record.claim_namespace(), "/", c.record.name(),
-                                                     " ", c.document, " ", c.item, " ",
-                                                     static_cast<int>(c.event)));
+    seen->claims.emplace_back(
+        c.ordinal, absl::StrCat(c.record.claim_namespace(), "/", c.record.name(), " ", c.document,
+                                " ", c.item, " ", static_cast<int>(c.event)));
     return absl::OkStatus();
   });
 }
@@ -288,15 +302,18 @@ TEST(DecodeConcurrentlyTest, TheSameClaimsInInputOrder) {
   const std::string lines = BigJsonLines(3000);  // over 1 MiB: cut and decoded concurrently
   ASSERT_GT(lines.size(), size_t{1} << 20);
   std::string list = R"({"kind":"List","apiVersion":"v1","items":[)";
-  for (size_t i = 0; i < 3000; ++i) absl::StrAppend(&list, i > 0 ? "," : "", GenerateClaimJson(i, 6));
+  for (size_t i = 0; i < 3000; ++i)
+    absl::StrAppend(&list, i > 0 ? "," : "", GenerateClaimJson(i, 6));
   list += "]}";
   for (const std::string* input : std::vector<const std::string*>{&lines, &list}) {
     std::vector<std::string> want;
-    ASSERT_THAT(DecodeClaims(*input, [&](DecodedClaim c) {
-                  want.push_back(absl::StrCat(c.record.claim_namespace(), "/", c.record.name(), " ",
-                                              c.document, " ", c.item, " ", static_cast<int>(c.event)));
-                  return absl::OkStatus();
-                }),
+    ASSERT_THAT(DecodeClaims(*input,
+                             [&](DecodedClaim c) {
+                               want.push_back(absl::StrCat(c.record.claim_namespace(), "/",
+                                                           c.record.name(), " ", c.document, " ",
+                                                           c.item, " ", static_cast<int>(c.event)));
+                               return absl::OkStatus();
+                             }),
                 testing::IsOk());
     Seen seen;
     ASSERT_THAT(Concurrently(*input, 2, &seen), testing::IsOk());
@@ -317,7 +334,8 @@ TEST(DecodeConcurrentlyTest, TheFirstErrorInInputOrder) {
   // A bad claim early, a syntax error late: the early one is reported, as
   // DecodeClaims reports it.
   const size_t at = lines.find("\n", lines.size() / 10) + 1;
-  lines.insert(at, R"({"metadata":{"name":"x","namespace":"y"},"status":{"reservedFor":7}})" "\n");
+  lines.insert(at, R"({"metadata":{"name":"x","namespace":"y"},"status":{"reservedFor":7}})"
+                   "\n");
   lines += "{\"broken\":\n";
   const absl::Status want = DecodeClaims(lines, [](DecodedClaim) { return absl::OkStatus(); });
   ASSERT_FALSE(want.ok());
@@ -327,11 +345,12 @@ TEST(DecodeConcurrentlyTest, TheFirstErrorInInputOrder) {
     EXPECT_EQ(Concurrently(lines, 2, &seen), want);
   }
   // A sink's error stops it too, the first in input order.
-  const absl::Status sink_error = DecodeClaimsConcurrently(BigJsonLines(3000), 2, [](DecodedClaim c) {
-    return c.record.name() == "claim-100" || c.record.name() == "claim-2900"
-               ? absl::FailedPreconditionError(absl::StrCat("refused ", c.record.name()))
-               : absl::OkStatus();
-  });
+  const absl::Status sink_error =
+      DecodeClaimsConcurrently(BigJsonLines(3000), 2, [](DecodedClaim c) {
+        return c.record.name() == "claim-100" || c.record.name() == "claim-2900"
+                   ? absl::FailedPreconditionError(absl::StrCat("refused ", c.record.name()))
+                   : absl::OkStatus();
+      });
   EXPECT_THAT(sink_error.message(), ::testing::HasSubstr("refused claim-100"));
 }
 

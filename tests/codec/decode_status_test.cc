@@ -21,7 +21,8 @@ TEST(DecodeStatusTest, ALocatedErrorNamesItsDocumentAndByte) {
   EXPECT_EQ(s.document(), 3u);
   EXPECT_EQ(s.offset(), 4096u);
   EXPECT_EQ(s.error().message(), "status.devices[0]: bad");  // the location is data
-  EXPECT_EQ(s.ToStatus(), absl::InvalidArgumentError("document 3 (byte 4096): status.devices[0]: bad"));
+  EXPECT_EQ(s.ToStatus(),
+            absl::InvalidArgumentError("document 3 (byte 4096): status.devices[0]: bad"));
 }
 
 TEST(DecodeStatusTest, AnUnlocatedErrorIsItsOwnMessage) {

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-
 #include "testutil/test_util.h"
 
 namespace claimstore::internal {
@@ -34,15 +33,13 @@ TEST(JsonReaderTest, ObjectsCallBackByNameAndNameThePathInErrors) {
   int64_t a = 0;
   EXPECT_THAT(OnRoot(R"({"a": 5, "b": {"c": 1}})",
                      [&](JsonReader& r, od::value& v) {
-                       return r.ReadObject(v, kNames, Unknown::kError,
-                                           [&](size_t i, od::value& f) -> absl::Status {
-                                             if (i == 0) return r.ReadInt64(f, &a);
-                                             return r.ReadObject(f, FieldNames<1>{"d"},
-                                                                 Unknown::kError,
-                                                                 [](size_t, od::value&) {
-                                                                   return absl::OkStatus();
-                                                                 });
-                                           });
+                       return r.ReadObject(
+                           v, kNames, Unknown::kError, [&](size_t i, od::value& f) -> absl::Status {
+                             if (i == 0) return r.ReadInt64(f, &a);
+                             return r.ReadObject(
+                                 f, FieldNames<1>{"d"}, Unknown::kError,
+                                 [](size_t, od::value&) { return absl::OkStatus(); });
+                           });
                      }),
               StatusIs(absl::StatusCode::kInvalidArgument, "b: unknown field \"c\""));
   EXPECT_EQ(a, 5);
@@ -80,22 +77,24 @@ TEST(JsonReaderTest, IntegersAsGosDecoderReadsThem) {
   EXPECT_THAT(int64("9223372036854775807"), IsOk());
   EXPECT_THAT(int64("9223372036854775808"),
               StatusIs(absl::StatusCode::kInvalidArgument, "a: integer out of the int64 range"));
-  EXPECT_THAT(int64("1.5"), StatusIs(absl::StatusCode::kInvalidArgument, "a: expected an integer, got a fractional number"));
-  EXPECT_THAT(int64("\"1\""), StatusIs(absl::StatusCode::kInvalidArgument,
-                                       "a: expected an integer, got a string"));
+  EXPECT_THAT(int64("1.5"), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     "a: expected an integer, got a fractional number"));
+  EXPECT_THAT(int64("\"1\""),
+              StatusIs(absl::StatusCode::kInvalidArgument, "a: expected an integer, got a string"));
   EXPECT_THAT(int64("null"), IsOk());  // absent
 }
 
 TEST(JsonReaderTest, ArrayElementsAreNamedByIndex) {
-  EXPECT_THAT(OnRoot(R"([true, "x"])",
-                     [](JsonReader& r, od::value& v) {
-                       bool present = false;
-                       return r.ReadArray(v, &present, [&](od::value& e) {
-                         std::optional<bool> b;
-                         return r.ReadOptionalBool(e, &b);
-                       });
-                     }),
-              StatusIs(absl::StatusCode::kInvalidArgument, "[1]: expected a boolean, got a string"));
+  EXPECT_THAT(
+      OnRoot(R"([true, "x"])",
+             [](JsonReader& r, od::value& v) {
+               bool present = false;
+               return r.ReadArray(v, &present, [&](od::value& e) {
+                 std::optional<bool> b;
+                 return r.ReadOptionalBool(e, &b);
+               });
+             }),
+      StatusIs(absl::StatusCode::kInvalidArgument, "[1]: expected a boolean, got a string"));
 }
 
 }  // namespace

@@ -65,8 +65,10 @@ TEST_F(VerifierTest, AConsistentDatabaseHasNoProblems) {
 
 TEST_F(VerifierTest, FindsMissingAndStrayEntries) {
   PutRaw("a", kGpu0, /*indexes=*/false);  // both of its entries missing
-  ASSERT_TRUE(db_->db()->Put(rocksdb::WriteOptions(), db_->consumers(),
-                             ConsumerKey("ghost", "ns", "nobody"), "").ok());
+  ASSERT_TRUE(
+      db_->db()
+          ->Put(rocksdb::WriteOptions(), db_->consumers(), ConsumerKey("ghost", "ns", "nobody"), "")
+          .ok());
   EXPECT_THAT(Run().report.problems,
               ElementsAre(HasSubstr("consumers index: missing entry"),
                           HasSubstr("consumers index: entry"),  // the ghost's
@@ -75,8 +77,10 @@ TEST_F(VerifierTest, FindsMissingAndStrayEntries) {
 
 TEST_F(VerifierTest, ARepairWritesWhatTheRecordsImply) {
   PutRaw("a", kGpu0, /*indexes=*/false);
-  ASSERT_TRUE(db_->db()->Put(rocksdb::WriteOptions(), db_->consumers(),
-                             ConsumerKey("ghost", "ns", "nobody"), "").ok());
+  ASSERT_TRUE(
+      db_->db()
+          ->Put(rocksdb::WriteOptions(), db_->consumers(), ConsumerKey("ghost", "ns", "nobody"), "")
+          .ok());
   Verification before = Run();
   ASSERT_FALSE(before.report.problems.empty());
   ASSERT_THAT(RewriteIndexes(*db_, rocksdb::WriteOptions(), before.expected), IsOk());

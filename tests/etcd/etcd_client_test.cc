@@ -6,9 +6,6 @@
 #include "etcd/etcd_client.h"
 
 #include <algorithm>
-
-#include "etcd/etcd_layout.h"
-
 #include <atomic>
 #include <memory>
 #include <string>
@@ -17,9 +14,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "testutil/etcd_cluster.h"
+#include "etcd/etcd_layout.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testutil/etcd_cluster.h"
 
 namespace claimstore::internal {
 namespace {
@@ -250,7 +248,7 @@ TEST_F(EtcdClientTest, WithoutAQuorumWritesFailWithinTheDeadline) {
 // The layouts of etcd's keys and values (no cluster needed).
 TEST(EtcdLayoutTest, KeysAndValuesRoundTrip) {
   for (const std::string& c : {std::string("plain-name.x"), std::string("a/b%c d"),
-                              std::string("\t\n\x01\xff"), std::string()}) {
+                               std::string("\t\n\x01\xff"), std::string()}) {
     std::string back;
     ASSERT_TRUE(UnescapeComponent(EscapeComponent(c), &back)) << c;
     EXPECT_EQ(back, c);

@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "claimstore/allocation.h"
@@ -21,9 +21,9 @@
 #include "claimstore/store.h"
 #include "etcd/etcd_client.h"
 #include "etcd/etcd_layout.h"
-#include "testutil/etcd_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testutil/etcd_cluster.h"
 #include "testutil/store_test_util.h"
 #include "testutil/test_util.h"
 
@@ -31,16 +31,16 @@ namespace claimstore {
 namespace {
 
 using ::claimstore::testing::ClaimJson;
-using ::claimstore::testing::Exclusive;
-using ::claimstore::testing::Of;
-using ::claimstore::testing::Share;
 using ::claimstore::testing::EtcdCluster;
-using ::claimstore::testing::RaceThreads;
 using ::claimstore::testing::EtcdTls;
-using ::claimstore::testing::MakeTestTls;
+using ::claimstore::testing::Exclusive;
 using ::claimstore::testing::IsOk;
+using ::claimstore::testing::MakeTestTls;
+using ::claimstore::testing::Of;
 using ::claimstore::testing::Pod;
+using ::claimstore::testing::RaceThreads;
 using ::claimstore::testing::ScopedTempDir;
+using ::claimstore::testing::Share;
 using ::claimstore::testing::StatusIs;
 using ::claimstore::testing::TestCluster;
 using ::testing::HasSubstr;
@@ -92,8 +92,7 @@ class SharedStoreTest : public ::testing::Test {
       if (!page.ok()) return out;
       for (const ClaimRecord& r : page->records) {
         out.push_back(absl::StrCat(r.claim_namespace(), "/", r.name(), "@", r.create_revision(),
-                                   "/", r.mod_revision(), "/", r.version(), " ",
-                                   EncodeClaim(r)));
+                                   "/", r.mod_revision(), "/", r.version(), " ", EncodeClaim(r)));
       }
       if (page->continue_token.empty()) return out;
       list.continue_token = page->continue_token;
@@ -134,7 +133,8 @@ TEST_F(SharedStoreTest, WritesAreReadBackAtOnceAndSeenByOtherMirrors) {
   ASSERT_THAT(a->Refresh(), IsOk());
   const uint64_t seen = a->Get(Key("c1"))->record.mod_revision();
   EXPECT_GT(seen, put->revision);
-  absl::StatusOr<WriteResult> reserved = a->Reserve(Key("c1"), Pod("pod-a"), {.mod_revision = seen});
+  absl::StatusOr<WriteResult> reserved =
+      a->Reserve(Key("c1"), Pod("pod-a"), {.mod_revision = seen});
   ASSERT_THAT(reserved.status(), IsOk());
   EXPECT_EQ(a->Get(Key("c1"))->record.version(), 3u);
   // b's mirror is behind; its write with the current revision still wins
@@ -196,7 +196,8 @@ TEST_F(SharedStoreTest, ExactlyOneOfRacingStoresTakesADeviceAndLosersAreToldWhoH
   auto b = OpenMirror(1);
   ASSERT_TRUE(a && b);
   constexpr int kThreads = 8;
-  for (int t = 0; t < kThreads; ++t) ASSERT_THAT(a->Put(ClaimJson("ns", absl::StrCat("c", t))), IsOk());
+  for (int t = 0; t < kThreads; ++t)
+    ASSERT_THAT(a->Put(ClaimJson("ns", absl::StrCat("c", t))), IsOk());
   ASSERT_THAT(b->Refresh(), IsOk());
   for (int round = 0; round < 4; ++round) {
     const std::string device = absl::StrCat("gpu-", round);
@@ -230,7 +231,8 @@ TEST_F(SharedStoreTest, RacingSharesNeverOverCommitADeviceAcrossStores) {
   auto b = OpenMirror(1);
   ASSERT_TRUE(a && b);
   constexpr int kThreads = 8, kFit = 3;
-  for (int t = 0; t < kThreads; ++t) ASSERT_THAT(a->Put(ClaimJson("ns", absl::StrCat("c", t))), IsOk());
+  for (int t = 0; t < kThreads; ++t)
+    ASSERT_THAT(a->Put(ClaimJson("ns", absl::StrCat("c", t))), IsOk());
   const std::vector<DeviceCapacity> limit = {
       {kDriver, "pool-a", "gpu-0", {{"memory", absl::StrCat(kFit, "Gi")}}}};
   for (int round = 0; round < 3; ++round) {
@@ -238,9 +240,9 @@ TEST_F(SharedStoreTest, RacingSharesNeverOverCommitADeviceAcrossStores) {
     RaceThreads(kThreads, [&](int t) {
       static const char* kForms[] = {"1Gi", "1024Mi", "1073741824", "1048576Ki"};
       absl::StatusOr<WriteResult> r =
-          (t % 2 == 0 ? a : b)->Allocate(Key(absl::StrCat("c", t)),
-                                         Of({Share("gpu-0", t, {{"memory", kForms[t % 4]}})}), {},
-                                         limit);
+          (t % 2 == 0 ? a : b)
+              ->Allocate(Key(absl::StrCat("c", t)),
+                         Of({Share("gpu-0", t, {{"memory", kForms[t % 4]}})}), {}, limit);
       if (r.ok()) {
         ++won;
       } else {
@@ -402,9 +404,9 @@ TEST_F(SharedStoreTest, TlsWithClientCertificates) {
   }
   // The tool, with etcdctl's flags under their --etcd- names.
   const std::string tool = absl::StrCat(
-      CLAIMSTORE_CLI, " get tls -n ns -o json --db ", MirrorPath(11), " --etcd ", o.etcd_endpoints[0],
-      " --etcd-prefix ", prefix_, " --etcd-cacert ", tls->ca_file, " --etcd-cert ",
-      tls->client_cert_file, " --etcd-key ", tls->client_key_file, " 2>&1");
+      CLAIMSTORE_CLI, " get tls -n ns -o json --db ", MirrorPath(11), " --etcd ",
+      o.etcd_endpoints[0], " --etcd-prefix ", prefix_, " --etcd-cacert ", tls->ca_file,
+      " --etcd-cert ", tls->client_cert_file, " --etcd-key ", tls->client_key_file, " 2>&1");
   FILE* out = popen(tool.c_str(), "r");
   ASSERT_NE(out, nullptr);
   std::string printed;
@@ -435,8 +437,9 @@ TEST_F(SharedStoreTest, TlsWithClientCertificates) {
   wrong = o;
   wrong.etcd_ca_file = certs.path() + "/missing.pem";
   EXPECT_THAT(Store::Open(MirrorPath(14), wrong).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "etcd CA file: Invalid value: \"" + certs.path() + "/missing.pem\": cannot be opened"));
+              StatusIs(absl::StatusCode::kInvalidArgument, "etcd CA file: Invalid value: \"" +
+                                                               certs.path() +
+                                                               "/missing.pem\": cannot be opened"));
   wrong = o;
   wrong.etcd_cert_file = certs.path() + "/server.ext";
   EXPECT_THAT(Store::Open(MirrorPath(14), wrong).status(),
@@ -458,7 +461,8 @@ TEST_F(SharedStoreTest, AWatcherSeesEveryChangeOfEveryMirrorAtEtcdsRevisions) {
   ASSERT_THAT(listed.status(), IsOk());
   absl::StatusOr<std::unique_ptr<Watcher>> all = b->Watch(listed->revision + 1);
   ASSERT_THAT(all.status(), IsOk());
-  absl::StatusOr<std::unique_ptr<Watcher>> only_c2 = b->Watch(listed->revision + 1, {.key_prefix = "ns/c2"});
+  absl::StatusOr<std::unique_ptr<Watcher>> only_c2 =
+      b->Watch(listed->revision + 1, {.key_prefix = "ns/c2"});
   ASSERT_THAT(only_c2.status(), IsOk());
   EXPECT_EQ((*all)->next_revision(), listed->revision + 1);
   std::vector<std::pair<WatchEventType, uint64_t>> want;
@@ -702,9 +706,8 @@ TEST_F(SharedStoreTest, UnknownOutcomesAreResolvedFromEtcdsHistory) {
   // Landed, and another store changed the claim before the reply would
   // have come: the history's first change after the compared revision is
   // this write's.
-  internal::FailNextTxnForTesting("claims/ns/u1", /*sent=*/true, [&] {
-    ASSERT_THAT(b->Reserve(Key("u1"), Pod("p4")), IsOk());
-  });
+  internal::FailNextTxnForTesting("claims/ns/u1", /*sent=*/true,
+                                  [&] { ASSERT_THAT(b->Reserve(Key("u1"), Pod("p4")), IsOk()); });
   absl::StatusOr<WriteResult> r3 = a->Reserve(Key("u1"), Pod("p3"));
   ASSERT_THAT(r3.status(), IsOk());
   EXPECT_TRUE(r3->changed);
@@ -716,11 +719,11 @@ TEST_F(SharedStoreTest, UnknownOutcomesAreResolvedFromEtcdsHistory) {
   EXPECT_EQ(reserved->Get(3)->uid()->str(), "p4");
   // A delete that landed unreported while the claim was made again: it is
   // not run again (the new claim stays).
-  for (const char* uid : {"p1", "p2", "p3", "p4"}) ASSERT_THAT(a->Unreserve(Key("u1"), uid), IsOk());
+  for (const char* uid : {"p1", "p2", "p3", "p4"})
+    ASSERT_THAT(a->Unreserve(Key("u1"), uid), IsOk());
   ASSERT_THAT(a->Deallocate(Key("u1")), IsOk());
-  internal::FailNextTxnForTesting("claims/ns/u1", /*sent=*/true, [&] {
-    ASSERT_THAT(b->Put(ClaimJson("ns", "u1")), IsOk());
-  });
+  internal::FailNextTxnForTesting("claims/ns/u1", /*sent=*/true,
+                                  [&] { ASSERT_THAT(b->Put(ClaimJson("ns", "u1")), IsOk()); });
   ASSERT_THAT(a->Delete(Key("u1")), IsOk());
   ASSERT_THAT(a->Refresh(), IsOk());
   absl::StatusOr<ClaimRead> again = a->Get(Key("u1"));
@@ -790,15 +793,14 @@ TEST_F(SharedStoreTest, TheToolTakesEtcdEndpoints) {
   ASSERT_THAT(a->Allocate(Key("c1"), Of({Exclusive("gpu-9")})), IsOk());
   const std::string out = dir_.path() + "/out", err = dir_.path() + "/err";
   auto tool = [&](const std::string& args) {
-    const std::string command = absl::StrCat(
-        CLAIMSTORE_CLI, " --db ", dir_.path(), "/tool-mirror --etcd ",
-        absl::StrJoin(TestCluster().Endpoints(), ","), " --etcd-prefix ", prefix_, " ", args,
-        " >", out, " 2>", err, " </dev/null");
+    const std::string command =
+        absl::StrCat(CLAIMSTORE_CLI, " --db ", dir_.path(), "/tool-mirror --etcd ",
+                     absl::StrJoin(TestCluster().Endpoints(), ","), " --etcd-prefix ", prefix_, " ",
+                     args, " >", out, " 2>", err, " </dev/null");
     const int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   };
-  ASSERT_EQ(tool("reserve ns/c1 --consumer pods/web-0/uid-web-0"), 0)
-      << testing::ReadFile(err);
+  ASSERT_EQ(tool("reserve ns/c1 --consumer pods/web-0/uid-web-0"), 0) << testing::ReadFile(err);
   EXPECT_THAT(testing::ReadFile(out), HasSubstr("reserved for"));
   ASSERT_THAT(a->Refresh(), IsOk());
   EXPECT_EQ(a->Get(Key("c1"))->record.table().status()->reserved_for()->size(), 1u);

@@ -47,8 +47,7 @@ DeviceKeyParts Parts(const std::string& key) {
 TEST(CheckNewHoldingTest, NamesTheHolderAndSkipsTheClaimItself) {
   const ClaimKey claim{"ns", "me"};
   EXPECT_THAT(CheckNewHolding(claim, Parts(Key(kE, "", "me")), {Key(kE, "", "me")}), IsOk());
-  EXPECT_THAT(CheckNewHolding(claim, Parts(Key(kS, "s1", "me")), {Key(kS, "s2", "other")}),
-              IsOk());
+  EXPECT_THAT(CheckNewHolding(claim, Parts(Key(kS, "s1", "me")), {Key(kS, "s2", "other")}), IsOk());
   EXPECT_THAT(CheckNewHolding(claim, Parts(Key(kE, "", "me")), {Key(kA, "", "other")}), IsOk());
   EXPECT_THAT(CheckNewHolding(claim, Parts(Key(kS, "s1", "me")), {Key(kE, "", "other")}),
               StatusIs(absl::StatusCode::kAborted,
@@ -56,31 +55,35 @@ TEST(CheckNewHoldingTest, NamesTheHolderAndSkipsTheClaimItself) {
   EXPECT_THAT(CheckNewHolding(claim, Parts(Key(kE, "", "me")), {Key(kS, "s2", "other")}),
               StatusIs(absl::StatusCode::kAborted, "to claim ns/other as share s2"));
   // The holder travels as data.
-  const absl::Status held = CheckNewHolding(claim, Parts(Key(kS, "s1", "me")), {Key(kE, "", "other")});
+  const absl::Status held =
+      CheckNewHolding(claim, Parts(Key(kS, "s1", "me")), {Key(kE, "", "other")});
   EXPECT_THAT(ClaimsOf(held), ElementsAre(ClaimKey{"ns", "other"}));
 }
 
 TEST(ClashErrorTest, NamesTheFirstClashAndCountsTheRest) {
   const absl::Status s = ClashError({Clash{"d/p/x", {"ns", "a"}, {"ns", "b"}, true},
                                      Clash{"d/p/y", {"ns", "c"}, {"ns", "d"}, false}});
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kAborted,
-                          "device d/p/x is held by both ns/a and ns/b (one exclusively) (and 1 more "
-                          "clashes)"));
+  EXPECT_THAT(s,
+              StatusIs(absl::StatusCode::kAborted,
+                       "device d/p/x is held by both ns/a and ns/b (one exclusively) (and 1 more "
+                       "clashes)"));
   EXPECT_THAT(ClaimsOf(s), ElementsAre(ClaimKey{"ns", "a"}, ClaimKey{"ns", "b"}));
   EXPECT_THAT(ClaimsOf(absl::AbortedError("no claims")), IsEmpty());
 }
 
 TEST(FindDoubleHoldingsTest, ReportsEachClashingPairOfOneDevice) {
-  std::vector<std::string> keys = {Key(kE, "", "a"),       Key(kS, "s1", "b"), Key(kA, "", "c"),
+  std::vector<std::string> keys = {Key(kE, "", "a"), Key(kS, "s1", "b"), Key(kA, "", "c"),
                                    Key(kS, "s1", "b", "y"), Key(kS, "s2", "c", "y")};
   std::sort(keys.begin(), keys.end());
   keys.push_back("not a key");
   std::vector<std::string> problems;
   std::vector<std::string> malformed;
-  FindDoubleHoldings(std::vector<absl::string_view>(keys.begin(), keys.end()),
-                     [&](const Clash& c) { problems.push_back(c.ToString()); },
-                     [&](absl::string_view k) { malformed.emplace_back(k); });
-  EXPECT_THAT(problems, ElementsAre("device d/p/x is held by both ns/a and ns/b (one exclusively)"));
+  FindDoubleHoldings(
+      std::vector<absl::string_view>(keys.begin(), keys.end()),
+      [&](const Clash& c) { problems.push_back(c.ToString()); },
+      [&](absl::string_view k) { malformed.emplace_back(k); });
+  EXPECT_THAT(problems,
+              ElementsAre("device d/p/x is held by both ns/a and ns/b (one exclusively)"));
   EXPECT_THAT(malformed, ElementsAre("not a key"));
 }
 
@@ -100,8 +103,9 @@ TEST(FindDeviceConflictsTest, RunsTheRuleOverAnyHoldings) {
   EXPECT_EQ(holdings[1].share_id, "s1");
   EXPECT_THAT(FindDeviceConflicts(holdings), IsEmpty());
   for (const DeviceHolding& h : DeviceHoldingsOf(b)) holdings.push_back(h);
-  EXPECT_THAT(FindDeviceConflicts(holdings),
-              ElementsAre(HasSubstr("device d/p/y is held by both ns/a and ns/b (the same shareID)")));
+  EXPECT_THAT(
+      FindDeviceConflicts(holdings),
+      ElementsAre(HasSubstr("device d/p/y is held by both ns/a and ns/b (the same shareID)")));
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ TEST(ComputeIndexEntriesTest, OneConsumerKeyPerUidSortedAndUnique) {
                                     R"({"resource":"pods","name":"a","uid":"u1"},)"
                                     R"({"resource":"pods","name":"a","uid":"u1"}]})")
                               .table());
-  EXPECT_THAT(entries.consumers, ElementsAre(ConsumerKey("u1", "ns", "c"), ConsumerKey("u2", "ns", "c")));
+  EXPECT_THAT(entries.consumers,
+              ElementsAre(ConsumerKey("u1", "ns", "c"), ConsumerKey("u2", "ns", "c")));
 }
 
 TEST(ComputeIndexEntriesTest, DeviceKeysCarryTheKindOfHolding) {

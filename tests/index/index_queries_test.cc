@@ -36,10 +36,10 @@ std::vector<std::string> Names(const ClaimKeys& keys) {
 }
 
 TEST(FindReservationsTest, TheClaimsOfOneUidExactly) {
-  FakeIndex index{{ConsumerKey("u1", "ns", "a"), ConsumerKey("u1", "ns", "b"),
-                   ConsumerKey("u10", "ns", "c")}};
-  absl::StatusOr<ClaimKeys> found = FindReservations(
-      "u1", [&](const std::string& p, KeyVisitor v) { return index.Scan(p, v); });
+  FakeIndex index{
+      {ConsumerKey("u1", "ns", "a"), ConsumerKey("u1", "ns", "b"), ConsumerKey("u10", "ns", "c")}};
+  absl::StatusOr<ClaimKeys> found =
+      FindReservations("u1", [&](const std::string& p, KeyVisitor v) { return index.Scan(p, v); });
   ASSERT_THAT(found, IsOk());
   EXPECT_THAT(Names(*found), ElementsAre("ns/a", "ns/b"));  // not u10's
   EXPECT_EQ(found->revision, 7u);
@@ -50,9 +50,9 @@ TEST(FindReservationsTest, AMalformedKeyIsDataLoss) {
   AppendComponent("u1", &bad);
   bad += "junk";
   FakeIndex index{{bad}};
-  EXPECT_THAT(FindReservations("u1",
-                               [&](const std::string& p, KeyVisitor v) { return index.Scan(p, v); }),
-              StatusIs(absl::StatusCode::kDataLoss, "consumer index key"));
+  EXPECT_THAT(
+      FindReservations("u1", [&](const std::string& p, KeyVisitor v) { return index.Scan(p, v); }),
+      StatusIs(absl::StatusCode::kDataLoss, "consumer index key"));
 }
 
 TEST(FindHoldingsTest, ByDriverPoolDeviceAndShare) {

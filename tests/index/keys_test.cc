@@ -20,8 +20,9 @@ std::string Tuple(const std::vector<std::string>& parts) {
 }
 
 TEST(KeysTest, ComponentsRoundTripWithAnyBytes) {
-  const std::vector<std::string> parts = {"", std::string("\0", 1), std::string("a\0\xff\x01", 4),
-                                          "\xff\xff", "ns/name", std::string(3, '\0')};
+  const std::vector<std::string> parts = {
+      "",        std::string("\0", 1), std::string("a\0\xff\x01", 4), "\xff\xff",
+      "ns/name", std::string(3, '\0')};
   std::string key = Tuple(parts);
   absl::string_view rest = key;
   std::string out;
@@ -34,8 +35,8 @@ TEST(KeysTest, ComponentsRoundTripWithAnyBytes) {
 
 TEST(KeysTest, MalformedComponentsAreRejected) {
   std::string out;
-  for (const std::string& bad : {std::string("abc"), std::string("a\0", 2),
-                                std::string("a\0\x02", 3)}) {
+  for (const std::string& bad :
+       {std::string("abc"), std::string("a\0", 2), std::string("a\0\x02", 3)}) {
     absl::string_view rest = bad;
     EXPECT_FALSE(ConsumeComponent(&rest, &out)) << absl::CHexEscape(bad);
   }
@@ -45,7 +46,10 @@ TEST(KeysTest, MalformedComponentsAreRejected) {
 // encode alike, whatever bytes the components hold.
 TEST(KeysTest, EncodingPreservesTupleOrderAndNeverCollides) {
   std::mt19937 rng(7);
-  const std::string alphabet("\0\x01\xfe\xff" "a/b", 7);
+  const std::string alphabet(
+      "\0\x01\xfe\xff"
+      "a/b",
+      7);
   std::vector<std::vector<std::string>> tuples;
   for (int i = 0; i < 3000; ++i) {
     std::vector<std::string> t(1 + rng() % 3);
@@ -66,8 +70,10 @@ TEST(KeysTest, EncodingPreservesTupleOrderAndNeverCollides) {
 }
 
 TEST(KeysTest, WholeComponentPrefixesSelectExactlyTheirKeys) {
-  const std::string driver_a = DeviceKey("gpu", "pool", "dev", HoldingKind::kExclusive, "", "ns", "c");
-  const std::string driver_ab = DeviceKey("gpu2", "pool", "dev", HoldingKind::kExclusive, "", "ns", "c");
+  const std::string driver_a =
+      DeviceKey("gpu", "pool", "dev", HoldingKind::kExclusive, "", "ns", "c");
+  const std::string driver_ab =
+      DeviceKey("gpu2", "pool", "dev", HoldingKind::kExclusive, "", "ns", "c");
   std::string prefix;
   AppendComponent("gpu", &prefix);
   EXPECT_TRUE(absl::StartsWith(driver_a, prefix));
@@ -78,8 +84,8 @@ TEST(KeysTest, WholeComponentPrefixesSelectExactlyTheirKeys) {
 }
 
 TEST(KeysTest, DeviceKeysParseBack) {
-  const std::string key = DeviceKey("d", std::string("p\0q", 3), "x", HoldingKind::kShare,
-                                    "share", "ns", "name");
+  const std::string key =
+      DeviceKey("d", std::string("p\0q", 3), "x", HoldingKind::kShare, "share", "ns", "name");
   DeviceKeyParts parts;
   ASSERT_TRUE(ParseDeviceKey(key, &parts));
   EXPECT_EQ(parts.driver, "d");

@@ -21,23 +21,51 @@ struct Case {
 TEST(QuantityTest, CanonicalFormMatchesKubernetes) {
   // apimachinery's ParseQuantity (docs/validation-rules.md), plus the cases each branch takes.
   const Case cases[] = {
-      {"1.5", "1500m"},      {"0.1", "100m"},       {"1000", "1k"},
-      {"1000m", "1"},        {"5000000000", "5G"},  {"2048", "2048"},
-      {"1024Mi", "1Gi"},     {"8192Mi", "8Gi"},     {"1.5Gi", "1536Mi"},
-      {"0.5Gi", "512Mi"},    {"12e6", "12e6"},      {"0Gi", "0"},
-      {"0.1Ki", "102400m"},  {"0", "0"},            {"00", "0"},
-      {"-0", "0"},           {"0.0", "0"},          {"100m", "100m"},
-      {"1e3", "1e3"},        {"1.5e3", "1500"},     {"1E3", "1E3"},
-      {"100Ki", "100Ki"},    {"1024Ki", "1Mi"},     {"8Ki", "8Ki"},
-      {"-1.5", "-1500m"},    {"1n", "1n"},          {"0.5n", "1n"},
-      {"1.0000000001", "1000000001n"},               {"-0.5n", "-1n"},
+      {"1.5", "1500m"},
+      {"0.1", "100m"},
+      {"1000", "1k"},
+      {"1000m", "1"},
+      {"5000000000", "5G"},
+      {"2048", "2048"},
+      {"1024Mi", "1Gi"},
+      {"8192Mi", "8Gi"},
+      {"1.5Gi", "1536Mi"},
+      {"0.5Gi", "512Mi"},
+      {"12e6", "12e6"},
+      {"0Gi", "0"},
+      {"0.1Ki", "102400m"},
+      {"0", "0"},
+      {"00", "0"},
+      {"-0", "0"},
+      {"0.0", "0"},
+      {"100m", "100m"},
+      {"1e3", "1e3"},
+      {"1.5e3", "1500"},
+      {"1E3", "1E3"},
+      {"100Ki", "100Ki"},
+      {"1024Ki", "1Mi"},
+      {"8Ki", "8Ki"},
+      {"-1.5", "-1500m"},
+      {"1n", "1n"},
+      {"0.5n", "1n"},
+      {"1.0000000001", "1000000001n"},
+      {"-0.5n", "-1n"},
       {"1u", "1u"},
-      {"1500u", "1500u"},    {"1000000u", "1"},     {"10Ti", "10Ti"},
-      {"1Ei", "1Ei"},        {"9Ei", "9223372036854775807"},
-      {"1023", "1023"},      {"1.", "1."},          {".5", "500m"},
-      {".", "0"},            {"Ki", "0"},           {"1.G", "1.G"},
+      {"1500u", "1500u"},
+      {"1000000u", "1"},
+      {"10Ti", "10Ti"},
+      {"1Ei", "1Ei"},
+      {"9Ei", "9223372036854775807"},
+      {"1023", "1023"},
+      {"1.", "1."},
+      {".5", "500m"},
+      {".", "0"},
+      {"Ki", "0"},
+      {"1.G", "1.G"},
       {"123456789012345678901", "123456789012345678901"},
-      {"1e-3", "1e-3"},      {"1e-12", "1e-9"},     {"12e-4", "1200e-6"},
+      {"1e-3", "1e-3"},
+      {"1e-12", "1e-9"},
+      {"12e-4", "1200e-6"},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(Canonical(c.in), c.out) << "input " << c.in;
@@ -74,12 +102,9 @@ TEST(QuantityTest, MalformedQuantitiesGiveApimachineryMessages) {
               StatusIs(absl::StatusCode::kInvalidArgument, "regular expression"));
   EXPECT_THAT(Quantity::Parse("16Gb"),
               StatusIs(absl::StatusCode::kInvalidArgument, "regular expression"));
-  EXPECT_THAT(Quantity::Parse("1ki"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "suffix"));
-  EXPECT_THAT(Quantity::Parse("1K"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "suffix"));
-  EXPECT_THAT(Quantity::Parse("1e"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "suffix"));
+  EXPECT_THAT(Quantity::Parse("1ki"), StatusIs(absl::StatusCode::kInvalidArgument, "suffix"));
+  EXPECT_THAT(Quantity::Parse("1K"), StatusIs(absl::StatusCode::kInvalidArgument, "suffix"));
+  EXPECT_THAT(Quantity::Parse("1e"), StatusIs(absl::StatusCode::kInvalidArgument, "suffix"));
   EXPECT_THAT(Quantity::Parse("1e99999999999999999999"),
               StatusIs(absl::StatusCode::kInvalidArgument, "suffix"));
   EXPECT_THAT(Quantity::Parse(" 1"),
@@ -92,9 +117,11 @@ TEST(QuantityTest, JsonTokensFollowUnmarshalJSON) {
     return q.ok() ? q->ToString() : std::string(q.status().message());
   };
   EXPECT_EQ(json("\"1Gi\""), "1Gi");
-  EXPECT_EQ(json("\" 2Gi \""), "2Gi");         // whitespace inside is trimmed
-  EXPECT_EQ(json("\"\xC2\xA0" "3\""), "3");   // Unicode space too
-  EXPECT_EQ(json("5"), "5");                   // a bare JSON number
+  EXPECT_EQ(json("\" 2Gi \""), "2Gi");  // whitespace inside is trimmed
+  EXPECT_EQ(json("\"\xC2\xA0"
+                 "3\""),
+            "3");             // Unicode space too
+  EXPECT_EQ(json("5"), "5");  // a bare JSON number
   EXPECT_EQ(json("1.5 "), "1500m");
   EXPECT_EQ(json("null"), "0");
   // Escapes are not decoded: Go strips the quotes and parses the raw text.

@@ -34,16 +34,14 @@ TEST(Rfc3339Test, WritesUtcSecondsTruncatingFractions) {
 }
 
 TEST(Rfc3339Test, RejectsWhatGoRejects) {
-  for (const char* bad : {"", "2008-01-01", "2008-01-01T01:01:01", "2008-01-01 01:01:01Z",
-                          "2008-1-01T01:01:01Z", "2008-01-01T01:01:01.Z",
-                          "2008-01-01T01:01:01+0100", "2008-01-01T01:01:01Zjunk",
-                          "2008-01-01t01:01:01z"}) {
-    EXPECT_THAT(ParseRfc3339(bad), StatusIs(absl::StatusCode::kInvalidArgument, "RFC 3339"))
-        << bad;
+  for (const char* bad :
+       {"", "2008-01-01", "2008-01-01T01:01:01", "2008-01-01 01:01:01Z", "2008-1-01T01:01:01Z",
+        "2008-01-01T01:01:01.Z", "2008-01-01T01:01:01+0100", "2008-01-01T01:01:01Zjunk",
+        "2008-01-01t01:01:01z"}) {
+    EXPECT_THAT(ParseRfc3339(bad), StatusIs(absl::StatusCode::kInvalidArgument, "RFC 3339")) << bad;
   }
   for (const char* bad : {"2008-13-01T01:01:01Z", "2008-02-30T01:01:01Z", "2023-02-29T00:00:00Z",
-                          "2008-01-01T24:00:00Z", "2008-01-01T01:60:00Z",
-                          "2008-01-01T01:01:60Z"}) {
+                          "2008-01-01T24:00:00Z", "2008-01-01T01:60:00Z", "2008-01-01T01:01:60Z"}) {
     EXPECT_THAT(ParseRfc3339(bad), StatusIs(absl::StatusCode::kInvalidArgument, "out of range"))
         << bad;
   }

@@ -16,7 +16,7 @@ TEST(GenerateTest, IsDeterministicPerSeedAndIndex) {
   EXPECT_NE(GenerateClaimJson(17, 3), GenerateClaimJson(18, 3));
   const std::string uuid = GeneratedUuid(1, 2, 3);
   EXPECT_EQ(uuid.size(), 36u);
-  EXPECT_EQ(uuid[14], '4');  // version 4
+  EXPECT_EQ(uuid[14], '4');                                          // version 4
   EXPECT_NE(std::string("89ab").find(uuid[19]), std::string::npos);  // RFC 4122 variant
 }
 

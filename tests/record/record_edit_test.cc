@@ -36,10 +36,10 @@ TEST(RebuildRecordTest, ACopyWithoutEditsKeepsEveryField) {
 
 TEST(RebuildRecordTest, AbsentAndEmptyListsStayAsTheyWere) {
   // conditions: present and empty in the first device, absent in the second.
-  const ClaimRecord record = ClaimJson(
-      "ns", "c",
-      R"({"devices":[{"driver":"d","pool":"p","device":"a","conditions":[]},)"
-      R"({"driver":"d","pool":"p","device":"b"}]})");
+  const ClaimRecord record =
+      ClaimJson("ns", "c",
+                R"({"devices":[{"driver":"d","pool":"p","device":"a","conditions":[]},)"
+                R"({"driver":"d","pool":"p","device":"b"}]})");
   const auto* original = record.table().status()->devices();
   ASSERT_NE(original->Get(0)->conditions(), nullptr);
   ASSERT_EQ(original->Get(1)->conditions(), nullptr);
@@ -81,8 +81,7 @@ TEST(RebuildRecordTest, ClearAndReplaceTheAllocation) {
   set.allocation = StatusEdit::Part::kReplace;
   set.new_allocation = &allocation.table();
   const ClaimRecord allocated = Built(RebuildRecord(cleared.table(), set));
-  EXPECT_EQ(allocated.table().status()->allocation()->results()->Get(0)->device()->str(),
-            "gpu-9");
+  EXPECT_EQ(allocated.table().status()->allocation()->results()->Get(0)->device()->str(), "gpu-9");
 }
 
 TEST(StampRevisionsTest, SetsTheRevisionsAndNothingElse) {

@@ -18,11 +18,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "state/allocated_state.h"
 #include "claimstore/claim_generated.h"
-#include "state/device_index.h"
 #include "claimstore/store.h"
 #include "k8s/quantity.h"
+#include "state/allocated_state.h"
+#include "state/device_index.h"
 #include "testutil/store_test_util.h"
 #include "testutil/test_util.h"
 
@@ -33,14 +33,14 @@ using ::claimstore::internal::Quantity;
 using ::claimstore::testing::Admin;
 using ::claimstore::testing::ClaimJson;
 using ::claimstore::testing::Exclusive;
-using ::claimstore::testing::Of;
-using ::claimstore::testing::Share;
-using ::claimstore::testing::Uuid;
 using ::claimstore::testing::IsOk;
+using ::claimstore::testing::Of;
 using ::claimstore::testing::Pod;
 using ::claimstore::testing::ScopedTempDir;
+using ::claimstore::testing::Share;
 using ::claimstore::testing::StatusIs;
 using ::claimstore::testing::StoreFixture;
+using ::claimstore::testing::Uuid;
 
 constexpr char kDriver[] = "gpu.example.com";
 
@@ -73,8 +73,9 @@ class AllocatedTest : public StoreFixture {
 TEST_F(AllocatedTest, ShowsWhoHoldsEachDeviceAndHow) {
   for (const char* name : {"a", "b", "c", "d"}) Claim(name);
   ASSERT_THAT(store_->Allocate(Key("a"), Of({Exclusive("gpu-0"), Admin("gpu-1")})), IsOk());
-  ASSERT_THAT(store_->Allocate(Key("b"), Of({Share("gpu-1", 2, {{"memory", "4Gi"}, {"sm", "10"}})})),
-              IsOk());
+  ASSERT_THAT(
+      store_->Allocate(Key("b"), Of({Share("gpu-1", 2, {{"memory", "4Gi"}, {"sm", "10"}})})),
+      IsOk());
   ASSERT_THAT(store_->Allocate(Key("c"), Of({Share("gpu-1", 1, {{"memory", "2048Mi"}})})), IsOk());
   ASSERT_THAT(store_->Allocate(Key("d"), Of({Exclusive("nic-0", "pool-b"), Admin("gpu-1")})),
               IsOk());
@@ -104,8 +105,7 @@ TEST_F(AllocatedTest, ShowsWhoHoldsEachDeviceAndHow) {
   EXPECT_EQ(gpu1->Consumed("memory"), "6Gi");
   EXPECT_EQ(gpu1->Consumed("sm"), "10");
   EXPECT_EQ(gpu1->Consumed("nothing"), "0");
-  EXPECT_EQ(gpu1->consumed_capacity,
-            (std::vector<CapacityValue>{{"memory", "6Gi"}, {"sm", "10"}}));
+  EXPECT_EQ(gpu1->consumed_capacity, (std::vector<CapacityValue>{{"memory", "6Gi"}, {"sm", "10"}}));
 
   EXPECT_EQ(state.Find(kDriver, "pool-a", "gpu-9"), nullptr);
   EXPECT_EQ(state.Find(kDriver, "pool-b", "gpu-0"), nullptr);
@@ -178,8 +178,9 @@ TEST_F(AllocatedTest, CapacityLimitsRefuseOverCommitNamingEverything) {
   EXPECT_EQ(store_->Stats()->revision, revision);  // nothing written
   EXPECT_FALSE(IsAllocated(*store_, Key("c")));
   // Exactly the limit fits; two shares of one claim count together.
-  ASSERT_THAT(store_->Allocate(Key("c"), Of({Share("gpu-0", 3, {{"memory", "512Mi"}}),
-                                             Share("gpu-0", 4, {{"memory", "0.5Gi"}})}),
+  ASSERT_THAT(store_->Allocate(Key("c"),
+                               Of({Share("gpu-0", 3, {{"memory", "512Mi"}}),
+                                   Share("gpu-0", 4, {{"memory", "0.5Gi"}})}),
                                {}, limit),
               IsOk());
   EXPECT_EQ(Snapshot().Find(kDriver, "pool-a", "gpu-0")->Consumed("memory"), "8Gi");
@@ -210,9 +211,9 @@ TEST_F(AllocatedTest, CapacityLimitsRefuseOverCommitNamingEverything) {
   // A quantity too far from the others to sum exactly fails the allocation
   // (as the scheduler's unrepresentable quantities do), without taking
   // gigabytes to find out.
-  EXPECT_THAT(store_->Allocate(Key("x"), Of({Share("gpu-0", 5, {{"memory", "1e2000000000"}})}), {},
-                               limit),
-              StatusIs(absl::StatusCode::kAborted, "more than 1000 digits"));
+  EXPECT_THAT(
+      store_->Allocate(Key("x"), Of({Share("gpu-0", 5, {{"memory", "1e2000000000"}})}), {}, limit),
+      StatusIs(absl::StatusCode::kAborted, "more than 1000 digits"));
   EXPECT_FALSE(IsAllocated(*store_, Key("x")));
 }
 
@@ -226,9 +227,9 @@ TEST_F(AllocatedTest, RacingSharesNeverOverCommitADevice) {
     testing::RaceThreads(kThreads, [&](int t) {
       // 1Gi in some form: the same value in different suffixes.
       static const char* kForms[] = {"1Gi", "1024Mi", "1073741824", "1048576Ki"};
-      absl::StatusOr<WriteResult> r = store_->Allocate(
-          Key(absl::StrCat("c", t)), Of({Share("gpu-0", t, {{"memory", kForms[t % 4]}})}), {},
-          limit);
+      absl::StatusOr<WriteResult> r =
+          store_->Allocate(Key(absl::StrCat("c", t)),
+                           Of({Share("gpu-0", t, {{"memory", kForms[t % 4]}})}), {}, limit);
       if (r.ok()) {
         ++won;
       } else {
@@ -244,7 +245,8 @@ TEST_F(AllocatedTest, RacingSharesNeverOverCommitADevice) {
     EXPECT_EQ(d->shares.size(), static_cast<size_t>(kFit));
     EXPECT_TRUE(SameQuantity(d->Consumed("memory"), absl::StrCat(kFit, "Gi")))
         << d->Consumed("memory");
-    for (int t = 0; t < kThreads; ++t) ASSERT_THAT(store_->Deallocate(Key(absl::StrCat("c", t))), IsOk());
+    for (int t = 0; t < kThreads; ++t)
+      ASSERT_THAT(store_->Deallocate(Key(absl::StrCat("c", t))), IsOk());
     EXPECT_EQ(Snapshot().Find(kDriver, "pool-a", "gpu-0"), nullptr);
   }
 }
@@ -337,9 +339,9 @@ void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_o
     uint64_t h = v.devices;
     internal::AllocatedTracker::Wrap(std::make_shared<AllocatedVersion>(v))
         .ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
-          for (absl::string_view part : {absl::string_view(d.driver), absl::string_view(d.pool),
-                                         absl::string_view(d.device),
-                                         absl::string_view(d.exclusive->name)}) {
+          for (absl::string_view part :
+               {absl::string_view(d.driver), absl::string_view(d.pool), absl::string_view(d.device),
+                absl::string_view(d.exclusive->name)}) {
             h = h * 1000003 ^ std::hash<std::string_view>()({part.data(), part.size()});
           }
           return true;
@@ -417,16 +419,15 @@ void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_o
     const auto& m = entry.second;  // (clang 14 cannot capture structured bindings)
     ASSERT_EQ(v.devices, m.size());
     CheckStructure(v);
-    const AllocatedState state = internal::AllocatedTracker::Wrap(
-        std::make_shared<AllocatedVersion>(v));
+    const AllocatedState state =
+        internal::AllocatedTracker::Wrap(std::make_shared<AllocatedVersion>(v));
     auto it = m.begin();
     size_t seen = 0;
     state.ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
       EXPECT_NE(it, m.end());
       if (it == m.end()) return false;
-      EXPECT_EQ(std::tie(d.driver, d.pool, d.device), std::tie(std::get<0>(it->first),
-                                                               std::get<1>(it->first),
-                                                               std::get<2>(it->first)));
+      EXPECT_EQ(std::tie(d.driver, d.pool, d.device),
+                std::tie(std::get<0>(it->first), std::get<1>(it->first), std::get<2>(it->first)));
       EXPECT_EQ(d.exclusive->name, absl::StrCat(it->second));
       ++it;
       ++seen;
@@ -434,8 +435,7 @@ void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_o
     });
     EXPECT_EQ(seen, m.size());
     for (const auto& [key, value] : m) {
-      const AllocatedDevice* d =
-          state.Find(std::get<0>(key), std::get<1>(key), std::get<2>(key));
+      const AllocatedDevice* d = state.Find(std::get<0>(key), std::get<1>(key), std::get<2>(key));
       ASSERT_NE(d, nullptr);
       EXPECT_EQ(d->exclusive->name, absl::StrCat(value));
     }
@@ -460,7 +460,8 @@ void CheckTreeAgainstAMap(const std::function<DeviceName(std::mt19937&)>& name_o
       });
       for (const auto& [key, value] : m) {
         if (std::get<0>(key) == driver) {
-          want.push_back(absl::StrCat(std::get<0>(key), "/", std::get<1>(key), "/", std::get<2>(key)));
+          want.push_back(
+              absl::StrCat(std::get<0>(key), "/", std::get<1>(key), "/", std::get<2>(key)));
           ++pools[std::get<1>(key)];
         }
       }
@@ -518,25 +519,25 @@ TEST(AllocatedTreeTest, MatchesAMapWithNamesOfEveryShape) {
                                           "worker-node-0000000000000000-a",
                                           "worker-node-0000000000000000-b"};
   const auto name_of = [&](std::mt19937& rng) {
-        std::string device;
-        switch (rng() % 5) {
-          case 0:
-            device = absl::StrCat("gpu-", rng() % 40);
-            break;
-          case 1:
-            device = absl::StrCat("gpu-00000000000000", rng() % 40, "-x");
-            break;
-          case 2:
-            device = std::string(rng() % 3, '\0') + absl::StrCat(rng() % 10);
-            break;
-          case 3:
-            device = absl::StrCat("gpu-0000000000000000000000", rng() % 40);
-            break;
-          default:
-            device = std::string(rng() % 4, 'g');
-        }
-        return DeviceName(drivers[rng() % drivers.size()], pools[rng() % pools.size()], device);
-      };
+    std::string device;
+    switch (rng() % 5) {
+      case 0:
+        device = absl::StrCat("gpu-", rng() % 40);
+        break;
+      case 1:
+        device = absl::StrCat("gpu-00000000000000", rng() % 40, "-x");
+        break;
+      case 2:
+        device = std::string(rng() % 3, '\0') + absl::StrCat(rng() % 10);
+        break;
+      case 3:
+        device = absl::StrCat("gpu-0000000000000000000000", rng() % 40);
+        break;
+      default:
+        device = std::string(rng() % 4, 'g');
+    }
+    return DeviceName(drivers[rng() % drivers.size()], pools[rng() % pools.size()], device);
+  };
   // ForEach("") visits every driver. Persistent edits, then in place (as
   // the store's leader makes them between versions taken).
   for (const bool in_place : {false, true}) {
@@ -557,13 +558,16 @@ internal::DevicePtr DeviceInPool(const std::string& name, const std::string& hol
 
 TEST(AllocatedTreeTest, ComparingNamesEveryDeviceThatDiffers) {
   const auto device = DeviceInPool;
-  const auto kept = internal::BuildVersion(3, {device("a", "x"), device("b", "x"), device("d", "x")});
-  const auto records = internal::BuildVersion(3, {device("b", "y"), device("c", "x"), device("d", "x")});
+  const auto kept =
+      internal::BuildVersion(3, {device("a", "x"), device("b", "x"), device("d", "x")});
+  const auto records =
+      internal::BuildVersion(3, {device("b", "y"), device("c", "x"), device("d", "x")});
   EXPECT_EQ(internal::CompareAllocated(*kept, *records),
             (std::vector<std::string>{
                 "allocated state: device gpu.example.com/p/a is held in memory but by no record",
                 "allocated state: device gpu.example.com/p/b differs from what the records hold",
-                "allocated state: device gpu.example.com/p/c is held by a record but missing in memory"}));
+                "allocated state: device gpu.example.com/p/c is held by a record but missing in "
+                "memory"}));
   EXPECT_TRUE(internal::CompareAllocated(*records, *records).empty());
 }
 
@@ -593,8 +597,8 @@ TEST(AllocatedTreeTest, DeviceOrderKeyIsTheDevicesFamilysPrefixFollowedByZeros) 
       for (const std::string& device : names) {
         const std::string want = EscapedKey({driver, pool, device});
         const internal::DeviceOrderKey key({driver, pool, device});
-        ASSERT_EQ(key.bytes(), want) << absl::CEscape(driver) << "/" << absl::CEscape(pool) << "/"
-                                     << absl::CEscape(device);
+        ASSERT_EQ(key.bytes(), want)
+            << absl::CEscape(driver) << "/" << absl::CEscape(pool) << "/" << absl::CEscape(device);
         ASSERT_EQ(key.data(), key.bytes().data());
         EXPECT_TRUE(ZeroPadded(key));
         // A copy (of a key in the object or on the heap) has the same bytes.
@@ -848,9 +852,10 @@ TEST_F(AllocatedTest, EqualsWhatAListImpliesAfterRandomConcurrentWorkloads) {
       for (int i = 0; i < 5; ++i) {
         const std::string name = absl::StrCat("restored-", round, "-", i);
         ASSERT_THAT(store_->Put(ClaimJson("ns", name)), IsOk());
-        ASSERT_THAT(store_->Allocate(Key(name), Of({Share("gpu-0", round * 10 + i, {{"memory", "1Mi"}},
-                                                         "restored")})),
-                    IsOk());
+        ASSERT_THAT(
+            store_->Allocate(Key(name),
+                             Of({Share("gpu-0", round * 10 + i, {{"memory", "1Mi"}}, "restored")})),
+            IsOk());
         absl::StatusOr<ClaimRead> read = store_->Get(Key(name));
         ASSERT_THAT(read.status(), IsOk());
         ASSERT_THAT(store_->Delete(Key(name)), IsOk());
@@ -891,9 +896,11 @@ std::string Contents(const AllocatedState& state) {
   state.ForEach("", std::nullopt, [&](const AllocatedDevice& d) {
     absl::StrAppend(&out, d.driver, "/", d.pool, "/", d.device, "{",
                     d.exclusive.has_value() ? d.exclusive->name : "-");
-    for (const DeviceShare& s : d.shares) absl::StrAppend(&out, " s:", s.share_id, "=", s.claim.name);
+    for (const DeviceShare& s : d.shares)
+      absl::StrAppend(&out, " s:", s.share_id, "=", s.claim.name);
     for (const ClaimKey& k : d.admin_access) absl::StrAppend(&out, " a:", k.name);
-    for (const CapacityValue& c : d.consumed_capacity) absl::StrAppend(&out, " ", c.name, "=", c.quantity);
+    for (const CapacityValue& c : d.consumed_capacity)
+      absl::StrAppend(&out, " ", c.name, "=", c.quantity);
     out += "}";
     return true;
   });
@@ -938,9 +945,9 @@ TEST_F(AllocatedTest, SnapshotsTakenBetweenCommitsNeverChange) {
             (void)store_->Allocate(key, Of({Exclusive(device)}));
             break;
           case 1:
-            (void)store_->Allocate(
-                key, Of({Share(device, static_cast<int>(rng() % 100),
-                               {{"memory", absl::StrCat(1 + rng() % 4, "Gi")}})}));
+            (void)store_->Allocate(key,
+                                   Of({Share(device, static_cast<int>(rng() % 100),
+                                             {{"memory", absl::StrCat(1 + rng() % 4, "Gi")}})}));
             break;
           default:
             (void)store_->Deallocate(key);
@@ -1070,7 +1077,7 @@ TEST_F(AllocatedTest, LargeCommitsMakeANewVersionAndSmallOnesGoOnInPlace) {
     ASSERT_EQ(s.revision(), list->revision);
     ExpectMatches(s, FromList(list->records));
   };
-  check();  // built, and taken
+  check();                                                                     // built, and taken
   ASSERT_THAT(store_->Allocate(Key("c0"), Of({Exclusive("gpu-0")})), IsOk());  // a new version
   // One claim, 20 devices: more than are changed in place.
   std::vector<DeviceResult> many;

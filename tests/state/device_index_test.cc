@@ -19,8 +19,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "state/allocated_state.h"
 #include "gtest/gtest.h"
+#include "state/allocated_state.h"
 
 namespace claimstore {
 namespace {
@@ -28,9 +28,9 @@ namespace {
 using internal::AllocatedVersion;
 using internal::DeviceId;
 using internal::DeviceIndex;
+using internal::DevicePtr;
 using internal::DeviceSet;
 using internal::DeviceTable;
-using internal::DevicePtr;
 
 constexpr size_t kVersions = DeviceTable::kVersions;
 
@@ -65,8 +65,9 @@ class Devices {
         if (p.get() == d) out.push_back(p);
       }
     }
-    std::sort(out.begin(), out.end(),
-              [](const DevicePtr& a, const DevicePtr& b) { return internal::IdOf(*a) < internal::IdOf(*b); });
+    std::sort(out.begin(), out.end(), [](const DevicePtr& a, const DevicePtr& b) {
+      return internal::IdOf(*a) < internal::IdOf(*b);
+    });
     return out;
   }
 
@@ -106,9 +107,10 @@ TEST(DeviceIndexTest, ExactAtEveryRevisionATableServesOrSaysItDoesNotKnow) {
     std::set<int> set_now;
     const int count = 1 + static_cast<int>(rng() % 4);
     for (int i = 0; i < count; ++i) {
-      const int n = rng() % 2 == 0 ? static_cast<int>(rng() % 30)
-                                   : static_cast<int>(rng() % kUniverse);
-      const AllocatedDevice* d = rng() % 3 == 0 ? nullptr : devices.New(n, static_cast<int>(revision));
+      const int n =
+          rng() % 2 == 0 ? static_cast<int>(rng() % 30) : static_cast<int>(rng() % kUniverse);
+      const AllocatedDevice* d =
+          rng() % 3 == 0 ? nullptr : devices.New(n, static_cast<int>(revision));
       names.push_back(NameOf(n));
       changes.push_back({names.back().id(), d});
       if (d != nullptr) {
@@ -396,7 +398,8 @@ TEST(DeviceIndexTest, CheckIndexNamesADeviceTheIndexHasWrong) {
   Devices devices;
   Held held;
   for (int n = 0; n < 20; ++n) held[n] = devices.New(n, 0);
-  auto version = std::make_shared<AllocatedVersion>(*internal::BuildVersion(3, devices.Sorted(held)));
+  auto version =
+      std::make_shared<AllocatedVersion>(*internal::BuildVersion(3, devices.Sorted(held)));
   DeviceIndex index(*version);
   version->index = index.table();
   EXPECT_TRUE(internal::CheckIndex(*version).empty());
@@ -407,8 +410,10 @@ TEST(DeviceIndexTest, CheckIndexNamesADeviceTheIndexHasWrong) {
   index.Apply(3, wrong);
   const std::vector<std::string> problems = internal::CheckIndex(*version);
   ASSERT_EQ(problems.size(), 2u);
-  EXPECT_TRUE(absl::StrContains(problems[0], "d0.example.com/node-0/gpu-4 is missing")) << problems[0];
-  EXPECT_TRUE(absl::StrContains(problems[1], "d0.example.com/node-10/gpu-0 is held")) << problems[1];
+  EXPECT_TRUE(absl::StrContains(problems[0], "d0.example.com/node-0/gpu-4 is missing"))
+      << problems[0];
+  EXPECT_TRUE(absl::StrContains(problems[1], "d0.example.com/node-10/gpu-0 is held"))
+      << problems[1];
 }
 
 }  // namespace

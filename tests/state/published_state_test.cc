@@ -1,11 +1,11 @@
 // The in-memory published state of a writable store (store/src/state/published_state.h).
 #include "state/published_state.h"
 
-#include "claimstore/codec.h"
 #include <future>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "claimstore/codec.h"
 #include "gtest/gtest.h"
 #include "index/keys.h"
 #include "record/record_factory.h"
@@ -38,7 +38,8 @@ TEST(PublishedStateTest, PublishedRecordsAreReadBackAndDeletesForgotten) {
   ASSERT_TRUE(got[0].has_value());
   EXPECT_EQ(got[0]->name(), "a");
   EXPECT_FALSE(got[1].has_value());
-  state.Publish(7, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), std::nullopt, {}, {}}});
+  state.Publish(7, nullptr,
+                std::vector<RecordChange>{{RecordKey("ns", "a"), std::nullopt, {}, {}}});
   got = Look(state, {RecordKey("ns", "a")}, &pin);
   EXPECT_FALSE(got[0].has_value());
   EXPECT_EQ(pin.revision, 7u);
@@ -48,7 +49,8 @@ TEST(PublishedStateTest, AFillReadBeforeANewerCommitIsDropped) {
   PublishedState state(1 << 20);
   state.Reset(5, nullptr, PublishedState::NewConsumerIndex(), PublishedState::NewDeviceIndex());
   // A reader read "a" at revision 5; meanwhile revision 6 deleted it.
-  state.Publish(6, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), std::nullopt, {}, {}}});
+  state.Publish(6, nullptr,
+                std::vector<RecordChange>{{RecordKey("ns", "a"), std::nullopt, {}, {}}});
   state.Fill(5, {{RecordKey("ns", "a"), RecordFactory::FromBuilt(Bytes("a"))}});
   Pin pin;
   EXPECT_FALSE(Look(state, {RecordKey("ns", "a")}, &pin)[0].has_value());
@@ -63,7 +65,8 @@ TEST(PublishedStateTest, TheCacheStaysWithinItsBudgetAndKeepsWhatIsRead) {
   state.Reset(0, nullptr, PublishedState::NewConsumerIndex(), PublishedState::NewDeviceIndex());
   std::vector<RecordChange> changes;
   for (int i = 0; i < 4; ++i) {
-    changes.push_back({RecordKey("ns", "c" + std::to_string(i)), Rec("c" + std::to_string(i)), {}, {}});
+    changes.push_back(
+        {RecordKey("ns", "c" + std::to_string(i)), Rec("c" + std::to_string(i)), {}, {}});
   }
   state.Publish(1, nullptr, changes);
   Pin pin;
@@ -95,7 +98,8 @@ TEST(PublishedStateTest, IndexesFollowThePublishedChanges) {
   state.Reset(0, nullptr, std::move(consumers), PublishedState::NewDeviceIndex());
   IndexEntries before{{ConsumerKey("pod-1", "ns", "a")}, {}};
   IndexEntries after{{ConsumerKey("pod-2", "ns", "a")}, {}};
-  state.Publish(1, nullptr, std::vector<RecordChange>{{RecordKey("ns", "a"), Rec("a"), before, after}});
+  state.Publish(1, nullptr,
+                std::vector<RecordChange>{{RecordKey("ns", "a"), Rec("a"), before, after}});
   std::string prefix;
   AppendComponent("pod-2", &prefix);
   std::vector<std::string> keys;
@@ -174,12 +178,12 @@ namespace {
 
 // A claim holding `device` exclusively (pool "p" of driver "d").
 ClaimRecord Holding(const std::string& name, const std::string& device) {
-  return RecordFactory::FromBuilt(std::string(
-      DecodeClaim(R"({"metadata":{"namespace":"ns","name":")" + name +
-                  R"(","uid":"u"},"status":{"allocation":{"devices":{"results":[)"
-                  R"({"request":"r","driver":"d","pool":"p","device":")" + device +
-                  R"("}]}}}})")
-          ->bytes()));
+  return RecordFactory::FromBuilt(
+      std::string(DecodeClaim(R"({"metadata":{"namespace":"ns","name":")" + name +
+                              R"(","uid":"u"},"status":{"allocation":{"devices":{"results":[)"
+                              R"({"request":"r","driver":"d","pool":"p","device":")" +
+                              device + R"("}]}}}})")
+                      ->bytes()));
 }
 
 TEST(PublishedStateTest, AnAllocatedBuildTakesInTheCommitsPublishedWhileItRan) {
@@ -189,15 +193,16 @@ TEST(PublishedStateTest, AnAllocatedBuildTakesInTheCommitsPublishedWhileItRan) {
   std::shared_future<void> go = release.get_future().share();
   int loads = 0;
   std::vector<uint64_t> pins;
-  state.SetAllocatedLoader([&](const Pin& at) -> absl::StatusOr<std::shared_ptr<const AllocatedVersion>> {
-    ++loads;
-    pins.push_back(at.revision);
-    entered.set_value();
-    go.wait();
-    AllocatedBuilder builder;
-    builder.Add(Holding("a", "x0"));  // the state at revision 5
-    return std::move(builder).Finish(at.revision);
-  });
+  state.SetAllocatedLoader(
+      [&](const Pin& at) -> absl::StatusOr<std::shared_ptr<const AllocatedVersion>> {
+        ++loads;
+        pins.push_back(at.revision);
+        entered.set_value();
+        go.wait();
+        AllocatedBuilder builder;
+        builder.Add(Holding("a", "x0"));  // the state at revision 5
+        return std::move(builder).Finish(at.revision);
+      });
   std::thread first([&] {
     absl::StatusOr<AllocatedState> s = state.Allocated();
     ASSERT_TRUE(s.ok()) << s.status();
@@ -208,16 +213,19 @@ TEST(PublishedStateTest, AnAllocatedBuildTakesInTheCommitsPublishedWhileItRan) {
   });
   entered.get_future().wait();
   // Commits while the build reads: b takes x1, then x2, then gives x2 back.
-  state.Publish(6, nullptr, std::vector<RecordChange>{
-                                {RecordKey("ns", "b"), Holding("b", "x1"), {}, {}, 6, std::nullopt}});
-  state.Publish(7, nullptr, std::vector<RecordChange>{
-                                {RecordKey("ns", "c"), Holding("c", "x2"), {}, {}, 7, std::nullopt},
+  state.Publish(6, nullptr,
+                std::vector<RecordChange>{
+                    {RecordKey("ns", "b"), Holding("b", "x1"), {}, {}, 6, std::nullopt}});
+  state.Publish(
+      7, nullptr,
+      std::vector<RecordChange>{{RecordKey("ns", "c"), Holding("c", "x2"), {}, {}, 7, std::nullopt},
                                 {RecordKey("ns", "c"), Rec("c"), {}, {}, 7, Holding("c", "x2")}});
   release.set_value();
   first.join();
   // Later calls share the built state, which the next commits update.
-  state.Publish(8, nullptr, std::vector<RecordChange>{
-                                {RecordKey("ns", "a"), std::nullopt, {}, {}, 8, Holding("a", "x0")}});
+  state.Publish(8, nullptr,
+                std::vector<RecordChange>{
+                    {RecordKey("ns", "a"), std::nullopt, {}, {}, 8, Holding("a", "x0")}});
   absl::StatusOr<AllocatedState> after = state.Allocated();
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->revision(), 8u);
@@ -243,18 +251,19 @@ TEST(PublishedStateTest, AnAllocatedBuildThatABulkLoadOvertookStartsAgain) {
   std::promise<void> release;
   std::shared_future<void> go = release.get_future().share();
   std::vector<uint64_t> pins;
-  state.SetAllocatedLoader([&](const Pin& at) -> absl::StatusOr<std::shared_ptr<const AllocatedVersion>> {
-    pins.push_back(at.revision);
-    AllocatedBuilder builder;
-    if (pins.size() == 1) {
-      entered.set_value();
-      go.wait();
-      builder.Add(Holding("a", "stale"));  // the state before the load
-    } else {
-      builder.Add(Holding("a", "loaded"));
-    }
-    return std::move(builder).Finish(at.revision);
-  });
+  state.SetAllocatedLoader(
+      [&](const Pin& at) -> absl::StatusOr<std::shared_ptr<const AllocatedVersion>> {
+        pins.push_back(at.revision);
+        AllocatedBuilder builder;
+        if (pins.size() == 1) {
+          entered.set_value();
+          go.wait();
+          builder.Add(Holding("a", "stale"));  // the state before the load
+        } else {
+          builder.Add(Holding("a", "loaded"));
+        }
+        return std::move(builder).Finish(at.revision);
+      });
   std::thread first([&] {
     absl::StatusOr<AllocatedState> s = state.Allocated();
     ASSERT_TRUE(s.ok()) << s.status();
@@ -266,8 +275,9 @@ TEST(PublishedStateTest, AnAllocatedBuildThatABulkLoadOvertookStartsAgain) {
     EXPECT_EQ(s->Find("d", "p", "x0"), nullptr);
   });
   entered.get_future().wait();
-  state.Publish(6, nullptr, std::vector<RecordChange>{
-                                {RecordKey("ns", "b"), Holding("b", "x0"), {}, {}, 6, std::nullopt}});
+  state.Publish(6, nullptr,
+                std::vector<RecordChange>{
+                    {RecordKey("ns", "b"), Holding("b", "x0"), {}, {}, 6, std::nullopt}});
   state.PublishBulk(7, nullptr, {});  // drops what was built and queued
   release.set_value();
   first.join();
@@ -304,9 +314,9 @@ TEST(BucketedKeysTest, ScansEveryPrefixInKeyOrder) {
     EXPECT_EQ(got, want) << "prefix of " << components.size() << " components";
     return got.size();
   };
-  EXPECT_EQ(scan({"gpu"}), 12u);                  // shorter than a bucket
-  EXPECT_EQ(scan({"gpu", "node-2"}), 6u);         // one bucket
-  EXPECT_EQ(scan({"gpu", "node-2", "d1"}), 2u);   // within a bucket: not d10
+  EXPECT_EQ(scan({"gpu"}), 12u);                 // shorter than a bucket
+  EXPECT_EQ(scan({"gpu", "node-2"}), 6u);        // one bucket
+  EXPECT_EQ(scan({"gpu", "node-2", "d1"}), 2u);  // within a bucket: not d10
   EXPECT_EQ(scan({"gpu", "node-3"}), 0u);
   EXPECT_EQ(scan({"tpu"}), 0u);
   for (const std::string& k : all) devices.Erase(k);

@@ -84,8 +84,8 @@ TEST_F(StoreRaceTest, DeferredIndexesStayWholeWhileBulkLoadsReplaceThem) {
       while (!stop.load()) {
         absl::StatusOr<ClaimKeys> got = store_->ClaimsReservedFor("u-keep");
         if (!got.ok() || got->claims.size() != 1) ++misses;
-        absl::StatusOr<DeviceHoldings> held =
-            store_->ClaimsUsingDevice({.driver = "gpu.example.com", .pool = "pool-a", .device = "keep-dev"});
+        absl::StatusOr<DeviceHoldings> held = store_->ClaimsUsingDevice(
+            {.driver = "gpu.example.com", .pool = "pool-a", .device = "keep-dev"});
         if (!held.ok() || held->holdings.size() != 1) ++misses;
         ++reads;
       }
@@ -144,9 +144,8 @@ TEST_F(StoreRaceTest, SameDeviceAllocatedByManyClaimsHasExactlyOneWinner) {
       // exclude each other and the shareID is the same.
       Dev dev{.device = device};
       if (t % 2 == 1) dev.share_id = testing::kShare1;
-      results[t] = store_->Allocate({"ns", absl::StrCat("r", round, "-c", t)},
-                                    AllocationOf({dev}))
-                       .status();
+      results[t] =
+          store_->Allocate({"ns", absl::StrCat("r", round, "-c", t)}, AllocationOf({dev})).status();
     });
     int winner = -1, aborted = 0;
     for (int t = 0; t < kThreads; ++t) {
@@ -176,8 +175,8 @@ TEST_F(StoreRaceTest, CompareAndSetHasOneWinnerAndTheLoserLearnsTheRevision) {
     const uint64_t seen = store_->Get(key)->record.mod_revision();
     std::vector<absl::StatusOr<WriteResult>> results(2, absl::UnknownError(""));
     RaceThreads(2, [&](int t) {
-      results[t] = store_->Reserve(key, Pod(absl::StrCat("r", round, "-", t)),
-                                   {.mod_revision = seen});
+      results[t] =
+          store_->Reserve(key, Pod(absl::StrCat("r", round, "-", t)), {.mod_revision = seen});
     });
     const int winner = results[0].ok() ? 0 : 1;
     ASSERT_THAT(results[winner], IsOk()) << "round " << round;

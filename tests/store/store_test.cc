@@ -105,7 +105,8 @@ TEST_F(StoreTest, OpenRefusesADatabaseOfANewerFormat) {
     ASSERT_TRUE(raw.ok());
     std::string version;
     internal::AppendUint64(internal::kFormatVersion + 1, &version);
-    ASSERT_TRUE(raw.db()->Put(rocksdb::WriteOptions(), raw.family(4), "format_version", version).ok());
+    ASSERT_TRUE(
+        raw.db()->Put(rocksdb::WriteOptions(), raw.family(4), "format_version", version).ok());
   }
   EXPECT_THAT(Store::Open(db_path(), {}),
               StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -146,8 +147,7 @@ TEST_F(StoreTest, OpenDoesNotCreateADatabaseInsideOtherFiles) {
   const std::string path = dir_.path() + "/not-empty";
   std::filesystem::create_directories(path);
   std::ofstream(path + "/notes.txt") << "an operator's file\n";
-  EXPECT_THAT(Store::Open(path, {}),
-              StatusIs(absl::StatusCode::kFailedPrecondition, "not empty"));
+  EXPECT_THAT(Store::Open(path, {}), StatusIs(absl::StatusCode::kFailedPrecondition, "not empty"));
   EXPECT_TRUE(std::filesystem::exists(path + "/notes.txt"));
   // An empty directory is fine.
   std::filesystem::create_directories(dir_.path() + "/empty");
@@ -189,8 +189,8 @@ TEST_F(StoreTest, PutNeedsNamespaceAndName) {
 // Keys that can name no claim are refused, naming the field, rather than
 // answered NotFound (reads) or queued (writes).
 TEST_F(StoreTest, AnEmptyKeyIsInvalidArgumentNamingTheField) {
-  EXPECT_THAT(store_->Get({"", "x"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.claim_namespace: Required value"));
+  EXPECT_THAT(store_->Get({"", "x"}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                               "ClaimKey.claim_namespace: Required value"));
   EXPECT_THAT(store_->Get({"ns", ""}),
               StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.name: Required value"));
   const std::vector<ClaimKey> keys = {{"ns", "a"}, {"ns", ""}};
@@ -198,7 +198,8 @@ TEST_F(StoreTest, AnEmptyKeyIsInvalidArgumentNamingTheField) {
               StatusIs(absl::StatusCode::kInvalidArgument, "keys[1].name: Required value"));
   EXPECT_THAT(store_->Reserve({"", "x"}, Pod("u")),
               StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.claim_namespace"));
-  EXPECT_THAT(store_->Delete({"ns", ""}), StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.name"));
+  EXPECT_THAT(store_->Delete({"ns", ""}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.name"));
 }
 
 TEST_F(StoreTest, GetOfAMissingClaimIsNotFound) {
@@ -207,8 +208,9 @@ TEST_F(StoreTest, GetOfAMissingClaimIsNotFound) {
   const auto count = [&](const ClaimRecord&, uint64_t) { ++calls; };
   EXPECT_THAT(store_->GetInPlace("ns", "claim", count),
               StatusIs(absl::StatusCode::kNotFound, "ns/claim not found"));
-  EXPECT_THAT(store_->GetInPlace("", "claim", count),
-              StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.claim_namespace: Required value"));
+  EXPECT_THAT(
+      store_->GetInPlace("", "claim", count),
+      StatusIs(absl::StatusCode::kInvalidArgument, "ClaimKey.claim_namespace: Required value"));
   EXPECT_EQ(calls, 0);
 }
 
@@ -233,8 +235,8 @@ TEST_F(StoreTest, GetInPlaceLendsTheCachedRecord) {
 TEST_F(StoreTest, GetManyReadsOneSnapshot) {
   PutClaim(*store_, "a");
   PutClaim(*store_, "c");
-  absl::StatusOr<ClaimReads> reads = store_->GetMany(
-      std::vector<ClaimKey>{{"ns", "a"}, {"ns", "b"}, {"ns", "c"}});
+  absl::StatusOr<ClaimReads> reads =
+      store_->GetMany(std::vector<ClaimKey>{{"ns", "a"}, {"ns", "b"}, {"ns", "c"}});
   ASSERT_THAT(reads, IsOk());
   ASSERT_EQ(reads->records.size(), 3u);
   EXPECT_EQ(reads->records[0]->name(), "a");
@@ -353,11 +355,12 @@ TEST_F(StoreTest, ReserveStopsAt256Consumers) {
 
 TEST_F(StoreTest, AllocateIndexesDevicesByKindOfHolding) {
   PutClaim(*store_, "claim");
-  ASSERT_THAT(store_->Allocate(kKey, AllocationOf({{.device = "gpu-0"},
-                                                   {.device = "gpu-1", .share_id = testing::kShare1},
-                                                   {.device = "gpu-2", .admin = true},
-                                                   {.pool = "pool-b", .device = "gpu-0"}})),
-              IsOk());
+  ASSERT_THAT(
+      store_->Allocate(kKey, AllocationOf({{.device = "gpu-0"},
+                                           {.device = "gpu-1", .share_id = testing::kShare1},
+                                           {.device = "gpu-2", .admin = true},
+                                           {.pool = "pool-b", .device = "gpu-0"}})),
+      IsOk());
   absl::StatusOr<DeviceHoldings> pool_a =
       store_->ClaimsUsingDevice({.driver = "gpu.example.com", .pool = "pool-a"});
   ASSERT_THAT(pool_a, IsOk());
@@ -369,12 +372,15 @@ TEST_F(StoreTest, AllocateIndexesDevicesByKindOfHolding) {
   EXPECT_EQ(pool_a->holdings[2].kind, HoldingKind::kAdminAccess);
   EXPECT_EQ(pool_a->holdings[2].claim, kKey);
   EXPECT_EQ(store_->ClaimsUsingDevice({.driver = "gpu.example.com"})->holdings.size(), 4u);
-  EXPECT_EQ(store_->ClaimsUsingDevice({.driver = "gpu.example.com", .pool = "pool-b",
-                                       .device = "gpu-0"})
-                ->holdings.size(),
-            1u);
-  EXPECT_EQ(store_->ClaimsUsingDevice({.driver = "gpu.example.com", .pool = "pool-a",
-                                       .device = "gpu-1", .share_id = testing::kShare9})
+  EXPECT_EQ(
+      store_->ClaimsUsingDevice({.driver = "gpu.example.com", .pool = "pool-b", .device = "gpu-0"})
+          ->holdings.size(),
+      1u);
+  EXPECT_EQ(store_
+                ->ClaimsUsingDevice({.driver = "gpu.example.com",
+                                     .pool = "pool-a",
+                                     .device = "gpu-1",
+                                     .share_id = testing::kShare9})
                 ->holdings.size(),
             0u);
   EXPECT_TRUE(store_->ClaimsUsingDevice({.driver = "gpu"})->holdings.empty());
@@ -391,25 +397,30 @@ TEST_F(StoreTest, AllocateIndexesDevicesByKindOfHolding) {
 
 TEST_F(StoreTest, AllocateRefusesDevicesHeldByAnotherClaim) {
   for (const char* name : {"a", "b"}) PutClaim(*store_, name);
-  ASSERT_THAT(store_->Allocate({"ns", "a"}, AllocationOf({{.device = "gpu-0"},
-                                                         {.device = "gpu-1", .share_id = testing::kShare1}})),
+  ASSERT_THAT(store_->Allocate({"ns", "a"},
+                               AllocationOf({{.device = "gpu-0"},
+                                             {.device = "gpu-1", .share_id = testing::kShare1}})),
               IsOk());
   const ClaimKey b{"ns", "b"};
-  EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-0"}})),
-              StatusIs(absl::StatusCode::kAborted,
-                       "device gpu.example.com/pool-a/gpu-0 is allocated to claim ns/a exclusively"));
-  EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-0", .share_id = testing::kShare9}})),
-              StatusIs(absl::StatusCode::kAborted, "ns/a exclusively"));
-  EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-1"}})),
-              StatusIs(absl::StatusCode::kAborted, absl::StrCat("ns/a as share ", testing::kShare1)));
-  EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-1", .share_id = testing::kShare1}})),
-              StatusIs(absl::StatusCode::kAborted, absl::StrCat("ns/a as share ", testing::kShare1)));
+  EXPECT_THAT(
+      store_->Allocate(b, AllocationOf({{.device = "gpu-0"}})),
+      StatusIs(absl::StatusCode::kAborted,
+               "device gpu.example.com/pool-a/gpu-0 is allocated to claim ns/a exclusively"));
+  EXPECT_THAT(
+      store_->Allocate(b, AllocationOf({{.device = "gpu-0", .share_id = testing::kShare9}})),
+      StatusIs(absl::StatusCode::kAborted, "ns/a exclusively"));
+  EXPECT_THAT(
+      store_->Allocate(b, AllocationOf({{.device = "gpu-1"}})),
+      StatusIs(absl::StatusCode::kAborted, absl::StrCat("ns/a as share ", testing::kShare1)));
+  EXPECT_THAT(
+      store_->Allocate(b, AllocationOf({{.device = "gpu-1", .share_id = testing::kShare1}})),
+      StatusIs(absl::StatusCode::kAborted, absl::StrCat("ns/a as share ", testing::kShare1)));
   // One conflicting device refuses the whole allocation: nothing was taken.
   EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-5"}, {.device = "gpu-0"}})),
               StatusIs(absl::StatusCode::kAborted, "gpu-0"));
-  EXPECT_TRUE(store_->ClaimsUsingDevice({.driver = "gpu.example.com", .pool = "pool-a",
-                                         .device = "gpu-5"})
-                  ->holdings.empty());
+  EXPECT_TRUE(
+      store_->ClaimsUsingDevice({.driver = "gpu.example.com", .pool = "pool-a", .device = "gpu-5"})
+          ->holdings.empty());
   // Another share of a shared device, and admin access, are fine.
   EXPECT_THAT(store_->Allocate(b, AllocationOf({{.device = "gpu-1", .share_id = testing::kShare2},
                                                 {.device = "gpu-0", .admin = true}})),
@@ -432,9 +443,12 @@ TEST_F(StoreTest, DeallocateNeedsNoReservationsAndFreesTheDevices) {
   PutClaim(*store_, "b");
   const ClaimKey a{"ns", "a"};
   ASSERT_THAT(store_->Allocate(a, AllocationOf({{.device = "gpu-0"}})), IsOk());
-  ASSERT_THAT(store_->SetDeviceStatus(a, *DeviceStatuses::FromJson(
-      R"([{"driver":"gpu.example.com","pool":"pool-a","device":"gpu-0","conditions":[]}])")),
-              IsOk());
+  ASSERT_THAT(
+      store_->SetDeviceStatus(
+          a,
+          *DeviceStatuses::FromJson(
+              R"([{"driver":"gpu.example.com","pool":"pool-a","device":"gpu-0","conditions":[]}])")),
+      IsOk());
   ASSERT_THAT(store_->Reserve(a, Pod("u")), IsOk());
   EXPECT_THAT(store_->Deallocate(a),
               StatusIs(absl::StatusCode::kFailedPrecondition, "still reserved for 1"));
@@ -486,8 +500,8 @@ TEST_F(StoreTest, StaleRevisionIsAbortedWithTheCurrentRevision) {
   const uint64_t seen = store_->Get(kKey)->record.mod_revision();
   ASSERT_THAT(store_->Reserve(kKey, Pod("first"), {.mod_revision = seen}), IsOk());
   absl::StatusOr<WriteResult> loser = store_->Reserve(kKey, Pod("second"), {.mod_revision = seen});
-  EXPECT_THAT(loser, StatusIs(absl::StatusCode::kAborted,
-                              absl::StrCat("expected revision ", seen)));
+  EXPECT_THAT(loser,
+              StatusIs(absl::StatusCode::kAborted, absl::StrCat("expected revision ", seen)));
   EXPECT_EQ(CurrentRevision(loser.status()), seen + 1);
   EXPECT_THAT(Uids(store_->Get(kKey)->record), ElementsAre("first"));
   EXPECT_THAT(store_->Reserve(kKey, Pod("second"), {.mod_revision = seen + 1}), IsOk());
@@ -511,8 +525,8 @@ TEST_F(StoreTest, RevisionZeroMeansCreateOnly) {
 TEST_F(StoreTest, ARefusedWriteChangesNothing) {
   PutClaim(*store_, "claim");
   const ClaimRead before = *store_->Get(kKey);
-  EXPECT_THAT(store_->Put(ClaimJson("ns", "claim",
-                                    R"({"reservedFor":[{"resource":"pods","name":"p","uid":"u"}]})")),
+  EXPECT_THAT(store_->Put(ClaimJson(
+                  "ns", "claim", R"({"reservedFor":[{"resource":"pods","name":"p","uid":"u"}]})")),
               StatusIs(absl::StatusCode::kInvalidArgument, "status.reservedFor: Forbidden"));
   const ClaimRead after = *store_->Get(kKey);
   EXPECT_EQ(after.revision, before.revision);
@@ -558,7 +572,8 @@ TEST_F(StoreTest, PutAllWritesEverythingOrNothing) {
   // Two records of one batch taking one device exclusively: refused too.
   std::vector<ClaimRecord> clash = {ClaimJson("ns", "g", gpu0), ClaimJson("ns", "h", gpu0)};
   EXPECT_THAT(store_->PutAll(clash),
-              StatusIs(absl::StatusCode::kAborted, "item 1 (ns/h): device d/p/gpu-0 is allocated to claim ns/g"));
+              StatusIs(absl::StatusCode::kAborted,
+                       "item 1 (ns/h): device d/p/gpu-0 is allocated to claim ns/g"));
   for (const char* name : {"d", "e", "f", "g", "h"}) {
     EXPECT_THAT(store_->Get({"ns", name}), StatusIs(absl::StatusCode::kNotFound, "")) << name;
   }
@@ -615,11 +630,13 @@ TEST_F(StoreTest, VerifyFindsAndRepairsDamagedIndexes) {
     ASSERT_TRUE(raw.ok());
     const rocksdb::WriteOptions w;
     ASSERT_TRUE(raw.db()->Delete(w, raw.family(2), internal::ConsumerKey("u", "ns", "a")).ok());
-    ASSERT_TRUE(raw.db()->Put(w, raw.family(2), internal::ConsumerKey("ghost", "ns", "b"), "").ok());
-    ASSERT_TRUE(raw.db()->Put(w, raw.family(3),
-                              internal::DeviceKey("gpu.example.com", "pool-a", "gpu-0",
-                                                  internal::HoldingKind::kExclusive, "", "ns", "b"),
-                              "")
+    ASSERT_TRUE(
+        raw.db()->Put(w, raw.family(2), internal::ConsumerKey("ghost", "ns", "b"), "").ok());
+    ASSERT_TRUE(raw.db()
+                    ->Put(w, raw.family(3),
+                          internal::DeviceKey("gpu.example.com", "pool-a", "gpu-0",
+                                              internal::HoldingKind::kExclusive, "", "ns", "b"),
+                          "")
                     .ok());
   }
   Reopen();
@@ -697,8 +714,9 @@ TEST_F(StoreTest, DeferredIndexesAnswerAsLoadedOnesWhateverComesFirst) {
 TEST_F(StoreTest, StatsCountClaimsAndIndexEntries) {
   PutClaim(*store_, "a");
   PutClaim(*store_, "b");
-  ASSERT_THAT(store_->Allocate({"ns", "a"}, AllocationOf({{.device = "gpu-0"}, {.device = "gpu-1"}})),
-              IsOk());
+  ASSERT_THAT(
+      store_->Allocate({"ns", "a"}, AllocationOf({{.device = "gpu-0"}, {.device = "gpu-1"}})),
+      IsOk());
   ASSERT_THAT(store_->Reserve({"ns", "a"}, Pod("u")), IsOk());
   absl::StatusOr<StoreStats> stats = store_->Stats();
   ASSERT_THAT(stats, IsOk());
@@ -759,7 +777,8 @@ TEST_F(StoreTest, ReadOnlyStoreReadsWhileTheWriterRuns) {
 TEST(ClaimKeyTest, ParsesNamespaceSlashName) {
   EXPECT_EQ(*ClaimKey::Parse("ns/name"), (ClaimKey{"ns", "name"}));
   for (const char* bad : {"", "ns", "/name", "ns/", "a/b/c"}) {
-    EXPECT_THAT(ClaimKey::Parse(bad), StatusIs(absl::StatusCode::kInvalidArgument, "NAMESPACE/NAME"))
+    EXPECT_THAT(ClaimKey::Parse(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument, "NAMESPACE/NAME"))
         << bad;
   }
 }

@@ -90,14 +90,14 @@ void Apply(const WatchEvent& e, std::map<std::string, std::string>* state) {
 class WatchTest : public StoreFixture {};
 
 TEST_F(WatchTest, EveryChangeIsOneEventInRevisionOrder) {
-  ASSERT_THAT(store_->Put(ClaimJson("ns", "a")), IsOk());                       // 1
+  ASSERT_THAT(store_->Put(ClaimJson("ns", "a")), IsOk());                                // 1
   ASSERT_THAT(store_->Allocate({"ns", "a"}, AllocationOf({{.device = "d0"}})), IsOk());  // 2
-  ASSERT_THAT(store_->Reserve({"ns", "a"}, Pod("p")), IsOk());                  // 3
-  ASSERT_THAT(store_->Reserve({"ns", "a"}, Pod("p")), IsOk());                  // no-op
+  ASSERT_THAT(store_->Reserve({"ns", "a"}, Pod("p")), IsOk());                           // 3
+  ASSERT_THAT(store_->Reserve({"ns", "a"}, Pod("p")), IsOk());                           // no-op
   ASSERT_THAT(store_->PutAll({ClaimJson("ns", "b"), ClaimJson("other", "c")}), IsOk());  // 4, 5
-  ASSERT_THAT(store_->Unreserve({"ns", "a"}, "p"), IsOk());                     // 6
-  ASSERT_THAT(store_->Deallocate({"ns", "a"}), IsOk());                         // 7
-  ASSERT_THAT(store_->Delete({"ns", "b"}), IsOk());                             // 8
+  ASSERT_THAT(store_->Unreserve({"ns", "a"}, "p"), IsOk());                              // 6
+  ASSERT_THAT(store_->Deallocate({"ns", "a"}), IsOk());                                  // 7
+  ASSERT_THAT(store_->Delete({"ns", "b"}), IsOk());                                      // 8
 
   absl::StatusOr<std::unique_ptr<Watcher>> w = store_->Watch(1);
   ASSERT_THAT(w, IsOk());
@@ -124,7 +124,8 @@ TEST_F(WatchTest, FromZeroWatchesWhatComesNextAndWaitsForIt) {
   absl::StatusOr<std::unique_ptr<Watcher>> w = store_->Watch(0);
   ASSERT_THAT(w, IsOk());
   EXPECT_EQ((*w)->next_revision(), 2u);
-  EXPECT_THAT((*w)->Next(absl::Milliseconds(20)).status(), StatusIs(absl::StatusCode::kDeadlineExceeded, ""));
+  EXPECT_THAT((*w)->Next(absl::Milliseconds(20)).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, ""));
   std::thread writer([&] {
     absl::SleepFor(absl::Milliseconds(20));
     ASSERT_THAT(store_->Put(ClaimJson("ns", "b")), IsOk());
@@ -169,7 +170,8 @@ TEST_F(WatchTest, CancelWakesAWaitingNext) {
 
 TEST_F(WatchTest, TheHistoryIsBoundedByRevisionsAndAnOlderStartIsOutOfRange) {
   Reopen({.feed_history_revisions = 100});
-  for (int i = 0; i < 300; ++i) ASSERT_THAT(store_->Put(ClaimJson("ns", absl::StrCat("c", i % 7))), IsOk());
+  for (int i = 0; i < 300; ++i)
+    ASSERT_THAT(store_->Put(ClaimJson("ns", absl::StrCat("c", i % 7))), IsOk());
   absl::StatusOr<StoreStats> stats = store_->Stats();
   ASSERT_THAT(stats, IsOk());
   const uint64_t compact = stats->feed_compact_revision;
@@ -195,7 +197,8 @@ TEST_F(WatchTest, TheHistoryIsBoundedByRevisionsAndAnOlderStartIsOutOfRange) {
 
 TEST_F(WatchTest, TheHistoryIsBoundedByBytes) {
   Reopen({.feed_history_bytes = 64 << 10});
-  for (int i = 0; i < 1000; ++i) ASSERT_THAT(store_->Put(ClaimJson("ns", absl::StrCat("c", i % 7))), IsOk());
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_THAT(store_->Put(ClaimJson("ns", absl::StrCat("c", i % 7))), IsOk());
   const uint64_t compact = store_->Stats()->feed_compact_revision;
   EXPECT_GT(compact, 0u);
   absl::StatusOr<std::unique_ptr<Watcher>> w = store_->Watch(compact + 1);
@@ -214,7 +217,8 @@ TEST_F(WatchTest, AWatcherThatFallsBehindTheHistoryIsToldSoNeverSkippedAhead) {
   absl::StatusOr<std::unique_ptr<Watcher>> w = store_->Watch(1);
   ASSERT_THAT(w, IsOk());
   ASSERT_THAT((*w)->Next(absl::Seconds(1)), IsOk());
-  for (int i = 0; i < 200; ++i) ASSERT_THAT(store_->Put(ClaimJson("ns", absl::StrCat("c", i))), IsOk());
+  for (int i = 0; i < 200; ++i)
+    ASSERT_THAT(store_->Put(ClaimJson("ns", absl::StrCat("c", i))), IsOk());
   absl::StatusOr<WatchEvent> e = (*w)->Next(absl::Seconds(1));
   EXPECT_THAT(e.status(), StatusIs(absl::StatusCode::kOutOfRange, ""));
   EXPECT_GE(CompactRevision(e.status()).value_or(0), 2u);
@@ -343,7 +347,8 @@ TEST_F(WatchTest, ABulkLoadCompactsTheFeedToItsRevision) {
   ASSERT_THAT(before, IsOk());
   auto load = store_->StartBulkLoad({});
   ASSERT_THAT(load, IsOk());
-  for (int i = 0; i < 10; ++i) ASSERT_THAT((*load)->Add(ClaimJson("ns", absl::StrCat("b", i))), IsOk());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_THAT((*load)->Add(ClaimJson("ns", absl::StrCat("b", i))), IsOk());
   absl::StatusOr<BulkLoadResult> result = (*load)->Commit();
   ASSERT_THAT(result, IsOk());
   EXPECT_EQ(result->revision, 11u);
@@ -424,11 +429,11 @@ TEST_F(WatchTest, AReadOnlyStoreFollowsTheWriter) {
 
 // A claim at cluster resourceVersion `rv` holding `device`.
 ClaimRecord AtVersion(const std::string& name, int rv, const std::string& device) {
-  return ClaimJson("ns", name,
-                   absl::StrCat(R"({"allocation":{"devices":{"results":[{"request":"req",)",
-                                R"("driver":"gpu.example.com","pool":"pool-a","device":")", device,
-                                R"("}]}}})"),
-                   absl::StrCat(R"("resourceVersion":")", rv, R"(")"));
+  return ClaimJson(
+      "ns", name,
+      absl::StrCat(R"({"allocation":{"devices":{"results":[{"request":"req",)",
+                   R"("driver":"gpu.example.com","pool":"pool-a","device":")", device, R"("}]}}})"),
+      absl::StrCat(R"("resourceVersion":")", rv, R"(")"));
 }
 
 TEST_F(WatchTest, ClusterEventsApplyAsStateSkipWhatIsNotNewerAndStoreThePosition) {
@@ -458,9 +463,10 @@ TEST_F(WatchTest, ClusterEventsApplyAsStateSkipWhatIsNotNewerAndStoreThePosition
   EXPECT_THAT(store_->Get({"ns", "a"}).status(), StatusIs(absl::StatusCode::kNotFound, ""));
   // The device rule holds: refused whole, the position too.
   ASSERT_THAT(store_->ApplyClusterEvents({{AtVersion("b", 11, "d5")}}, 11), IsOk());
-  EXPECT_THAT(store_->ApplyClusterEvents({{AtVersion("c", 12, "d6")}, {AtVersion("e", 12, "d5")}}, 12)
-                  .status(),
-              StatusIs(absl::StatusCode::kAborted, "ns/b"));
+  EXPECT_THAT(
+      store_->ApplyClusterEvents({{AtVersion("c", 12, "d6")}, {AtVersion("e", 12, "d5")}}, 12)
+          .status(),
+      StatusIs(absl::StatusCode::kAborted, "ns/b"));
   EXPECT_EQ(store_->Stats()->follow_resource_version, 11u);
   EXPECT_THAT(store_->Get({"ns", "c"}).status(), StatusIs(absl::StatusCode::kNotFound, ""));
   // Kept across a reopen; read-only stores refuse.
@@ -471,9 +477,10 @@ TEST_F(WatchTest, ClusterEventsApplyAsStateSkipWhatIsNotNewerAndStoreThePosition
   EXPECT_EQ((*reader)->Stats()->follow_resource_version, 11u);
   EXPECT_THAT((*reader)->ApplyClusterEvents({}, 20).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, "read-only"));
-  EXPECT_THAT(store_->ApplyClusterEvents({{ClaimJson("ns", "x", "{}", R"("resourceVersion":"x1")")}}, 1)
-                  .status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, "metadata.resourceVersion: Invalid value"));
+  EXPECT_THAT(
+      store_->ApplyClusterEvents({{ClaimJson("ns", "x", "{}", R"("resourceVersion":"x1")")}}, 1)
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, "metadata.resourceVersion: Invalid value"));
 }
 
 // Writers on several threads; watchers started at random moments from a
@@ -490,11 +497,21 @@ TEST_F(WatchTest, WatchersFromRandomRevisionsSeeExactlyTheCommittedChanges) {
       for (int i = 0; i < kOpsPerWriter; ++i) {
         const ClaimKey key{"ns", absl::StrCat("c", rng() % 20)};
         switch (rng() % 5) {
-          case 0: (void)store_->Put(ClaimJson(key.claim_namespace, key.name)); break;
-          case 1: (void)store_->Allocate(key, AllocationOf({{.device = key.name}})); break;
-          case 2: (void)store_->Reserve(key, Pod(absl::StrCat("p", rng() % 3))); break;
-          case 3: (void)store_->Unreserve(key, absl::StrCat("p", rng() % 3)); break;
-          case 4: (void)store_->Delete(key); break;
+          case 0:
+            (void)store_->Put(ClaimJson(key.claim_namespace, key.name));
+            break;
+          case 1:
+            (void)store_->Allocate(key, AllocationOf({{.device = key.name}}));
+            break;
+          case 2:
+            (void)store_->Reserve(key, Pod(absl::StrCat("p", rng() % 3)));
+            break;
+          case 3:
+            (void)store_->Unreserve(key, absl::StrCat("p", rng() % 3));
+            break;
+          case 4:
+            (void)store_->Delete(key);
+            break;
         }
       }
     });

@@ -89,8 +89,9 @@ TEST_F(CorruptionTest, FlippedBytesInAnSstFileAreDataLossOnRead) {
   Fill(/*compact=*/true);
   std::vector<fs::path> ssts = Files(db(), ".sst");
   ASSERT_FALSE(ssts.empty());
-  std::sort(ssts.begin(), ssts.end(),
-            [](const fs::path& a, const fs::path& b) { return fs::file_size(a) > fs::file_size(b); });
+  std::sort(ssts.begin(), ssts.end(), [](const fs::path& a, const fs::path& b) {
+    return fs::file_size(a) > fs::file_size(b);
+  });
   Flip(ssts[0], 64);  // the largest: the records
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db(), {});
   ASSERT_THAT(store, IsOk());
@@ -131,8 +132,9 @@ TEST_F(CorruptionTest, AFlippedWriteAheadLogIsDataLossOnOpenNotSilentLoss) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   std::vector<fs::path> logs = Files(db(), ".log");
   ASSERT_FALSE(logs.empty());
-  std::sort(logs.begin(), logs.end(),
-            [](const fs::path& a, const fs::path& b) { return fs::file_size(a) > fs::file_size(b); });
+  std::sort(logs.begin(), logs.end(), [](const fs::path& a, const fs::path& b) {
+    return fs::file_size(a) > fs::file_size(b);
+  });
   Flip(logs[0], 32);
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(db(), {});
   ASSERT_FALSE(store.ok()) << "recovered past a corrupt WAL record";

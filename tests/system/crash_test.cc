@@ -38,11 +38,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "testutil/claim_model.h"
+#include "absl/time/time.h"
 #include "claimstore/store.h"
+#include "testutil/claim_model.h"
 
 namespace claimstore {
 namespace {
@@ -185,17 +185,19 @@ struct FeedReplay {
 // The feed after the kill holds exactly the committed changes: its events
 // from the last check on are the revisions up to the store's, one each, and
 // replaying them gives the state the store holds.
-void CheckFeed(Store& store, uint64_t revision, FeedReplay* feed, std::vector<std::string>* problems) {
+void CheckFeed(Store& store, uint64_t revision, FeedReplay* feed,
+               std::vector<std::string>* problems) {
   absl::StatusOr<std::unique_ptr<Watcher>> w = store.Watch(feed->revision + 1);
   if (!w.ok()) {
-    problems->push_back(absl::StrCat("feed: watch from ", feed->revision + 1, ": ", w.status().ToString()));
+    problems->push_back(
+        absl::StrCat("feed: watch from ", feed->revision + 1, ": ", w.status().ToString()));
     return;
   }
   while (feed->revision < revision) {
     absl::StatusOr<WatchEvent> e = (*w)->Next(absl::ZeroDuration());
     if (!e.ok()) {
-      problems->push_back(absl::StrCat("feed: revision ", feed->revision + 1, " of ", revision, ": ",
-                                       e.status().ToString()));
+      problems->push_back(absl::StrCat("feed: revision ", feed->revision + 1, " of ", revision,
+                                       ": ", e.status().ToString()));
       return;
     }
     if (e->revision != feed->revision + 1) {
@@ -220,7 +222,8 @@ void CheckFeed(Store& store, uint64_t revision, FeedReplay* feed, std::vector<st
   }
   if (listed != feed->claims) {
     problems->push_back(absl::StrCat("feed: replaying it gives ", feed->claims.size(),
-                                     " claims, not the ", listed.size(), " stored (or other bytes)"));
+                                     " claims, not the ", listed.size(),
+                                     " stored (or other bytes)"));
   }
 }
 
@@ -239,14 +242,14 @@ std::vector<std::string> Check(const std::string& db, const CycleLog& log, Claim
                                     " is below the acknowledged revision ",
                                     log.acknowledged.rbegin()->first));
   } else if (revision < model->revision()) {
-    problems.push_back(absl::StrCat("store revision ", revision, " went back from ",
-                                    model->revision()));
+    problems.push_back(
+        absl::StrCat("store revision ", revision, " went back from ", model->revision()));
   } else {
     std::vector<bool> used(log.in_flight.size(), false);
     std::vector<std::string> why;
     if (!Replay(**store, log, revision, model, &used, placed, &why)) {
-      problems.push_back(absl::StrCat("the state at revision ", revision,
-                                      " is no replay of the history:"));
+      problems.push_back(
+          absl::StrCat("the state at revision ", revision, " is no replay of the history:"));
       problems.insert(problems.end(), why.begin(), why.end());
     }
   }
@@ -262,7 +265,8 @@ std::vector<std::string> Check(const std::string& db, const CycleLog& log, Claim
 
 int Parent(const char* self, int cycles, uint64_t seed) {
   const std::string dir =
-      (std::filesystem::temp_directory_path() / absl::StrCat("claimstore-crash-", getpid())).string();
+      (std::filesystem::temp_directory_path() / absl::StrCat("claimstore-crash-", getpid()))
+          .string();
   std::filesystem::remove_all(dir);
   const std::string db = dir + "/db";
   std::mt19937_64 rng(seed);

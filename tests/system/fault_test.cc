@@ -12,8 +12,8 @@
 //     a failing one): the process never dies, writes resume once the disk
 //     is back, nothing acknowledged is lost.
 #include <atomic>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -21,13 +21,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "testutil/claim_model.h"
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
-#include "testutil/fault_fs.h"
 #include "gtest/gtest.h"
 #include "rocksdb/env.h"
 #include "store/store_testing.h"
+#include "testutil/claim_model.h"
+#include "testutil/fault_fs.h"
 #include "testutil/test_util.h"
 
 namespace claimstore::testing {
@@ -47,8 +47,8 @@ std::vector<std::string> Names() {
 // Small memtables, so that flushes (and their syncs) happen within a short
 // workload, and a tiny block cache, so that reads go to the files.
 Options SmallOptions(bool sync) {
-  return Options{.sync_writes = sync, .block_cache_bytes = 64 << 10,
-                 .write_buffer_bytes = 64 << 10};
+  return Options{
+      .sync_writes = sync, .block_cache_bytes = 64 << 10, .write_buffer_bytes = 64 << 10};
 }
 
 std::vector<std::string> VerifyProblems(Store& store) {
@@ -112,8 +112,8 @@ void PowerLossTrials(const std::function<absl::StatusOr<std::unique_ptr<Store>>(
     const uint64_t acknowledged = model.revision();
     power_loss(&*store);
     store = open();
-    ASSERT_TRUE(store.ok()) << "trial " << trial << ": reopening after power loss: "
-                            << store.status();
+    ASSERT_TRUE(store.ok()) << "trial " << trial
+                            << ": reopening after power loss: " << store.status();
     absl::StatusOr<ClaimReads> now = (*store)->GetMany({});
     ASSERT_TRUE(now.ok()) << now.status();
     const uint64_t revision = now->revision;
@@ -136,24 +136,22 @@ void PowerLossTrials(const std::function<absl::StatusOr<std::unique_ptr<Store>>(
 
 TEST_F(FaultTest, PowerLossWithoutSyncLeavesAPrefixOfTheHistory) {
   int lost = 0, partly_kept = 0;
-  PowerLossTrials(
-      [&] { return OpenFaulty(SmallOptions(false)); },
-      [&](std::unique_ptr<Store>* s) { PowerLoss(s); }, /*sync=*/false, 40, &lost,
-      &partly_kept);
+  PowerLossTrials([&] { return OpenFaulty(SmallOptions(false)); },
+                  [&](std::unique_ptr<Store>* s) { PowerLoss(s); }, /*sync=*/false, 40, &lost,
+                  &partly_kept);
   ASSERT_FALSE(HasFatalFailure());
   // The power losses really lost unsynced writes, and some trials kept a
   // part of theirs (flushed before the loss): prefixes of every length.
   EXPECT_GT(lost, 10);
   EXPECT_GT(partly_kept, 3);
-  std::printf("40 power losses without sync: %d lost writes, %d kept a part\n", lost,
-              partly_kept);
+  std::printf("40 power losses without sync: %d lost writes, %d kept a part\n", lost, partly_kept);
 }
 
 TEST_F(FaultTest, PowerLossWithSyncLosesNoAcknowledgedWrite) {
   int lost = 0, partly_kept = 0;
-  PowerLossTrials(
-      [&] { return OpenFaulty(SmallOptions(true)); },
-      [&](std::unique_ptr<Store>* s) { PowerLoss(s); }, /*sync=*/true, 25, &lost, &partly_kept);
+  PowerLossTrials([&] { return OpenFaulty(SmallOptions(true)); },
+                  [&](std::unique_ptr<Store>* s) { PowerLoss(s); }, /*sync=*/true, 25, &lost,
+                  &partly_kept);
   ASSERT_FALSE(HasFatalFailure());
   EXPECT_EQ(lost, 0);
 }
@@ -217,8 +215,8 @@ TEST_F(FaultTest, PowerLossUnderConcurrentSyncedWritersKeepsEveryAcknowledgedWri
           mine = next;
           const auto it = mine.claims().find(op.claim);
           acks[t][op.claim] =
-              Ack{got.revision, it == mine.claims().end() ? std::nullopt
-                                                          : std::optional<ModelClaim>(it->second)};
+              Ack{got.revision,
+                  it == mine.claims().end() ? std::nullopt : std::optional<ModelClaim>(it->second)};
           ++acknowledged;
         }
       });
@@ -334,7 +332,9 @@ class IoErrorTest : public FaultTest {
     std::filesystem::remove_all(db_path());
     std::filesystem::copy(template_, db_path(), std::filesystem::copy_options::recursive);
     fs_->FailNth(op, n, error);
-    const std::string what = absl::StrCat(op == Op::kWrite ? "write" : op == Op::kSync ? "sync" : "read",
+    const std::string what = absl::StrCat(op == Op::kWrite  ? "write"
+                                          : op == Op::kSync ? "sync"
+                                                            : "read",
                                           " #", n, error == Error::kEIO ? " EIO" : " ENOSPC");
     ClaimModel model = base_;
     // What happened, for the reopened state: each call with whether it
@@ -444,9 +444,10 @@ TEST_F(IoErrorTest, EveryNthWriteSyncOrReadFailing) {
       }
     }
   }
-  std::printf("%d runs: %d with an injected fault, %d calls failed, %d opens failed, "
-              "%d failed calls found whole after reopening\n",
-              runs, fired, failed_calls, open_failed, committed_anyway);
+  std::printf(
+      "%d runs: %d with an injected fault, %d calls failed, %d opens failed, "
+      "%d failed calls found whole after reopening\n",
+      runs, fired, failed_calls, open_failed, committed_anyway);
   EXPECT_GT(failed_calls, runs / 2);  // the faults reached the callers
   EXPECT_GT(open_failed, 0);          // and the recovery at open
 }
@@ -468,7 +469,8 @@ std::vector<ClaimRecord> BulkClaims() {
 // Commits a bulk load of `claims` into the store.
 absl::Status BulkLoadInto(Store& store, const std::vector<ClaimRecord>& claims,
                           bool replace_all = false) {
-  absl::StatusOr<std::unique_ptr<BulkLoad>> load = store.StartBulkLoad({.replace_all = replace_all});
+  absl::StatusOr<std::unique_ptr<BulkLoad>> load =
+      store.StartBulkLoad({.replace_all = replace_all});
   if (!load.ok()) return load.status();
   for (const ClaimRecord& c : claims) {
     if (absl::Status s = (*load)->Add(c); !s.ok()) return s;
@@ -580,7 +582,9 @@ void FaultTest::SweepBulkLoad(const std::vector<ClaimRecord>& stored,
             ((n - 1) / step + (error == Error::kEIO ? 0 : 1)) % 2 != 0) {
           continue;
         }
-        const std::string what = absl::StrCat(op == Op::kWrite ? "write" : op == Op::kSync ? "sync" : "read",
+        const std::string what = absl::StrCat(op == Op::kWrite  ? "write"
+                                              : op == Op::kSync ? "sync"
+                                                                : "read",
                                               " #", n, error == Error::kEIO ? " EIO" : " ENOSPC");
         fresh();
         bool load_failed = false;
@@ -618,15 +622,20 @@ void FaultTest::SweepBulkLoad(const std::vector<ClaimRecord>& stored,
         if (held == before) {
           EXPECT_TRUE(BulkLoadInto(**store, loaded).ok()) << what;
         } else {
-          EXPECT_TRUE((*store)->Delete({std::string(loaded[0].claim_namespace()),
-                                        std::string(loaded[0].name())}).ok()) << what;
+          EXPECT_TRUE((*store)
+                          ->Delete({std::string(loaded[0].claim_namespace()),
+                                    std::string(loaded[0].name())})
+                          .ok())
+              << what;
         }
         if (HasFailure()) return;
       }
     }
   }
-  std::printf("%d bulk loads with an I/O error: %d failed, %d of those found whole after "
-              "reopening\n", runs, failed, kept_after_failure);
+  std::printf(
+      "%d bulk loads with an I/O error: %d failed, %d of those found whole after "
+      "reopening\n",
+      runs, failed, kept_after_failure);
   EXPECT_GT(failed, runs / 2);
   // A failed sync of the MANIFEST record whose bytes were written anyway:
   // the ingestion failed, and the reopened store has all of it, which needs
@@ -634,19 +643,19 @@ void FaultTest::SweepBulkLoad(const std::vector<ClaimRecord>& stored,
   EXPECT_GT(kept_after_failure, 0);
 }
 
-TEST_F(FaultTest, BulkLoadUnderIoErrorsIsAllOrNothing) {
-  SweepBulkLoad({}, BulkClaims());
-}
+TEST_F(FaultTest, BulkLoadUnderIoErrorsIsAllOrNothing) { SweepBulkLoad({}, BulkClaims()); }
 
 // Over stored claims (issue 13): half of the load replaces stored claims.
 TEST_F(FaultTest, BulkLoadOverStoredClaimsUnderIoErrorsIsBeforeOrAfter) {
-  SweepBulkLoad(GeneratedClaims(0, kBulkClaims, 1), GeneratedClaims(kBulkClaims / 2, kBulkClaims, 2));
+  SweepBulkLoad(GeneratedClaims(0, kBulkClaims, 1),
+                GeneratedClaims(kBulkClaims / 2, kBulkClaims, 2));
 }
 
 // replace_all over stored claims (restore --replace): the stored claims the
 // load does not name go by range tombstones in the load's own files.
 TEST_F(FaultTest, BulkLoadReplacingAllUnderIoErrorsIsBeforeOrAfter) {
-  SweepBulkLoad(GeneratedClaims(0, kBulkClaims, 1), GeneratedClaims(kBulkClaims / 2, kBulkClaims, 2),
+  SweepBulkLoad(GeneratedClaims(0, kBulkClaims, 1),
+                GeneratedClaims(kBulkClaims / 2, kBulkClaims, 2),
                 /*replace_all=*/true);
 }
 
@@ -676,9 +685,9 @@ class FailingWriterTest : public IoErrorTest {
     WriterRun run;
     std::filesystem::remove_all(db_path());
     std::filesystem::copy(template_, db_path(), std::filesystem::copy_options::recursive);
-    const std::string what = absl::StrCat(FaultFileSystem::WriterName(writer), " failing with ",
-                                          error == Error::kEIO ? "EIO" : "ENOSPC", " for calls ",
-                                          from, "-", to);
+    const std::string what =
+        absl::StrCat(FaultFileSystem::WriterName(writer), " failing with ",
+                     error == Error::kEIO ? "EIO" : "ENOSPC", " for calls ", from, "-", to);
     ClaimModel model = base_;
     std::vector<std::pair<ModelOp, bool>> history;
     uint64_t injected = 0;
@@ -698,9 +707,9 @@ class FailingWriterTest : public IoErrorTest {
           history.emplace_back(op, false);
           return true;
         }
-        const bool expected = got.code == absl::StatusCode::kUnavailable ||
-                              (error == Error::kNoSpace &&
-                               got.code == absl::StatusCode::kResourceExhausted);
+        const bool expected =
+            got.code == absl::StatusCode::kUnavailable ||
+            (error == Error::kNoSpace && got.code == absl::StatusCode::kResourceExhausted);
         EXPECT_TRUE(expected) << what << ": " << op.ToString() << ": store " << got.ToString()
                               << ", model " << want.ToString();
         run.reopen_needed = run.reopen_needed || got.code == absl::StatusCode::kUnavailable;
@@ -745,8 +754,8 @@ class FailingWriterTest : public IoErrorTest {
 
 TEST_F(FailingWriterTest, NoWriterFailingAbortsAndAcknowledgedWritesStay) {
   int runs = 0, failed_calls = 0, resumed = 0, reopened = 0;
-  for (Writer writer : {Writer::kInfoLog, Writer::kWal, Writer::kManifest, Writer::kTable,
-                        Writer::kAll}) {
+  for (Writer writer :
+       {Writer::kInfoLog, Writer::kWal, Writer::kManifest, Writer::kTable, Writer::kAll}) {
     for (Error error : {Error::kNoSpace, Error::kEIO}) {
       for (const auto& [from, to] : {std::pair<size_t, size_t>{4, 20}, {14, 40}, {30, 50}}) {
         const WriterRun run = Run(writer, error, from, to);
@@ -758,7 +767,8 @@ TEST_F(FailingWriterTest, NoWriterFailingAbortsAndAcknowledgedWritesStay) {
           // The info log failing fails nothing else.
           EXPECT_EQ(run.failed_calls, 0) << "info log, from " << from;
         } else if (writer != Writer::kManifest || error == Error::kNoSpace) {
-          EXPECT_GT(run.failed_calls, 0) << FaultFileSystem::WriterName(writer) << ", from " << from;
+          EXPECT_GT(run.failed_calls, 0)
+              << FaultFileSystem::WriterName(writer) << ", from " << from;
         }
         if (error == Error::kNoSpace && writer != Writer::kManifest) {
           // A full disk that empties again: writes go on by themselves.
@@ -769,8 +779,9 @@ TEST_F(FailingWriterTest, NoWriterFailingAbortsAndAcknowledgedWritesStay) {
       }
     }
   }
-  std::printf("%d runs: %d calls failed, writes resumed by themselves in %d, after a reopen in %d\n",
-              runs, failed_calls, resumed, reopened);
+  std::printf(
+      "%d runs: %d calls failed, writes resumed by themselves in %d, after a reopen in %d\n", runs,
+      failed_calls, resumed, reopened);
 }
 
 // The OPTIONS file is written at open. RocksDB keeps it for people and

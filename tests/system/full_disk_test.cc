@@ -6,11 +6,11 @@
 // before and after a reopen, with Verify clean.
 #include <sys/wait.h>
 
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -43,9 +43,7 @@ class FullDiskTest : public ::testing::TestWithParam<uint64_t> {};
 
 // Small memtables, so that flushes (table files, MANIFEST records) happen
 // while the disk fills, not only write-ahead-log appends.
-Options SmallOptions() {
-  return Options{.sync_writes = true, .write_buffer_bytes = 256 << 10};
-}
+Options SmallOptions() { return Options{.sync_writes = true, .write_buffer_bytes = 256 << 10}; }
 
 TEST_P(FullDiskTest, WritesFailClearlyReadsGoOnAndWritesResumeWhenSpaceReturns) {
   Tmpfs fs(24 << 20);
@@ -216,8 +214,8 @@ TEST(FullDisk, TheToolSaysTheDiskIsFullAndExitsWithTheStorageCode) {
   const std::string db = fs.path() + "/db";
   Seed(db, 20);
   const ClaimKey key = KeyOf(Claim(3));
-  const std::string reserve =
-      absl::StrCat("reserve ", key.ToString(), " --consumer pods/pod-x/0b6f7a52-1111-4e2a-9c1d-0d7e5c3b2a10");
+  const std::string reserve = absl::StrCat(
+      "reserve ", key.ToString(), " --consumer pods/pod-x/0b6f7a52-1111-4e2a-9c1d-0d7e5c3b2a10");
   fs.FillLeaving(fs.path() + "/ballast", 0);
   const ToolRun full = Tool(db, reserve);
   EXPECT_EQ(full.code, 5) << full.err;
@@ -283,7 +281,8 @@ TEST(FullDisk, ADatabaseRemovedUnderAWriterFailsClearlyAndClosesCleanly) {
     absl::SleepFor(absl::Milliseconds(50 + 40 * round));
     // RocksDB may make a file while the directory is being emptied.
     std::error_code ec;
-    for (int i = 0; i < 100 && std::filesystem::exists(db); ++i) std::filesystem::remove_all(db, ec);
+    for (int i = 0; i < 100 && std::filesystem::exists(db); ++i)
+      std::filesystem::remove_all(db, ec);
     EXPECT_FALSE(std::filesystem::exists(db));
     absl::SleepFor(absl::Milliseconds(100));
     (void)(*store)->Compact();  // a flush into the missing directory

@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "testutil/claim_model.h"
 #include "gtest/gtest.h"
+#include "testutil/claim_model.h"
 #include "testutil/history_checker.h"
 #include "testutil/store_test_util.h"
 
@@ -28,9 +28,9 @@ const ModelOutcome kUnknown = Failed(absl::StatusCode::kUnavailable);
 class CheckerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    start_.Apply({ModelOp::Kind::kPut, "a", "uid-a"});         // revision 1
-    start_.Apply({ModelOp::Kind::kPut, "b", "uid-b"});         // 2
-    start_.Apply({ModelOp::Kind::kAllocate, "a", "gpu-0"});    // 3
+    start_.Apply({ModelOp::Kind::kPut, "a", "uid-a"});       // revision 1
+    start_.Apply({ModelOp::Kind::kPut, "b", "uid-b"});       // 2
+    start_.Apply({ModelOp::Kind::kAllocate, "a", "gpu-0"});  // 3
   }
   bool Linearizable(const std::vector<Call>& calls) {
     return testing::Linearizable(start_, calls, Revisions::kDense);
@@ -155,7 +155,10 @@ TEST_F(CheckerTest, AnUnknownOutcomeMayHaveLandedOrNot) {
   const ModelClaim not_landed = start_.claims().at("a");
   const Call unknown{0, {ModelOp::Kind::kReserve, "a", "pod-0"}, 0, 5, kUnknown};
   const auto read = [](const ModelClaim& c, int64_t at) {
-    return Call{1, {ModelOp::Kind::kGet, "a", ""}, at, at + 1,
+    return Call{1,
+                {ModelOp::Kind::kGet, "a", ""},
+                at,
+                at + 1,
                 {absl::StatusCode::kOk, false, c.mod_revision, c}};
   };
   EXPECT_TRUE(Linearizable({unknown, read(landed, 6)}));
@@ -193,7 +196,10 @@ TEST_F(CheckerTest, AnUnknownOutcomeTakesTheRevisionALaterReadReports) {
   ++b.version;
   const std::vector<Call> calls = {
       {0, {ModelOp::Kind::kAllocate, "b", "gpu-1"}, 0, 5, kUnknown},
-      {0, {ModelOp::Kind::kAllocate, "b", "gpu-1"}, 6, 9,
+      {0,
+       {ModelOp::Kind::kAllocate, "b", "gpu-1"},
+       6,
+       9,
        Failed(absl::StatusCode::kFailedPrecondition)},
       {1, {ModelOp::Kind::kGet, "b", ""}, 10, 11, {absl::StatusCode::kOk, false, 30, b}},
   };
@@ -249,8 +255,8 @@ std::string RunHistories(Store& store, int histories, int overlapping, uint64_t 
       }
     });
   }
-  for (int h = 0; (h < histories || stats.overlapping < overlapping) && h < 10 * histories &&
-                  failure.empty();
+  for (int h = 0;
+       (h < histories || stats.overlapping < overlapping) && h < 10 * histories && failure.empty();
        ++h) {
     // Two claims competing for two devices; one of them allocated to start.
     const std::string a = absl::StrCat("h", seed, "-", h, "a");
@@ -263,14 +269,14 @@ std::string RunHistories(Store& store, int histories, int overlapping, uint64_t 
       break;
     }
     ClaimModel model(before->revision);
-    for (const ModelOp& setup : {ModelOp{ModelOp::Kind::kPut, a, "uid-a"},
-                                 ModelOp{ModelOp::Kind::kPut, b, "uid-b"},
-                                 ModelOp{ModelOp::Kind::kAllocate, a, devices[0]}}) {
+    for (const ModelOp& setup :
+         {ModelOp{ModelOp::Kind::kPut, a, "uid-a"}, ModelOp{ModelOp::Kind::kPut, b, "uid-b"},
+          ModelOp{ModelOp::Kind::kAllocate, a, devices[0]}}) {
       const ModelOutcome want = model.Apply(setup);
       const ModelOutcome got = RunOnStore(store, setup);
       if (!(got == want)) {
-        failure = absl::StrCat(setup.ToString(), ": store ", got.ToString(), ", model ",
-                               want.ToString());
+        failure =
+            absl::StrCat(setup.ToString(), ": store ", got.ToString(), ", model ", want.ToString());
       }
     }
     if (!failure.empty()) break;
@@ -281,11 +287,20 @@ std::string RunHistories(Store& store, int histories, int overlapping, uint64_t 
         const std::string pod = absl::StrCat("pod-", rng() % 3);
         switch (rng() % 7) {
           case 0:
-          case 1: plan[t].push_back({ModelOp::Kind::kReserve, claim, pod}); break;
-          case 2: plan[t].push_back({ModelOp::Kind::kUnreserve, claim, pod}); break;
-          case 3: plan[t].push_back({ModelOp::Kind::kAllocate, claim, devices[rng() % 2]}); break;
-          case 4: plan[t].push_back({ModelOp::Kind::kDeallocate, claim, ""}); break;
-          default: plan[t].push_back({ModelOp::Kind::kGet, claim, ""});
+          case 1:
+            plan[t].push_back({ModelOp::Kind::kReserve, claim, pod});
+            break;
+          case 2:
+            plan[t].push_back({ModelOp::Kind::kUnreserve, claim, pod});
+            break;
+          case 3:
+            plan[t].push_back({ModelOp::Kind::kAllocate, claim, devices[rng() % 2]});
+            break;
+          case 4:
+            plan[t].push_back({ModelOp::Kind::kDeallocate, claim, ""});
+            break;
+          default:
+            plan[t].push_back({ModelOp::Kind::kGet, claim, ""});
         }
       }
     }
@@ -323,10 +338,10 @@ void ExpectRealContention(const HistoryStats& stats, int overlapping) {
   // Enough histories were concurrent, and the calls met every outcome the
   // model distinguishes, including the races' losers.
   EXPECT_GE(stats.overlapping, overlapping);
-  for (const char* seen : {"reserve changed", "reserve ok", "reserve FAILED_PRECONDITION",
-                           "unreserve changed", "allocate changed", "allocate ABORTED",
-                           "allocate FAILED_PRECONDITION", "deallocate changed",
-                           "deallocate FAILED_PRECONDITION", "get ok"}) {
+  for (const char* seen :
+       {"reserve changed", "reserve ok", "reserve FAILED_PRECONDITION", "unreserve changed",
+        "allocate changed", "allocate ABORTED", "allocate FAILED_PRECONDITION",
+        "deallocate changed", "deallocate FAILED_PRECONDITION", "get ok"}) {
     EXPECT_GT(stats.outcomes.at(seen), 0) << seen;
   }
   std::vector<std::string> lines;

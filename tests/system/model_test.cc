@@ -2,20 +2,19 @@
 // every outcome (status code, changed, revision, what a read returns) and the
 // final state must agree, or the model would make the crash and
 // linearizability checks meaningless.
-#include "testutil/claim_model.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "testutil/claim_model.h"
 #include "testutil/store_test_util.h"
 
 namespace claimstore::testing {
 namespace {
 
 TEST(ModelOpTest, ParsesWhatItPrints) {
-  for (const ModelOp& op : {ModelOp{ModelOp::Kind::kPut, "c1", "uid-7"},
-                            ModelOp{ModelOp::Kind::kDeallocate, "c2", ""},
-                            ModelOp{ModelOp::Kind::kReserve, "c3", "pod-1"}}) {
+  for (const ModelOp& op :
+       {ModelOp{ModelOp::Kind::kPut, "c1", "uid-7"}, ModelOp{ModelOp::Kind::kDeallocate, "c2", ""},
+        ModelOp{ModelOp::Kind::kReserve, "c3", "pod-1"}}) {
     std::optional<ModelOp> back = ModelOp::Parse(op.ToString());
     ASSERT_TRUE(back.has_value()) << op.ToString();
     EXPECT_EQ(back->ToString(), op.ToString());
@@ -32,7 +31,8 @@ class ModelTest : public StoreFixture {};
 class ModelCacheTest : public ModelTest, public ::testing::WithParamInterface<size_t> {};
 
 INSTANTIATE_TEST_SUITE_P(RecordCache, ModelCacheTest,
-                         ::testing::Values(size_t{0}, size_t{8} << 10, Options().record_cache_bytes));
+                         ::testing::Values(size_t{0}, size_t{8} << 10,
+                                           Options().record_cache_bytes));
 
 TEST_P(ModelCacheTest, AgreesWithTheStoreOnEveryCall) {
   Reopen({.record_cache_bytes = GetParam()});
@@ -58,11 +58,11 @@ TEST_P(ModelCacheTest, AgreesWithTheStoreOnEveryCall) {
   }
   // The workload reached every rule the model encodes.
   for (const char* seen :
-       {"put changed", "delete changed", "delete NOT_FOUND", "allocate changed",
-        "allocate ABORTED", "allocate FAILED_PRECONDITION", "deallocate changed",
-        "deallocate unchanged", "deallocate FAILED_PRECONDITION", "reserve changed",
-        "reserve unchanged", "reserve FAILED_PRECONDITION", "unreserve changed",
-        "unreserve unchanged", "get unchanged", "get NOT_FOUND"}) {
+       {"put changed", "delete changed", "delete NOT_FOUND", "allocate changed", "allocate ABORTED",
+        "allocate FAILED_PRECONDITION", "deallocate changed", "deallocate unchanged",
+        "deallocate FAILED_PRECONDITION", "reserve changed", "reserve unchanged",
+        "reserve FAILED_PRECONDITION", "unreserve changed", "unreserve unchanged", "get unchanged",
+        "get NOT_FOUND"}) {
     EXPECT_GT(outcomes[seen], 0) << seen;
   }
   Reopen({.record_cache_bytes = GetParam()});

@@ -37,14 +37,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "testutil/claim_model.h"
 #include "claimstore/allocation.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
 #include "claimstore/store.h"
-#include "testutil/etcd_cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testutil/claim_model.h"
+#include "testutil/etcd_cluster.h"
 #include "testutil/history_checker.h"
 #include "testutil/store_test_util.h"
 #include "testutil/test_util.h"
@@ -55,18 +55,18 @@ namespace {
 using ::claimstore::testing::Call;
 using ::claimstore::testing::ClaimJson;
 using ::claimstore::testing::ClaimModel;
-using ::claimstore::testing::ModelOp;
-using ::claimstore::testing::ModelOutcome;
-using ::claimstore::testing::Uuid;
 using ::claimstore::testing::EtcdCluster;
 using ::claimstore::testing::IsOk;
+using ::claimstore::testing::ModelOp;
+using ::claimstore::testing::ModelOutcome;
 using ::claimstore::testing::Pod;
 using ::claimstore::testing::ScopedTempDir;
 using ::claimstore::testing::TestCluster;
+using ::claimstore::testing::Uuid;
 
 constexpr char kDriver[] = "gpu.example.com";
 constexpr int kProcesses = 4, kThreads = 4, kRacers = kProcesses * kThreads;
-constexpr int kFit = 5;  // shares of 1Gi that fit the capacity race's device
+constexpr int kFit = 5;           // shares of 1Gi that fit the capacity race's device
 constexpr int kHistoryCalls = 2;  // per racer and round of a history
 
 // The two claims and two devices of a history's round.
@@ -76,7 +76,6 @@ std::string HistoryClaim(int round, char which) {
 std::string HistoryDevice(int round, char which) {
   return absl::StrCat("hist-dev-", round, "-", std::string(1, which));
 }
-
 
 // The racers' stores: endpoints as the child's command line has them.
 Options RacerOptions(const std::string& endpoints, const std::string& prefix) {
@@ -103,9 +102,12 @@ absl::Status Race(Store& store, const std::string& scenario, int r, int racer) {
   result.share_id = Uuid(racer);
   result.consumed_capacity = {{"memory", racer % 2 == 0 ? "1Gi" : "1024Mi"}};
   builder.AddResult(std::move(result));
-  const std::vector<DeviceCapacity> limit = {
-      {kDriver, "pool-a", absl::StrCat(scenario, "-dev-", r), {{"memory", absl::StrCat(kFit, "Gi")}}}};
-  return store.Allocate({"ns", absl::StrCat("capacity-", r, "-", racer)}, builder.Build(), {}, limit)
+  const std::vector<DeviceCapacity> limit = {{kDriver,
+                                              "pool-a",
+                                              absl::StrCat(scenario, "-dev-", r),
+                                              {{"memory", absl::StrCat(kFit, "Gi")}}}};
+  return store
+      .Allocate({"ns", absl::StrCat("capacity-", r, "-", racer)}, builder.Build(), {}, limit)
       .status();
 }
 
@@ -125,11 +127,18 @@ void History(Store& store, int r, int racer, std::mutex& out) {
     const std::string pod = absl::StrCat("pod-", rng() % 3);
     switch (rng() % 6) {
       case 0:
-      case 1: op.kind = ModelOp::Kind::kReserve, op.arg = pod; break;
-      case 2: op.kind = ModelOp::Kind::kUnreserve, op.arg = pod; break;
+      case 1:
+        op.kind = ModelOp::Kind::kReserve, op.arg = pod;
+        break;
+      case 2:
+        op.kind = ModelOp::Kind::kUnreserve, op.arg = pod;
+        break;
       case 3:
-      case 4: op.kind = ModelOp::Kind::kAllocate, op.arg = HistoryDevice(r, rng() % 2 == 0 ? 'x' : 'y'); break;
-      default: op.kind = ModelOp::Kind::kDeallocate;
+      case 4:
+        op.kind = ModelOp::Kind::kAllocate, op.arg = HistoryDevice(r, rng() % 2 == 0 ? 'x' : 'y');
+        break;
+      default:
+        op.kind = ModelOp::Kind::kDeallocate;
     }
     const absl::Time give_up = absl::Now() + absl::Seconds(60);
     while (true) {
@@ -150,7 +159,8 @@ void History(Store& store, int r, int racer, std::mutex& out) {
 
 int Child(const std::string& endpoints, const std::string& prefix, const std::string& mirror,
           const std::string& scenario, int process, int rounds, const std::string& start_file) {
-  absl::StatusOr<std::unique_ptr<Store>> opened = Store::Open(mirror, RacerOptions(endpoints, prefix));
+  absl::StatusOr<std::unique_ptr<Store>> opened =
+      Store::Open(mirror, RacerOptions(endpoints, prefix));
   if (!opened.ok()) {
     fprintf(stderr, "child %d: %s\n", process, opened.status().ToString().c_str());
     return 2;
@@ -325,7 +335,8 @@ class SharedProcessTest : public ::testing::Test {
   }
 
   std::unique_ptr<Store> Fresh(const std::string& name) {
-    auto s = Store::Open(absl::StrCat(dir_.path(), "/fresh-", name), RacerOptions(endpoints_, prefix_));
+    auto s =
+        Store::Open(absl::StrCat(dir_.path(), "/fresh-", name), RacerOptions(endpoints_, prefix_));
     EXPECT_THAT(s.status(), IsOk());
     return s.ok() ? *std::move(s) : nullptr;
   }
@@ -336,8 +347,9 @@ class SharedProcessTest : public ::testing::Test {
     for (int r = 0; r < rounds; ++r) {
       std::string reserved;
       for (int i = 0; i < 255; ++i) {
-        absl::StrAppend(&reserved, i == 0 ? "" : ",",
-                        absl::StrFormat(R"({"resource":"pods","name":"p%d","uid":"taken-%d"})", i, i));
+        absl::StrAppend(
+            &reserved, i == 0 ? "" : ",",
+            absl::StrFormat(R"({"resource":"pods","name":"p%d","uid":"taken-%d"})", i, i));
       }
       const std::string status = absl::StrCat(
           R"({"allocation":{"devices":{"results":[{"request":"req","driver":"gpu.example.com",)",
@@ -355,7 +367,8 @@ class SharedProcessTest : public ::testing::Test {
           EXPECT_EQ(won, -1) << "round " << r << ": two winners";
           won = racer;
         } else {
-          EXPECT_EQ(o.code, absl::StatusCode::kResourceExhausted) << "round " << r << ": " << o.message;
+          EXPECT_EQ(o.code, absl::StatusCode::kResourceExhausted)
+              << "round " << r << ": " << o.message;
           EXPECT_THAT(o.message, ::testing::HasSubstr("256")) << "round " << r;
           ++exhausted;
         }
@@ -383,7 +396,8 @@ class SharedProcessTest : public ::testing::Test {
       EXPECT_EQ(holder, RacerClaim(r, won)) << "round " << r;
       for (int racer = 0; racer < kRacers; ++racer) {
         if (racer == won) continue;
-        EXPECT_EQ(outcomes[r][racer].code, absl::StatusCode::kAborted) << outcomes[r][racer].message;
+        EXPECT_EQ(outcomes[r][racer].code, absl::StatusCode::kAborted)
+            << outcomes[r][racer].message;
         EXPECT_THAT(outcomes[r][racer].message,
                     ::testing::HasSubstr("allocated to claim " + holder.ToString()));
       }
@@ -398,8 +412,8 @@ class SharedProcessTest : public ::testing::Test {
   // Round `r` of the device race: at most one racer reported a win, and
   // the device is held exactly once. Returns the winner (-1: none
   // reported) and the holder.
-  static std::pair<int, ClaimKey> CheckDeviceRound(const std::vector<std::vector<Outcome>>& outcomes,
-                                                   const AllocatedState& state, int r) {
+  static std::pair<int, ClaimKey> CheckDeviceRound(
+      const std::vector<std::vector<Outcome>>& outcomes, const AllocatedState& state, int r) {
     int won = -1;
     for (int racer = 0; racer < kRacers; ++racer) {
       if (outcomes[r][racer].code == absl::StatusCode::kOk) {
@@ -484,10 +498,10 @@ class SharedProcessTest : public ::testing::Test {
     ASSERT_TRUE(setup);
     std::vector<ClaimModel> start(rounds);
     for (int r = 0; r < rounds; ++r) {
-      for (const ModelOp& op : {ModelOp{ModelOp::Kind::kPut, HistoryClaim(r, 'a'), "uid-a"},
-                                ModelOp{ModelOp::Kind::kPut, HistoryClaim(r, 'b'), "uid-b"},
-                                ModelOp{ModelOp::Kind::kAllocate, HistoryClaim(r, 'a'),
-                                        HistoryDevice(r, 'x')}}) {
+      for (const ModelOp& op :
+           {ModelOp{ModelOp::Kind::kPut, HistoryClaim(r, 'a'), "uid-a"},
+            ModelOp{ModelOp::Kind::kPut, HistoryClaim(r, 'b'), "uid-b"},
+            ModelOp{ModelOp::Kind::kAllocate, HistoryClaim(r, 'a'), HistoryDevice(r, 'x')}}) {
         const ModelOutcome got = testing::RunOnStore(*setup, op);
         ASSERT_EQ(start[r].ApplyObserved(op, got), got) << op.ToString();
       }
@@ -502,11 +516,11 @@ class SharedProcessTest : public ::testing::Test {
       ASSERT_EQ(f.size(), 9u) << line;
       if (!f[8].empty() && f[8].back() == '\n') f[8].pop_back();
       std::optional<ModelOp> op = ModelOp::Parse(f[8]);
-      ASSERT_TRUE(absl::SimpleAtoi(f[1], &r) && absl::SimpleAtoi(f[2], &racer) &&
-                  absl::SimpleAtoi(f[3], &call.call_ns) && absl::SimpleAtoi(f[4], &call.return_ns) &&
-                  absl::SimpleAtoi(f[5], &code) && absl::SimpleAtoi(f[6], &changed) &&
-                  absl::SimpleAtoi(f[7], &call.outcome.revision) && op.has_value() && r >= 0 &&
-                  r < rounds)
+      ASSERT_TRUE(
+          absl::SimpleAtoi(f[1], &r) && absl::SimpleAtoi(f[2], &racer) &&
+          absl::SimpleAtoi(f[3], &call.call_ns) && absl::SimpleAtoi(f[4], &call.return_ns) &&
+          absl::SimpleAtoi(f[5], &code) && absl::SimpleAtoi(f[6], &changed) &&
+          absl::SimpleAtoi(f[7], &call.outcome.revision) && op.has_value() && r >= 0 && r < rounds)
           << line;
       call.thread = racer;
       call.op = *std::move(op);
@@ -556,15 +570,16 @@ class SharedProcessTest : public ::testing::Test {
     // most rounds, and the calls met the outcomes the model tells apart,
     // the losers' included.
     EXPECT_GE(across, rounds / 2);
-    for (const char* seen : {"reserve changed", "reserve FAILED_PRECONDITION", "allocate changed",
-                             "allocate ABORTED", "allocate FAILED_PRECONDITION",
-                             "deallocate changed", "deallocate FAILED_PRECONDITION"}) {
+    for (const char* seen :
+         {"reserve changed", "reserve FAILED_PRECONDITION", "allocate changed", "allocate ABORTED",
+          "allocate FAILED_PRECONDITION", "deallocate changed", "deallocate FAILED_PRECONDITION"}) {
       EXPECT_GT(outcomes[seen], 0) << seen;
     }
     std::vector<std::string> lines;
     for (const auto& [what, n] : outcomes) lines.push_back(absl::StrCat(what, ": ", n));
-    std::printf("%d rounds, %d with calls of different processes overlapping, %d outcomes unknown\n  %s\n",
-                rounds, across, unknown, absl::StrJoin(lines, "\n  ").c_str());
+    std::printf(
+        "%d rounds, %d with calls of different processes overlapping, %d outcomes unknown\n  %s\n",
+        rounds, across, unknown, absl::StrJoin(lines, "\n  ").c_str());
     ExpectVerifiesClean(*fresh);
   }
 
@@ -622,8 +637,8 @@ TEST_F(SharedProcessTest, ARacerKilledMidWriteCatchesUpWhenRestarted) {
   const auto outcomes = RunRace("device", kRounds, nullptr, /*kill_child_after_ms=*/400);
   // The killed process's mirror, opened again: it catches up with etcd,
   // verifies clean, and holds what a fresh mirror of etcd holds.
-  auto restarted = Store::Open(absl::StrCat(dir_.path(), "/mirror-device-0"),
-                               RacerOptions(endpoints_, prefix_));
+  auto restarted =
+      Store::Open(absl::StrCat(dir_.path(), "/mirror-device-0"), RacerOptions(endpoints_, prefix_));
   ASSERT_THAT(restarted.status(), IsOk());
   auto fresh = Fresh("check-killed");
   ASSERT_TRUE(fresh);

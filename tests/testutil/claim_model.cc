@@ -45,8 +45,9 @@ absl::string_view View(const flatbuffers::String* s) {
 
 std::string ModelOp::ToString() const {
   for (const auto& [k, name] : kNames) {
-    if (k == kind) return TakesArg(kind) ? absl::StrCat(name, " ", claim, " ", arg)
-                                         : absl::StrCat(name, " ", claim);
+    if (k == kind)
+      return TakesArg(kind) ? absl::StrCat(name, " ", claim, " ", arg)
+                            : absl::StrCat(name, " ", claim);
   }
   return "?";
 }
@@ -200,14 +201,27 @@ ModelOp RandomOp(std::mt19937_64& rng, int claims, int devices, int consumers) {
   ModelOp op;
   op.claim = absl::StrCat("c", rng() % claims);
   switch (rng() % 8) {
-    case 0: op = {ModelOp::Kind::kPut, op.claim, absl::StrCat("uid-", rng() % 1000)}; break;
-    case 1: op = {ModelOp::Kind::kDelete, op.claim, ""}; break;
-    case 2: op = {ModelOp::Kind::kAllocate, op.claim, absl::StrCat("gpu-", rng() % devices)}; break;
-    case 3: op = {ModelOp::Kind::kDeallocate, op.claim, ""}; break;
+    case 0:
+      op = {ModelOp::Kind::kPut, op.claim, absl::StrCat("uid-", rng() % 1000)};
+      break;
+    case 1:
+      op = {ModelOp::Kind::kDelete, op.claim, ""};
+      break;
+    case 2:
+      op = {ModelOp::Kind::kAllocate, op.claim, absl::StrCat("gpu-", rng() % devices)};
+      break;
+    case 3:
+      op = {ModelOp::Kind::kDeallocate, op.claim, ""};
+      break;
     case 4:
-    case 5: op = {ModelOp::Kind::kReserve, op.claim, absl::StrCat("pod-", rng() % consumers)}; break;
-    case 6: op = {ModelOp::Kind::kUnreserve, op.claim, absl::StrCat("pod-", rng() % consumers)}; break;
-    default: op = {ModelOp::Kind::kGet, op.claim, ""};
+    case 5:
+      op = {ModelOp::Kind::kReserve, op.claim, absl::StrCat("pod-", rng() % consumers)};
+      break;
+    case 6:
+      op = {ModelOp::Kind::kUnreserve, op.claim, absl::StrCat("pod-", rng() % consumers)};
+      break;
+    default:
+      op = {ModelOp::Kind::kGet, op.claim, ""};
   }
   return op;
 }
@@ -221,9 +235,9 @@ ModelOutcome RunOnStore(Store& store, const ModelOp& op) {
   };
   switch (op.kind) {
     case Kind::kPut: {
-      absl::StatusOr<ClaimRecord> record = DecodeClaim(
-          absl::StrCat(R"({"metadata":{"namespace":")", kNamespace, R"(","name":")", op.claim,
-                       R"(","uid":")", op.arg, R"("},"status":{}})"));
+      absl::StatusOr<ClaimRecord> record =
+          DecodeClaim(absl::StrCat(R"({"metadata":{"namespace":")", kNamespace, R"(","name":")",
+                                   op.claim, R"(","uid":")", op.arg, R"("},"status":{}})"));
       if (!record.ok()) return Error(record.status().code());
       return outcome(store.Put(*record));
     }
@@ -258,8 +272,7 @@ ModelOutcome RunOnStore(Store& store, const ModelOp& op) {
       }
       absl::StatusOr<ClaimRead> read = store.Get(key);
       if (!read.ok()) return Error(read.status().code());
-      return ModelOutcome{absl::StatusCode::kOk, false, read->revision,
-                          ToModelClaim(read->record)};
+      return ModelOutcome{absl::StatusCode::kOk, false, read->revision, ToModelClaim(read->record)};
     }
   }
   return Error(absl::StatusCode::kInternal);

@@ -1,6 +1,7 @@
 // A sequential model of the store for the reliability tests: what each write
 // of a small workload language does to a set of claims, and what a read
-// returns, written from docs/validation-rules.md and store.h, not from the store's code (store/src).
+// returns, written from docs/validation-rules.md and store.h, not from the store's code
+// (store/src).
 //
 // The crash test replays acknowledged histories through it; the
 // linearizability test searches for an order of concurrent calls that it

@@ -146,8 +146,8 @@ EtcdCluster::~EtcdCluster() {
 }
 
 std::string EtcdCluster::Endpoint(int i) const {
-  return absl::StrCat(tls_.has_value() ? "https" : "http", "://127.0.0.1:",
-                      members_[i].client_port);
+  return absl::StrCat(tls_.has_value() ? "https" : "http",
+                      "://127.0.0.1:", members_[i].client_port);
 }
 
 absl::StatusOr<std::unique_ptr<internal::EtcdClient>> EtcdCluster::ClientOf(
@@ -175,20 +175,33 @@ absl::Status EtcdCluster::Spawn(int i, bool fresh) {
   const std::string peer_url = absl::StrCat("http://127.0.0.1:", m.peer_port);
   std::vector<std::string> args = {
       kEtcd,
-      "--name", m.name,
-      "--data-dir", m.data_dir,
-      "--listen-client-urls", client_url,
-      "--advertise-client-urls", client_url,
-      "--listen-peer-urls", peer_url,
-      "--initial-advertise-peer-urls", peer_url,
-      "--initial-cluster", initial_cluster_,
-      "--initial-cluster-state", fresh ? "new" : "existing",
-      "--initial-cluster-token", dir_,
-      "--logger", "zap",
-      "--log-level", "warn",
+      "--name",
+      m.name,
+      "--data-dir",
+      m.data_dir,
+      "--listen-client-urls",
+      client_url,
+      "--advertise-client-urls",
+      client_url,
+      "--listen-peer-urls",
+      peer_url,
+      "--initial-advertise-peer-urls",
+      peer_url,
+      "--initial-cluster",
+      initial_cluster_,
+      "--initial-cluster-state",
+      fresh ? "new" : "existing",
+      "--initial-cluster-token",
+      dir_,
+      "--logger",
+      "zap",
+      "--log-level",
+      "warn",
       // Loopback: elections in a fraction of the default's 1 s.
-      "--heartbeat-interval", "50",
-      "--election-timeout", "500",
+      "--heartbeat-interval",
+      "50",
+      "--election-timeout",
+      "500",
   };
   if (tls_.has_value()) {
     for (const std::string& a :
@@ -231,8 +244,8 @@ absl::Status EtcdCluster::WaitServing(int i) const {
   absl::Status last;
   while (absl::Now() < deadline) {
     if (members_[i].pid > 0 && waitpid(members_[i].pid, nullptr, WNOHANG) == members_[i].pid) {
-      return absl::InternalError(absl::StrCat("etcd member ", i, " exited; its log ends:\n",
-                                              LogTail(members_[i].log)));
+      return absl::InternalError(
+          absl::StrCat("etcd member ", i, " exited; its log ends:\n", LogTail(members_[i].log)));
     }
     // A new connection each time: one client kept from before the member
     // served stayed unable to reach it for up to gRPC's connect timeout
@@ -248,8 +261,8 @@ absl::Status EtcdCluster::WaitServing(int i) const {
     absl::SleepFor(absl::Milliseconds(50));
   }
   return absl::DeadlineExceededError(absl::StrCat("etcd member ", i,
-                                                 " did not serve within 60 s: ", last.message(),
-                                                 "; its log ends:\n", LogTail(members_[i].log)));
+                                                  " did not serve within 60 s: ", last.message(),
+                                                  "; its log ends:\n", LogTail(members_[i].log)));
 }
 
 void EtcdCluster::Kill(int i) {
@@ -287,7 +300,8 @@ int EtcdCluster::Leader() const {
       auto client = ClientOf(i, absl::Milliseconds(500));
       if (!client.ok()) continue;
       auto status = (*client)->MemberStatus(0);
-      if (status.ok() && status->leader() != 0 && status->leader() == status->header().member_id()) {
+      if (status.ok() && status->leader() != 0 &&
+          status->leader() == status->header().member_id()) {
         return i;
       }
     }

@@ -27,10 +27,10 @@ namespace claimstore::testing {
 
 // PEM files for a cluster with TLS and its clients (MakeTestTls).
 struct EtcdTls {
-  std::string ca_file;                              // the CA that signed the rest
-  std::string server_cert_file, server_key_file;    // for 127.0.0.1
-  std::string client_cert_file, client_key_file;    // a client of the CA
-  std::string other_ca_file;                        // a CA that signed none of them
+  std::string ca_file;                            // the CA that signed the rest
+  std::string server_cert_file, server_key_file;  // for 127.0.0.1
+  std::string client_cert_file, client_key_file;  // a client of the CA
+  std::string other_ca_file;                      // a CA that signed none of them
 };
 
 // Makes those files in `dir` (with openssl; ECDSA P-256, valid for a day).

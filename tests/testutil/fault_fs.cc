@@ -72,8 +72,7 @@ class FaultWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
   }
   // Neither a write nor a durability point, but nothing moves while the
   // power is off.
-  IOStatus RangeSync(uint64_t offset, uint64_t n, const IOOptions& o,
-                     IODebugContext* d) override {
+  IOStatus RangeSync(uint64_t offset, uint64_t n, const IOOptions& o, IODebugContext* d) override {
     if (fs_->PoweredOff()) return IOStatus::IOError("power cut");
     return target()->RangeSync(offset, n, o, d);
   }
@@ -209,8 +208,9 @@ absl::Status FaultFileSystem::DropUnsyncedData() {
     } else if (std::filesystem::exists(path, ec)) {
       std::filesystem::resize_file(path, state.synced, ec);
     }
-    if (ec) return absl::InternalError(absl::StrCat("dropping unsynced data of ", path, ": ",
-                                                    ec.message()));
+    if (ec)
+      return absl::InternalError(
+          absl::StrCat("dropping unsynced data of ", path, ": ", ec.message()));
   }
   files_.clear();
   powered_ = true;
@@ -250,13 +250,20 @@ IOStatus Injected(FaultFileSystem::Error error) {
 
 const char* FaultFileSystem::WriterName(Writer w) {
   switch (w) {
-    case Writer::kAll: return "every file";
-    case Writer::kInfoLog: return "the info log";
-    case Writer::kWal: return "the write-ahead log";
-    case Writer::kManifest: return "the MANIFEST";
-    case Writer::kOptions: return "the OPTIONS file";
-    case Writer::kTable: return "flush and compaction table files";
-    case Writer::kBulkTable: return "bulk-load table files";
+    case Writer::kAll:
+      return "every file";
+    case Writer::kInfoLog:
+      return "the info log";
+    case Writer::kWal:
+      return "the write-ahead log";
+    case Writer::kManifest:
+      return "the MANIFEST";
+    case Writer::kOptions:
+      return "the OPTIONS file";
+    case Writer::kTable:
+      return "flush and compaction table files";
+    case Writer::kBulkTable:
+      return "bulk-load table files";
   }
   return "?";
 }
@@ -433,8 +440,7 @@ IOStatus FaultFileSystem::RenameFile(const std::string& src, const std::string& 
   return s;
 }
 
-IOStatus FaultFileSystem::DeleteFile(const std::string& f, const IOOptions& o,
-                                     IODebugContext* d) {
+IOStatus FaultFileSystem::DeleteFile(const std::string& f, const IOOptions& o, IODebugContext* d) {
   if (PoweredOff()) return IOStatus::IOError("power cut");
   IOStatus s = target()->DeleteFile(f, o, d);
   if (s.ok()) {

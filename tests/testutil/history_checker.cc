@@ -22,7 +22,8 @@ bool Changes(const Call& call) {
 
 std::string Fingerprint(const ClaimModel& model) {
   std::string out = absl::StrCat(model.revision());
-  for (const auto& [name, claim] : model.claims()) absl::StrAppend(&out, ";", name, claim.ToString());
+  for (const auto& [name, claim] : model.claims())
+    absl::StrAppend(&out, ";", name, claim.ToString());
   return out;
 }
 
@@ -100,7 +101,8 @@ class Search {
   int64_t FirstReturn(uint64_t done) const {
     int64_t first = INT64_MAX;
     for (size_t i = 0; i < calls_.size(); ++i) {
-      if ((done & Bit(i)) == 0 && !Indeterminate(calls_[i])) first = std::min(first, calls_[i].return_ns);
+      if ((done & Bit(i)) == 0 && !Indeterminate(calls_[i]))
+        first = std::min(first, calls_[i].return_ns);
     }
     return first;
   }

@@ -22,8 +22,8 @@ ClaimRecord ClaimJson(const std::string& ns, const std::string& name,
                       const std::string& status_json, const std::string& extra_metadata) {
   const std::string json = absl::StrCat(
       R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":")", name,
-      R"(","namespace":")", ns, R"(","uid":"uid-)", name, R"(")",
-      extra_metadata.empty() ? "" : ",", extra_metadata, R"(},"status":)", status_json, "}");
+      R"(","namespace":")", ns, R"(","uid":"uid-)", name, R"(")", extra_metadata.empty() ? "" : ",",
+      extra_metadata, R"(},"status":)", status_json, "}");
   absl::StatusOr<ClaimRecord> record = DecodeClaim(json);
   EXPECT_TRUE(record.ok()) << record.status() << "\n" << json;
   return *std::move(record);

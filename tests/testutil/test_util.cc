@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,8 +32,8 @@ std::string TestDataPath(const std::string& relative) {
 
 ScopedTempDir::ScopedTempDir() {
   const char* tmp = getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") +
-                        "/claimstore_test_XXXXXX";
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/claimstore_test_XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) {
     ADD_FAILURE() << "mkdtemp failed for " << pattern;
   }

@@ -95,10 +95,10 @@ class Tmpfs {
 };
 
 // Skips the test unless it runs as root, and fails it unless `fs` mounted.
-#define CLAIMSTORE_REQUIRE_TMPFS(fs)                                                  \
-  do {                                                                                \
+#define CLAIMSTORE_REQUIRE_TMPFS(fs)                                                     \
+  do {                                                                                   \
     if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root (CI runs as root)"; \
-    ASSERT_TRUE((fs).mounted()) << "mounting a tmpfs: " << (fs).error();              \
+    ASSERT_TRUE((fs).mounted()) << "mounting a tmpfs: " << (fs).error();                 \
   } while (false)
 
 // Matches an OK absl::Status or absl::StatusOr.
@@ -123,8 +123,7 @@ MATCHER_P2(StatusIs, code, substring, "") {
     }
   }();
   *result_listener << s;
-  return s.code() == code &&
-         s.message().find(std::string(substring)) != absl::string_view::npos;
+  return s.code() == code && s.message().find(std::string(substring)) != absl::string_view::npos;
 }
 
 }  // namespace claimstore::testing

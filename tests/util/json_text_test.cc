@@ -19,8 +19,7 @@ TEST(AppendGoJsonStringTest, EscapesLikeGoEncodingJson) {
   EXPECT_EQ(GoString("a\"b\\c"), R"("a\"b\\c")");
   EXPECT_EQ(GoString("\n\r\t\b\f"), R"("\n\r\t\b\f")");
   EXPECT_EQ(GoString(absl::string_view("\x01\x1f\0", 3)), R"("\u0001\u001f\u0000")");
-  EXPECT_EQ(GoString("<a href=\"x\">&</a>"),
-            R"("\u003ca href=\"x\"\u003e\u0026\u003c/a\u003e")");
+  EXPECT_EQ(GoString("<a href=\"x\">&</a>"), R"("\u003ca href=\"x\"\u003e\u0026\u003c/a\u003e")");
   EXPECT_EQ(GoString("line\xE2\x80\xA8para\xE2\x80\xA9"), R"("line\u2028para\u2029")");
   EXPECT_EQ(GoString("caf\xC3\xA9 \xE6\x97\xA5 \xF0\x9F\x98\x80"),
             "\"caf\xC3\xA9 \xE6\x97\xA5 \xF0\x9F\x98\x80\"");
@@ -29,10 +28,12 @@ TEST(AppendGoJsonStringTest, EscapesLikeGoEncodingJson) {
 }
 
 TEST(AppendGoJsonStringTest, InvalidUtf8BecomesReplacementCharacter) {
-  EXPECT_EQ(GoString("a\xff" "b"), R"("a\ufffdb")");
-  EXPECT_EQ(GoString("\xC3"), R"("\ufffd")");            // truncated sequence
+  EXPECT_EQ(GoString("a\xff"
+                     "b"),
+            R"("a\ufffdb")");
+  EXPECT_EQ(GoString("\xC3"), R"("\ufffd")");                      // truncated sequence
   EXPECT_EQ(GoString("\xED\xA0\x80"), R"("\ufffd\ufffd\ufffd")");  // surrogate
-  EXPECT_EQ(GoString("\xC0\x80"), R"("\ufffd\ufffd")");  // overlong
+  EXPECT_EQ(GoString("\xC0\x80"), R"("\ufffd\ufffd")");            // overlong
 }
 
 std::string Compact(absl::string_view in) {
@@ -81,8 +82,7 @@ TEST(CompactJsonTest, RejectsMalformedJsonWithByteOffset) {
       {"{1:2}", "expected a string key"},
   };
   for (const auto& c : cases) {
-    EXPECT_THAT(CompactJson(c.in, nullptr),
-                StatusIs(absl::StatusCode::kInvalidArgument, c.error))
+    EXPECT_THAT(CompactJson(c.in, nullptr), StatusIs(absl::StatusCode::kInvalidArgument, c.error))
         << "input: " << c.in;
   }
 }

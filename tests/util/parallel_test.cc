@@ -34,7 +34,8 @@ TEST(SortByKeyTest, SortsAsTheKeysCompareWhateverTheirPrefixes) {
   for (int i = 0; i < 2000; ++i) {
     // Shared 8-byte prefixes, short keys, empty keys and bytes above 0x7f.
     std::string k = i % 3 == 0 ? "prefix00" : "";
-    for (int j = 0; j < static_cast<int>(rng() % 12); ++j) k.push_back(static_cast<char>(rng() % 256));
+    for (int j = 0; j < static_cast<int>(rng() % 12); ++j)
+      k.push_back(static_cast<char>(rng() % 256));
     keys.push_back(k);
   }
   std::vector<absl::string_view> views(keys.begin(), keys.end());
@@ -48,7 +49,7 @@ TEST(SortByKeyTest, SortsAsTheKeysCompareWhateverTheirPrefixes) {
 TEST(KeyPrefixTest, OrdersLikeTheFirstEightBytes) {
   EXPECT_LT(KeyPrefix("a"), KeyPrefix("b"));
   EXPECT_LT(KeyPrefix(""), KeyPrefix(std::string(1, '\0') + "x"));
-  EXPECT_LT(KeyPrefix("\x7f"), KeyPrefix("\x80"));  // unsigned bytes
+  EXPECT_LT(KeyPrefix("\x7f"), KeyPrefix("\x80"));            // unsigned bytes
   EXPECT_EQ(KeyPrefix("abcdefgh1"), KeyPrefix("abcdefgh2"));  // only 8 bytes
 }
 

@@ -12,9 +12,9 @@
 // newer wording is the one asserted (1.35: a duplicate names the list item,
 // `status.reservedFor[1]`, not its uid; a duplicate device status is named
 // by its driver/pool/device; an interface address is checked as one, "must
-// be a valid address in CIDR form", where 1.33 said "a valid CIDR value"). A stored claim that breaks today's rules (cases 20 and
-// 33) can only be in the store through a load with validation off, so it is
-// loaded that way; the update must then pass (ratcheting).
+// be a valid address in CIDR form", where 1.33 said "a valid CIDR value"). A stored claim that
+// breaks today's rules (cases 20 and 33) can only be in the store through a load with validation
+// off, so it is loaded that way; the update must then pass (ratcheting).
 //
 // Not ported, and why:
 // - 24 and 29 (device data that is not JSON): the codec refuses such input
@@ -30,9 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
 #include "claimstore/store.h"
@@ -77,7 +77,8 @@ std::string Allocated(const std::string& rest = "", const std::string& allocatio
 std::string Reservations(int n) {
   std::vector<std::string> items;
   for (int i = 0; i < n; ++i) {
-    items.push_back(absl::StrCat(R"({"resource":"pods","name":"foo-)", i, R"(","uid":")", i, R"("})"));
+    items.push_back(
+        absl::StrCat(R"({"resource":"pods","name":"foo-)", i, R"(","uid":")", i, R"("})"));
   }
   return absl::StrCat(R"(,"reservedFor":[)", absl::StrJoin(items, ","), "]");
 }
@@ -93,8 +94,9 @@ std::string Opaque(const std::string& source, const std::string& parameters,
 std::string Conditions(int n) {
   std::vector<std::string> items;
   for (int i = 0; i < n; ++i) {
-    items.push_back(absl::StrCat(R"({"type":"test-)", i, R"(","status":"True","reason":"test_reason",)",
-                                 R"("lastTransitionTime":")", kTime, R"(","observedGeneration":0,"message":""})"));
+    items.push_back(absl::StrCat(
+        R"({"type":"test-)", i, R"(","status":"True","reason":"test_reason",)",
+        R"("lastTransitionTime":")", kTime, R"(","observedGeneration":0,"message":""})"));
   }
   return absl::StrCat("[", absl::StrJoin(items, ","), "]");
 }
@@ -103,7 +105,9 @@ std::string Ips(int n) {
   for (int i = 0; i < n; ++i) items.push_back(absl::StrCat("\"10.9.8.", i, "/24\""));
   return absl::StrCat("[", absl::StrJoin(items, ","), "]");
 }
-std::string Devices(const std::string& items) { return Allocated(absl::StrCat(R"(,"devices":[)", items, "]")); }
+std::string Devices(const std::string& items) {
+  return Allocated(absl::StrCat(R"(,"devices":[)", items, "]"));
+}
 
 constexpr char kLabel[] =
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'";
@@ -127,7 +131,8 @@ struct Case {
 std::vector<Case> ValidateClaimStatusUpdateCases() {
   const std::string valid = ClaimJsonText("");
   const std::string allocated = ClaimJsonText(Allocated());
-  const std::string allocated_old = ClaimJsonText(Allocated("", Allocation(Result("foo", "foo", ""))));
+  const std::string allocated_old =
+      ClaimJsonText(Allocated("", Allocation(Result("foo", "foo", ""))));
   const std::string fa = ClaimJsonText("", "", /*first_available=*/true);
   const auto fa_with = [](const std::string& request) {
     return ClaimJsonText(Allocated("", Allocation(Result(request))), "", true);
@@ -136,50 +141,64 @@ std::vector<Case> ValidateClaimStatusUpdateCases() {
   const std::string config = "status.allocation.devices.config";
   const std::string params_ok = ObjectOf(kMaxRaw);
   const std::string params_over = ObjectOf(kMaxRaw + 1);
-  const std::string bad_selector = R"(,"nodeSelector":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"foo","operator":"In","values":["-1"]}]}]})";
+  const std::string bad_selector =
+      R"(,"nodeSelector":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"foo","operator":"In","values":["-1"]}]}]})";
   std::string with_bad_selector = Allocation(Result());
   with_bad_selector.insert(with_bad_selector.size() - 1, bad_selector);  // beside devices
-  const std::string network_ok = absl::StrCat(
-      R"("networkData":{"interfaceName":")", std::string(256, 'x'), R"(","hardwareAddress":")",
-      std::string(128, 'x'),
-      R"(","ips":["10.9.8.0/24","2001:db8::/64","10.9.8.1/24","2001:db8::1/64")",
-      [] {
-        std::string more;
-        for (int i = 2; i <= 13; ++i) absl::StrAppend(&more, ",\"10.9.8.", i, "/24\"");
-        return more;
-      }(),
-      "]}");
+  const std::string network_ok =
+      absl::StrCat(R"("networkData":{"interfaceName":")", std::string(256, 'x'),
+                   R"(","hardwareAddress":")", std::string(128, 'x'),
+                   R"(","ips":["10.9.8.0/24","2001:db8::/64","10.9.8.1/24","2001:db8::1/64")",
+                   [] {
+                     std::string more;
+                     for (int i = 2; i <= 13; ++i) absl::StrAppend(&more, ",\"10.9.8.", i, "/24\"");
+                     return more;
+                   }(),
+                   "]}");
   return {
       {"valid-no-op-update", valid, valid, {}},
       {"valid-add-allocation-empty", valid, ClaimJsonText(R"({"allocation":{}})"), {}},
       {"valid-add-allocation-non-empty", valid, allocated, {}},
-      {"invalid-add-allocation-bad-request", valid,
+      {"invalid-add-allocation-bad-request",
+       valid,
        ClaimJsonText(Allocated("", Allocation(Result(kBadName)))),
        {{absl::StrCat(results, ".request: Invalid value: \"", kBadName, "\""), kLabel},
         {absl::StrCat(results, ".request: Invalid value: \"", kBadName, "\""), kRequestRef}}},
       {"okay-add-allocation-missing-admin-access", valid, allocated_old, {}},
-      {"invalid-node-selector", valid, ClaimJsonText(R"({"allocation":{"nodeSelector":{}}})"),
+      {"invalid-node-selector",
+       valid,
+       ClaimJsonText(R"({"allocation":{"nodeSelector":{}}})"),
        {{"status.allocation.nodeSelector.nodeSelectorTerms: Required value",
          "must have at least one node selector term"}}},
       {"add-reservation", allocated, ClaimJsonText(Allocated(Reservations(256))), {}},
-      {"add-reservation-old-claim", allocated_old,
-       ClaimJsonText(Allocated(Reservations(256), Allocation(Result("foo", "foo", "")))), {}},
+      {"add-reservation-old-claim",
+       allocated_old,
+       ClaimJsonText(Allocated(Reservations(256), Allocation(Result("foo", "foo", "")))),
+       {}},
       {"add-reservation-and-allocation", valid, ClaimJsonText(Allocated(Reservations(256))), {}},
-      {"invalid-reserved-for-too-large", allocated, ClaimJsonText(Allocated(Reservations(257))),
+      {"invalid-reserved-for-too-large",
+       allocated,
+       ClaimJsonText(Allocated(Reservations(257))),
        {{"status.reservedFor: Too many: 257", "must have at most 256 items"}}},
-      {"invalid-reserved-for-duplicate", allocated,
-       ClaimJsonText(Allocated(R"(,"reservedFor":[{"resource":"pods","name":"foo","uid":"1"},{"resource":"pods","name":"foo","uid":"1"}])")),
+      {"invalid-reserved-for-duplicate",
+       allocated,
+       ClaimJsonText(Allocated(
+           R"(,"reservedFor":[{"resource":"pods","name":"foo","uid":"1"},{"resource":"pods","name":"foo","uid":"1"}])")),
        {{R"(status.reservedFor[1]: Duplicate value: "1")", ""}}},
-      {"invalid-reserved-for-no-allocation", valid,
+      {"invalid-reserved-for-no-allocation",
+       valid,
        ClaimJsonText(R"({"reservedFor":[{"resource":"pods","name":"foo","uid":"1"}]})"),
        {{"status.reservedFor: Forbidden", "may not be specified when `allocated` is not set"}}},
-      {"invalid-reserved-for-no-resource", allocated,
+      {"invalid-reserved-for-no-resource",
+       allocated,
        ClaimJsonText(Allocated(R"(,"reservedFor":[{"name":"foo","uid":"1"}])")),
        {{"status.reservedFor[0].resource: Required value", ""}}},
-      {"invalid-reserved-for-no-name", allocated,
+      {"invalid-reserved-for-no-name",
+       allocated,
        ClaimJsonText(Allocated(R"(,"reservedFor":[{"resource":"pods","uid":"1"}])")),
        {{"status.reservedFor[0].name: Required value", ""}}},
-      {"invalid-reserved-for-no-uid", allocated,
+      {"invalid-reserved-for-no-uid",
+       allocated,
        ClaimJsonText(Allocated(R"(,"reservedFor":[{"resource":"pods","name":"foo"}])")),
        {{"status.reservedFor[0].uid: Required value", ""}}},
       {"invalid-reserved-deleted",
@@ -187,22 +206,34 @@ std::vector<Case> ValidateClaimStatusUpdateCases() {
        ClaimJsonText(Allocated(R"(,"reservedFor":[{"resource":"pods","name":"foo","uid":"1"}])"),
                      absl::StrCat(R"("deletionTimestamp":")", kTime, "\"")),
        {{"status.reservedFor: Forbidden",
-         "new entries may not be added while `deallocationRequested` or `deletionTimestamp` are set"}}},
-      {"invalid-allocation-modification", allocated,
+         "new entries may not be added while `deallocationRequested` or `deletionTimestamp` are "
+         "set"}}},
+      {"invalid-allocation-modification",
+       allocated,
        ClaimJsonText(Allocated("", Allocation(Result("foo", "foo-2")))),
        {{"status.allocation: Invalid value", "field is immutable"}}},
-      {"invalid-request-name", valid,
-       ClaimJsonText(Allocated("", Allocation(Result(), absl::StrCat(
-           R"(,"config":[{"source":"FromClaim","requests":["foo",")", kBadName,
-           R"("],"opaque":{"driver":"dra.example.com","parameters":{"kind":"foo","apiVersion":"dra.example.com/v1"}}}])")))),
+      {"invalid-request-name",
+       valid,
+       ClaimJsonText(Allocated(
+           "",
+           Allocation(
+               Result(),
+               absl::StrCat(
+                   R"(,"config":[{"source":"FromClaim","requests":["foo",")", kBadName,
+                   R"("],"opaque":{"driver":"dra.example.com","parameters":{"kind":"foo","apiVersion":"dra.example.com/v1"}}}])")))),
        {{absl::StrCat(config, "[0].requests[1]: Invalid value: \"", kBadName, "\""), kLabel},
         {absl::StrCat(config, "[0].requests[1]: Invalid value: \"", kBadName, "\""), kRequestRef}}},
-      {"configuration", valid,
-       ClaimJsonText(Allocated("", Allocation(Result(), absl::StrCat(
-           R"(,"config":[)", Opaque("FromClaim", R"({"a":1})"), ",", Opaque("", R"({"a":1})"), ",",
-           Opaque("no-such-source", R"({"a":1})"), R"(,{"source":"FromClaim"},)",
-           R"({"source":"FromClaim","opaque":{}},)", Opaque("FromClaim", params_ok, "foo"), ",",
-           Opaque("FromClaim", params_over, "foo"), "]")))),
+      {"configuration",
+       valid,
+       ClaimJsonText(Allocated(
+           "",
+           Allocation(
+               Result(),
+               absl::StrCat(R"(,"config":[)", Opaque("FromClaim", R"({"a":1})"), ",",
+                            Opaque("", R"({"a":1})"), ",", Opaque("no-such-source", R"({"a":1})"),
+                            R"(,{"source":"FromClaim"},)", R"({"source":"FromClaim","opaque":{}},)",
+                            Opaque("FromClaim", params_ok, "foo"), ",",
+                            Opaque("FromClaim", params_over, "foo"), "]")))),
        {{absl::StrCat(config, "[1].source: Required value"), ""},
         {absl::StrCat(config, "[2].source: Unsupported value: \"no-such-source\""),
          R"(supported values: "FromClaim", "FromClass")"},
@@ -210,59 +241,77 @@ std::vector<Case> ValidateClaimStatusUpdateCases() {
         {absl::StrCat(config, "[4].opaque.driver: Required value"), ""},
         {absl::StrCat(config, "[4].opaque.driver: Invalid value: \"\""), "RFC 1123 subdomain"},
         {absl::StrCat(config, "[4].opaque.parameters: Required value"), ""},
-        {absl::StrCat(config, "[6].opaque.parameters: Too long"), "may not be more than 10240 bytes"}}},
+        {absl::StrCat(config, "[6].opaque.parameters: Too long"),
+         "may not be more than 10240 bytes"}}},
       {"valid-configuration-update",
-       ClaimJsonText(Allocated("", Allocation(Result(), absl::StrCat(R"(,"config":[)",
-                                                                  Opaque("FromClaim", params_over, "foo"), "]")))),
-       "", {}, /*old_breaks_rules=*/true},
-      {"valid-network-device-status", allocated,
+       ClaimJsonText(Allocated(
+           "", Allocation(Result(), absl::StrCat(R"(,"config":[)",
+                                                 Opaque("FromClaim", params_over, "foo"), "]")))),
+       "",
+       {},
+       /*old_breaks_rules=*/true},
+      {"valid-network-device-status",
+       allocated,
        ClaimJsonText(Devices(absl::StrCat(
            R"({"driver":"foo","pool":"foo","device":"foo","conditions":)", Conditions(8),
            R"(,"data":{"kind":"foo","apiVersion":"dra.example.com/v1"},)", network_ok, "}"))),
        {}},
-      {"invalid-device-status-duplicate", allocated,
+      {"invalid-device-status-duplicate",
+       allocated,
        ClaimJsonText(Devices(
            R"({"driver":"foo","pool":"foo","device":"foo","networkData":{"ips":["2001:db8::1/64","2001:db8::1/64"]}},)"
            R"({"driver":"foo","pool":"foo","device":"foo"})")),
        {{R"(status.devices[0].networkData.ips[1]: Duplicate value: "2001:db8::1/64")", ""},
         {R"(status.devices[1]: Duplicate value: "foo/foo/foo")", ""}}},
-      {"invalid-network-device-status", allocated,
+      {"invalid-network-device-status",
+       allocated,
        ClaimJsonText(Devices(absl::StrCat(
            R"({"driver":"foo","pool":"foo","device":"foo","networkData":{"interfaceName":")",
            std::string(257, 'x'), R"(","hardwareAddress":")", std::string(129, 'x'),
            R"(","ips":["300.9.8.0/24","010.009.008.000/24","2001:0db8::1/64"]}})"))),
        {{"status.devices[0].networkData.interfaceName: Too long", "may not be more than 256 bytes"},
-        {"status.devices[0].networkData.hardwareAddress: Too long", "may not be more than 128 bytes"},
+        {"status.devices[0].networkData.hardwareAddress: Too long",
+         "may not be more than 128 bytes"},
         {R"(status.devices[0].networkData.ips[0]: Invalid value: "300.9.8.0/24")",
          "must be a valid address in CIDR form, (e.g. 10.9.8.7/24 or 2001:db8::1/64)"},
         {R"(status.devices[0].networkData.ips[1]: Invalid value: "010.009.008.000/24")",
          "must be in canonical form"},
         {R"(status.devices[0].networkData.ips[2]: Invalid value: "2001:0db8::1/64")",
          "must be in canonical form"}}},
-      {"invalid-data-device-status-limits", allocated,
+      {"invalid-data-device-status-limits",
+       allocated,
        ClaimJsonText(Devices(absl::StrCat(
            R"({"driver":"foo","pool":"foo","device":"foo","conditions":)", Conditions(9),
            R"(,"data":)", ObjectOf(kMaxRaw + 1), R"(,"networkData":{"ips":)", Ips(17), "}}"))),
        {{"status.devices[0].conditions: Too many: 9", "must have at most 8 items"},
         {"status.devices[0].data: Too long", "may not be more than 10240 bytes"},
         {"status.devices[0].networkData.ips: Too many: 17", "must have at most 16 items"}}},
-      {"invalid-device-status-no-device", allocated,
+      {"invalid-device-status-no-device",
+       allocated,
        ClaimJsonText(Devices(R"({"driver":"b","pool":"a","device":"r"})")),
-       {{R"(status.devices[0]: Invalid value: "b/a/r")", "must be an allocated device in the claim"}}},
-      {"invalid-update-invalid-label-value", valid,
+       {{R"(status.devices[0]: Invalid value: "b/a/r")",
+         "must be an allocated device in the claim"}}},
+      {"invalid-update-invalid-label-value",
+       valid,
        ClaimJsonText(Allocated("", with_bad_selector)),
        {{R"(status.allocation.nodeSelector.nodeSelectorTerms[0].matchExpressions[0].values[0]: Invalid value: "-1")",
          "a valid label must be an empty string"}}},
       {"valid-update-with-invalid-label-value",
        ClaimJsonText(Allocated("", with_bad_selector)),
        ClaimJsonText(Allocated(Reservations(256), with_bad_selector)),
-       {}, /*old_breaks_rules=*/true},
+       {},
+       /*old_breaks_rules=*/true},
       {"valid-add-allocation-with-sub-requests", fa, fa_with("foo/foo"), {}},
-      {"invalid-add-allocation-with-sub-requests-invalid-format", fa, fa_with("foo/foo/foo"),
+      {"invalid-add-allocation-with-sub-requests-invalid-format",
+       fa,
+       fa_with("foo/foo/foo"),
        {{absl::StrCat(results, R"(.request: Invalid value: "foo/foo/foo")"), kRequestRef}}},
-      {"invalid-add-allocation-with-sub-requests-no-corresponding-sub-request", fa,
-       fa_with("foo/baz"), {{absl::StrCat(results, R"(.request: Invalid value: "foo/baz")"), kRequestRef}}},
-      {"invalid-add-allocation-with-sub-requests-invalid-request-names", fa,
+      {"invalid-add-allocation-with-sub-requests-no-corresponding-sub-request",
+       fa,
+       fa_with("foo/baz"),
+       {{absl::StrCat(results, R"(.request: Invalid value: "foo/baz")"), kRequestRef}}},
+      {"invalid-add-allocation-with-sub-requests-invalid-request-names",
+       fa,
        fa_with("!@#$%^/&^%$"),
        {{absl::StrCat(results, ".request: Invalid value: \"", kBadName, "\""), kLabel},
         {absl::StrCat(results, R"(.request: Invalid value: "&^%$")"), kLabel},
@@ -325,7 +374,8 @@ TEST_F(K8sStatusUpdateTest, ValidateClaimStatusUpdate) {
     for (const FieldError& e : FieldErrorsOf(put)) got.push_back(e.ToString());
     ASSERT_EQ(got.size(), c.want.size()) << put;
     for (size_t i = 0; i < got.size(); ++i) {
-      EXPECT_TRUE(absl::StartsWith(got[i], c.want[i].head)) << got[i] << "\nwant " << c.want[i].head;
+      EXPECT_TRUE(absl::StartsWith(got[i], c.want[i].head))
+          << got[i] << "\nwant " << c.want[i].head;
       EXPECT_THAT(got[i], ::testing::HasSubstr(c.want[i].detail));
     }
     if (c.want.empty()) {
@@ -344,7 +394,8 @@ TEST_F(K8sStatusUpdateTest, StatusStrategyDropsStatusesOfDeallocatedDevices) {
   // its devices with it, silently.
   const std::string device = R"({"driver":"foo","pool":"foo","device":"foo"})";
   StoreOld(ClaimJsonText(Devices(device)), false);
-  ASSERT_TRUE(store_->Put(Decode(ClaimJsonText(absl::StrCat(R"({"devices":[)", device, "]}")))).ok());
+  ASSERT_TRUE(
+      store_->Put(Decode(ClaimJsonText(absl::StrCat(R"({"devices":[)", device, "]}")))).ok());
   absl::StatusOr<ClaimRead> stored = Stored();
   ASSERT_TRUE(stored.ok());
   const fb::ResourceClaimStatus* status = stored->record.table().status();
@@ -356,14 +407,15 @@ TEST_F(K8sStatusUpdateTest, StatusStrategyKeepsConsumableCapacityAndShares) {
   // keep-fields-consumable-capacity-with-device-status: a result with a
   // shareID and consumed capacity, then the status of that share.
   const std::string share = "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa";
-  const std::string result = Result("foo", "test-driver",
-                                    absl::StrCat(R"(,"shareID":")", share,
-                                                 R"(","consumedCapacity":{"test-capacity":"1"})"));
+  const std::string result = Result(
+      "foo", "test-driver",
+      absl::StrCat(R"(,"shareID":")", share, R"(","consumedCapacity":{"test-capacity":"1"})"));
   StoreOld(ClaimJsonText(Allocated("", Allocation(result))), false);
   const std::string device = absl::StrCat(
       R"({"driver":"test-driver","pool":"foo","device":"foo","shareID":")", share, R"("})");
-  EXPECT_TRUE(store_->Put(Decode(ClaimJsonText(Allocated(absl::StrCat(R"(,"devices":[)", device, "]"),
-                                                         Allocation(result)))))
+  EXPECT_TRUE(store_
+                  ->Put(Decode(ClaimJsonText(
+                      Allocated(absl::StrCat(R"(,"devices":[)", device, "]"), Allocation(result)))))
                   .ok());
 }
 
@@ -375,9 +427,10 @@ TEST_F(K8sStatusUpdateTest, StatusStrategyNeverValidatesTheSpec) {
       R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"foo","namespace":"ns"},)",
       R"("spec":{"devices":{"requests":[{"name":"req-0"},{"name":"req-0"}]}})");
   StoreOld(absl::StrCat(spec_twice, "}"), false);
-  EXPECT_TRUE(store_->Put(Decode(absl::StrCat(
-                              spec_twice, R"(,"status":)",
-                              Allocated("", Allocation(Result("req-0", "test-driver"))), "}")))
+  EXPECT_TRUE(store_
+                  ->Put(Decode(
+                      absl::StrCat(spec_twice, R"(,"status":)",
+                                   Allocated("", Allocation(Result("req-0", "test-driver"))), "}")))
                   .ok());
 }
 
@@ -387,12 +440,12 @@ TEST_F(K8sStatusUpdateTest, StatusStrategyNeverValidatesTheSpec) {
 TEST_F(K8sStatusUpdateTest, UnchangedEntriesRatchetAndTheMarkGoesWhenTheClaimIsValid) {
   const std::string results = Result("foo", "foo", "") + "," +
                               R"({"request":"foo","driver":"foo","pool":"foo","device":"bar"})";
-  const std::string legacy = R"({"driver":"foo","pool":"foo","device":"foo","conditions":)" +
-                             Conditions(9) + "}";
+  const std::string legacy =
+      R"({"driver":"foo","pool":"foo","device":"foo","conditions":)" + Conditions(9) + "}";
   const std::string other = R"({"driver":"foo","pool":"foo","device":"bar"})";
   const auto claim = [&](const std::string& devices, const std::string& reserved = "") {
-    return ClaimJsonText(Allocated(absl::StrCat(reserved, R"(,"devices":[)", devices, "]"),
-                                   Allocation(results)));
+    return ClaimJsonText(
+        Allocated(absl::StrCat(reserved, R"(,"devices":[)", devices, "]"), Allocation(results)));
   };
   StoreOld(claim(legacy), /*breaks_rules=*/true);
 
@@ -403,15 +456,17 @@ TEST_F(K8sStatusUpdateTest, UnchangedEntriesRatchetAndTheMarkGoesWhenTheClaimIsV
   EXPECT_TRUE(stored->record.unvalidated());
 
   // The legacy entry changed (a tenth condition): validated, refused.
-  const std::string changed = R"({"driver":"foo","pool":"foo","device":"foo","conditions":)" +
-                              Conditions(10) + "}";
-  const absl::Status refused = store_->Put(Decode(claim(changed + "," + other, Reservations(1)))).status();
-  EXPECT_THAT(refused, ::claimstore::testing::StatusIs(absl::StatusCode::kInvalidArgument,
-                                                       "status.devices[0].conditions: Too many: 10"));
+  const std::string changed =
+      R"({"driver":"foo","pool":"foo","device":"foo","conditions":)" + Conditions(10) + "}";
+  const absl::Status refused =
+      store_->Put(Decode(claim(changed + "," + other, Reservations(1)))).status();
+  EXPECT_THAT(refused,
+              ::claimstore::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                              "status.devices[0].conditions: Too many: 10"));
 
   // The legacy entry brought within the rules: valid, the mark gone.
-  const std::string fixed = R"({"driver":"foo","pool":"foo","device":"foo","conditions":)" +
-                            Conditions(8) + "}";
+  const std::string fixed =
+      R"({"driver":"foo","pool":"foo","device":"foo","conditions":)" + Conditions(8) + "}";
   ASSERT_TRUE(store_->Put(Decode(claim(fixed + "," + other, Reservations(1)))).ok());
   stored = Stored();
   ASSERT_TRUE(stored.ok());
@@ -438,12 +493,15 @@ TEST_F(K8sStatusUpdateTest, ALoadWithValidationOffKeepsIdentityRules) {
   EXPECT_THAT(load_one(ClaimJsonText(Allocated(over))),
               ::claimstore::testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                               R"(status.reservedFor[300]: Duplicate value: "7")"));
-  EXPECT_THAT(load_one(ClaimJsonText(Devices(R"({"driver":"foo","pool":"foo","device":"foo"},{"driver":"foo","pool":"foo","device":"foo"})"))),
-              ::claimstore::testing::StatusIs(absl::StatusCode::kInvalidArgument,
-                                              R"(status.devices[1]: Duplicate value: "foo/foo/foo")"));
-  EXPECT_THAT(load_one(ClaimJsonText(R"({"reservedFor":[{"resource":"pods","name":"p","uid":"1"}]})")),
-              ::claimstore::testing::StatusIs(absl::StatusCode::kInvalidArgument,
-                                              "status.reservedFor: Forbidden"));
+  EXPECT_THAT(
+      load_one(ClaimJsonText(Devices(
+          R"({"driver":"foo","pool":"foo","device":"foo"},{"driver":"foo","pool":"foo","device":"foo"})"))),
+      ::claimstore::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                      R"(status.devices[1]: Duplicate value: "foo/foo/foo")"));
+  EXPECT_THAT(
+      load_one(ClaimJsonText(R"({"reservedFor":[{"resource":"pods","name":"p","uid":"1"}]})")),
+      ::claimstore::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                      "status.reservedFor: Forbidden"));
   absl::StatusOr<StoreStats> stats = store_->Stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->claims, 0u);
@@ -466,7 +524,9 @@ TEST_F(K8sStatusUpdateTest, ALoadWithValidationOffKeepsIdentityRules) {
   const std::string second = absl::StrCat(
       R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"bar","namespace":"ns"},"status":)",
       Allocated(), "}");
-  EXPECT_THAT(load_one(second), ::claimstore::testing::StatusIs(absl::StatusCode::kAborted, "device foo/foo/foo is held by both ns/bar and ns/foo"));
+  EXPECT_THAT(load_one(second), ::claimstore::testing::StatusIs(
+                                    absl::StatusCode::kAborted,
+                                    "device foo/foo/foo is held by both ns/bar and ns/foo"));
 }
 
 }  // namespace

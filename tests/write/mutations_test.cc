@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
-#include "k8s/claim_limits.h"
 #include "claimstore/codec.h"
+#include "k8s/claim_limits.h"
 #include "testutil/store_test_util.h"
 
 namespace claimstore::internal {
@@ -32,8 +32,8 @@ constexpr char kAllocated[] =
 ClaimRecord Reserved(const std::vector<std::string>& uids, const std::string& metadata = "") {
   std::string reserved;
   for (const std::string& uid : uids) {
-    absl::StrAppend(&reserved, reserved.empty() ? "" : ",",
-                    R"({"resource":"pods","name":"pod-)", uid, R"(","uid":")", uid, R"("})");
+    absl::StrAppend(&reserved, reserved.empty() ? "" : ",", R"({"resource":"pods","name":"pod-)",
+                    uid, R"(","uid":")", uid, R"("})");
   }
   std::string status(kAllocated);
   status.insert(status.size() - 1, absl::StrCat(R"(,"reservedFor":[)", reserved, "]"));
@@ -157,11 +157,10 @@ TEST(ClearAllocationTest, ClearsAllocationAndDeviceStatusesWhenNotReserved) {
 }
 
 TEST(MergeDeviceStatusesTest, ReplacesByDeviceAndShareAndAppendsTheRest) {
-  const ClaimRecord before = ClaimJson(
-      "ns", "claim",
-      R"({"devices":[{"driver":"d","pool":"p","device":"a"},)"
-      R"({"driver":"d","pool":"p","device":"b","shareID":"s1"},)"
-      R"({"driver":"d","pool":"p","device":"c"}]})");
+  const ClaimRecord before = ClaimJson("ns", "claim",
+                                       R"({"devices":[{"driver":"d","pool":"p","device":"a"},)"
+                                       R"({"driver":"d","pool":"p","device":"b","shareID":"s1"},)"
+                                       R"({"driver":"d","pool":"p","device":"c"}]})");
   absl::StatusOr<DeviceStatuses> updates = DeviceStatuses::FromJson(
       R"([{"driver":"d","pool":"p","device":"b","shareID":"s1","data":{"v":2}},)"
       R"({"driver":"d","pool":"p","device":"c","shareID":"s2"}])");

@@ -60,9 +60,8 @@ class Recorder {
 TEST(WriteGroupTest, ALoneWriterCommitsItself) {
   Recorder recorder;
   WriteGroup* group_ptr = nullptr;
-  WriteGroup group(WriteGroup::Options{}, [&](absl::Span<WriteGroup::Writer* const> w) {
-    recorder.Fn(group_ptr)(w);
-  });
+  WriteGroup group(WriteGroup::Options{},
+                   [&](absl::Span<WriteGroup::Writer* const> w) { recorder.Fn(group_ptr)(w); });
   group_ptr = &group;
   TestWriter w;
   group.Submit(&w);
@@ -77,9 +76,8 @@ void RaceWriters(const WriteGroup::Options& options, int threads, int per_thread
                  std::chrono::microseconds delay, std::vector<size_t>* sizes) {
   Recorder recorder(delay);
   WriteGroup* group_ptr = nullptr;
-  WriteGroup group(options, [&](absl::Span<WriteGroup::Writer* const> w) {
-    recorder.Fn(group_ptr)(w);
-  });
+  WriteGroup group(options,
+                   [&](absl::Span<WriteGroup::Writer* const> w) { recorder.Fn(group_ptr)(w); });
   group_ptr = &group;
   std::vector<std::thread> workers;
   std::atomic<int> unconfirmed{0};

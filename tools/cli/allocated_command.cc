@@ -34,11 +34,21 @@ std::string Quote(absl::string_view s) {
   std::string out = "\"";
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
@@ -54,11 +64,12 @@ std::string Quote(absl::string_view s) {
 std::string DeviceJson(const AllocatedDevice& d) {
   std::string out = absl::StrCat("{\"driver\":", Quote(d.driver), ",\"pool\":", Quote(d.pool),
                                  ",\"device\":", Quote(d.device));
-  if (d.exclusive.has_value()) absl::StrAppend(&out, ",\"exclusive\":", Quote(d.exclusive->ToString()));
+  if (d.exclusive.has_value())
+    absl::StrAppend(&out, ",\"exclusive\":", Quote(d.exclusive->ToString()));
   std::vector<std::string> parts;
   for (const DeviceShare& s : d.shares) {
-    parts.push_back(absl::StrCat("{\"shareID\":", Quote(s.share_id), ",\"claim\":",
-                                 Quote(s.claim.ToString()), "}"));
+    parts.push_back(absl::StrCat("{\"shareID\":", Quote(s.share_id),
+                                 ",\"claim\":", Quote(s.claim.ToString()), "}"));
   }
   absl::StrAppend(&out, ",\"shares\":[", absl::StrJoin(parts, ","), "]");
   parts.clear();

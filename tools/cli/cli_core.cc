@@ -101,8 +101,8 @@ absl::StatusOr<ClaimKey> ResolveClaim(const std::string& arg, const std::string&
     key = ClaimKey{from_flag, parts[1]};
   } else if (parts.size() == 2) {
     if (!claim_namespace.empty() && claim_namespace != parts[0]) {
-      return absl::InvalidArgumentError(absl::StrCat("\"", arg, "\" names namespace ", parts[0],
-                                                     ", -n names ", claim_namespace));
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", arg, "\" names namespace ", parts[0], ", -n names ", claim_namespace));
     }
     key = ClaimKey{parts[0], parts[1]};
   } else {
@@ -110,8 +110,8 @@ absl::StatusOr<ClaimKey> ResolveClaim(const std::string& arg, const std::string&
         absl::StrCat("\"", arg, "\" is not NAME, NAMESPACE/NAME or resourceclaim/NAME"));
   }
   if (key.claim_namespace.empty() || key.name.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", arg, "\": empty ",
-                                                   key.name.empty() ? "name" : "namespace"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", arg, "\": empty ", key.name.empty() ? "name" : "namespace"));
   }
   return key;
 }
@@ -123,13 +123,19 @@ std::string ClaimResourceName(const ClaimRecord& r) {
 int ExitCode(const absl::Status& s) {
   if (IsNoSpace(s)) return 5;  // storage, not a rule
   switch (s.code()) {
-    case absl::StatusCode::kOk: return 0;
-    case absl::StatusCode::kInvalidArgument: return 1;
-    case absl::StatusCode::kNotFound: return 2;
-    case absl::StatusCode::kAborted: return 3;
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kInvalidArgument:
+      return 1;
+    case absl::StatusCode::kNotFound:
+      return 2;
+    case absl::StatusCode::kAborted:
+      return 3;
     case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kResourceExhausted: return 4;
-    default: return 5;
+    case absl::StatusCode::kResourceExhausted:
+      return 4;
+    default:
+      return 5;
   }
 }
 
@@ -160,10 +166,9 @@ absl::StatusOr<std::unique_ptr<Store>> OpenForReading(const Context& context) {
 absl::StatusOr<std::unique_ptr<Store>> OpenForWriting(const Context& context, bool create) {
   // One command and exit: the in-memory indexes are read only if the
   // command needs them (a reservation does not).
-  return Store::Open(context.DbPath(),
-                     context.WithShared({.create_if_missing = create,
-                                         .sync_writes = true,
-                                         .defer_index_load = true}));
+  return Store::Open(context.DbPath(), context.WithShared({.create_if_missing = create,
+                                                           .sync_writes = true,
+                                                           .defer_index_load = true}));
 }
 
 absl::Status CannotOpen(const std::string& path, int error) {

@@ -106,7 +106,8 @@ void AskWhatASchedulerAsks(Store& store, const ClaimRecord& sample) {
   const std::string pod = sample.table().status()->reserved_for()->Get(0)->uid()->str();
   auto t = Clock::now();
   auto mine = store.ClaimsReservedFor(pod);
-  std::printf("claims of pod %s: %zu (%.3f ms)\n", pod.c_str(), mine->claims.size(), MillisSince(t));
+  std::printf("claims of pod %s: %zu (%.3f ms)\n", pod.c_str(), mine->claims.size(),
+              MillisSince(t));
   const auto* res = sample.table().status()->allocation()->results()->Get(0);
   t = Clock::now();
   auto who =
@@ -141,10 +142,12 @@ bool RaceForTheLastSlot(Store& store, const ClaimKey& contested) {
   absl::Status results[2];
   const auto t = Clock::now();
   {
-    std::thread a(
-        [&] { results[0] = store.Reserve(contested, {"", "pods", "sched-a", "uid-a"}).status(); });
-    std::thread b(
-        [&] { results[1] = store.Reserve(contested, {"", "pods", "sched-b", "uid-b"}).status(); });
+    std::thread a([&] {
+      results[0] = store.Reserve(contested, {"", "pods", "sched-a", "uid-a"}).status();
+    });
+    std::thread b([&] {
+      results[1] = store.Reserve(contested, {"", "pods", "sched-b", "uid-b"}).status();
+    });
     a.join();
     b.join();
   }

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -119,9 +119,10 @@ int ApplyDocument(Store& store, const std::string& doc, size_t index, const std:
     uint64_t rv = 0;
     if (root["object"]["metadata"]["resourceVersion"].get(rv_text) != simdjson::SUCCESS ||
         !absl::SimpleAtoi(absl::string_view(rv_text.data(), rv_text.size()), &rv)) {
-      return Fail(absl::InvalidArgumentError(
-                      "object.metadata.resourceVersion: a BOOKMARK needs a numeric resourceVersion"),
-                  where);
+      return Fail(
+          absl::InvalidArgumentError(
+              "object.metadata.resourceVersion: a BOOKMARK needs a numeric resourceVersion"),
+          where);
     }
     ++counts->bookmarks;
     const absl::Status s = store.ApplyClusterEvents({}, rv).status();
@@ -134,13 +135,13 @@ int ApplyDocument(Store& store, const std::string& doc, size_t index, const std:
     if (root["object"]["message"].get(message) != simdjson::SUCCESS) message = "";
     if (code == 410) {
       *gone = true;
-      std::cerr << "Error: " << where << ": the watch stream ended with 410 Gone ("
-                << message << "): re-list (claimstore restore --replace a fresh list), "
+      std::cerr << "Error: " << where << ": the watch stream ended with 410 Gone (" << message
+                << "): re-list (claimstore restore --replace a fresh list), "
                 << "then follow from its resourceVersion\n";
       return kGoneExit;
     }
-    std::cerr << "Error: " << where << ": the watch stream carries an ERROR event (code "
-              << code << "): " << message << "\n";
+    std::cerr << "Error: " << where << ": the watch stream carries an ERROR event (code " << code
+              << "): " << message << "\n";
     return 5;
   }
   std::vector<ClusterEvent> events;
@@ -192,11 +193,13 @@ int Follow(const Context& context, const std::string& file, bool show) {
     const ssize_t n = read(fd, buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      code = Fail(absl::UnavailableError(absl::StrCat("reading ", input, ": ", std::strerror(errno))));
+      code =
+          Fail(absl::UnavailableError(absl::StrCat("reading ", input, ": ", std::strerror(errno))));
       break;
     }
     if (n == 0) {
-      if (cutter.InObject()) code = Fail(absl::InvalidArgumentError("the stream ends inside an event"), input);
+      if (cutter.InObject())
+        code = Fail(absl::InvalidArgumentError("the stream ends inside an event"), input);
       break;
     }
     docs.clear();
@@ -227,7 +230,8 @@ int Follow(const Context& context, const std::string& file, bool show) {
 void AddFollowCommand(CLI::App& app, Context& context) {
   auto file = std::make_shared<std::string>();
   auto show = std::make_shared<bool>(false);
-  CLI::App* follow = AddCommand(app, "follow", kFollowUsage, "Apply a Kubernetes watch stream as it arrives");
+  CLI::App* follow =
+      AddCommand(app, "follow", kFollowUsage, "Apply a Kubernetes watch stream as it arrives");
   follow->add_option("FILE", *file, "the stream; - or none for standard input");
   follow->add_flag("--show-resource-version", *show, "print the stored position and exit");
   follow->callback([&context, file, show] { context.exit_code = Follow(context, *file, *show); });

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <utility>
-#include <string_view>
 #include <string>
-#include "absl/strings/string_view.h"
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -14,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "simdjson.h"
 
 namespace claimstore::cli {
@@ -55,7 +55,8 @@ absl::StatusOr<std::vector<Step>> ParsePath(absl::string_view expr) {
       while (i < p.size() && p[i] != '.' && p[i] != '[') ++i;
       if (i == from) {
         if (i == p.size() && steps.empty()) break;  // {.}: the value itself
-        return absl::InvalidArgumentError(absl::StrCat("jsonpath {", expr, "}: an empty field name"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("jsonpath {", expr, "}: an empty field name"));
       }
       if (p.substr(from, i - from) == "*") return Unsupported(expr, ".*");
       steps.push_back({Step::kKey, std::string(p.substr(from, i - from)), 0});
@@ -80,7 +81,8 @@ absl::StatusOr<std::vector<Step>> ParsePath(absl::string_view expr) {
     } else {
       // kubectl reads a path without its leading dot the same way.
       if (!steps.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("jsonpath {", expr, "}: unexpected ", p.substr(i, 1)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("jsonpath {", expr, "}: unexpected ", p.substr(i, 1)));
       }
       const size_t from = i;
       while (i < p.size() && p[i] != '.' && p[i] != '[') ++i;
@@ -119,7 +121,8 @@ absl::StatusOr<std::vector<Node>> ParseNodes(absl::string_view templ, size_t* po
     if (close == absl::string_view::npos) {
       return absl::InvalidArgumentError(absl::StrCat("jsonpath: an unclosed { at offset ", open));
     }
-    const absl::string_view expr = absl::StripAsciiWhitespace(templ.substr(open + 1, close - open - 1));
+    const absl::string_view expr =
+        absl::StripAsciiWhitespace(templ.substr(open + 1, close - open - 1));
     *pos = close + 1;
     if (expr == "end") {
       *ended = true;
@@ -172,7 +175,8 @@ absl::StatusOr<std::vector<element>> Evaluate(element root, const std::vector<St
           const int64_t size = static_cast<int64_t>(array.size());
           const int64_t at = step.index < 0 ? size + step.index : step.index;
           element item;
-          if (at < 0 || at >= size || array.at(static_cast<size_t>(at)).get(item) != simdjson::SUCCESS) {
+          if (at < 0 || at >= size ||
+              array.at(static_cast<size_t>(at)).get(item) != simdjson::SUCCESS) {
             return absl::InvalidArgumentError(absl::StrCat(
                 "jsonpath: array index out of bounds: index ", step.index, ", length ", size));
           }
@@ -192,12 +196,24 @@ void AppendGoJsonString(std::string_view s, std::string* out) {
   for (size_t i = 0; i < s.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '<': case '>': case '&':
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '<':
+      case '>':
+      case '&':
         absl::StrAppend(out, "\\u00", absl::Hex(c, absl::kZeroPad2));
         break;
       default:
@@ -206,7 +222,8 @@ void AppendGoJsonString(std::string_view s, std::string* out) {
         } else if (c == 0xE2 && i + 2 < s.size() && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
                    (static_cast<unsigned char>(s[i + 2]) == 0xA8 ||
                     static_cast<unsigned char>(s[i + 2]) == 0xA9)) {
-          absl::StrAppend(out, static_cast<unsigned char>(s[i + 2]) == 0xA8 ? "\\u2028" : "\\u2029");
+          absl::StrAppend(out,
+                          static_cast<unsigned char>(s[i + 2]) == 0xA8 ? "\\u2028" : "\\u2029");
           i += 2;
         } else {
           *out += static_cast<char>(c);
@@ -222,7 +239,8 @@ void AppendGoJson(element e, std::string* out) {
   switch (e.type()) {
     case simdjson::dom::element_type::OBJECT: {
       std::vector<std::pair<std::string_view, element>> members;
-      for (simdjson::dom::key_value_pair m : simdjson::dom::object(e)) members.emplace_back(m.key, m.value);
+      for (simdjson::dom::key_value_pair m : simdjson::dom::object(e))
+        members.emplace_back(m.key, m.value);
       std::sort(members.begin(), members.end(),
                 [](const auto& a, const auto& b) { return a.first < b.first; });
       *out += '{';

@@ -213,10 +213,10 @@ bool IsBase60Float(std::string_view s) {
 // string (resolve.go): then it is double-quoted.
 bool ResolvesAsNonString(std::string_view s) {
   static constexpr std::string_view kSpecial[] = {
-      "y",     "Y",     "yes",  "Yes",  "YES",   "true",   "True",   "TRUE",   "on",    "On",
-      "ON",    "n",     "N",    "no",   "No",    "NO",     "false",  "False",  "FALSE", "off",
-      "Off",   "OFF",   "",     "~",    "null",  "Null",   "NULL",   ".nan",   ".NaN",  ".NAN",
-      ".inf",  ".Inf",  ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF"};
+      "y",    "Y",    "yes",  "Yes",   "YES",   "true",  "True",  "TRUE",  "on",    "On",
+      "ON",   "n",    "N",    "no",    "No",    "NO",    "false", "False", "FALSE", "off",
+      "Off",  "OFF",  "",     "~",     "null",  "Null",  "NULL",  ".nan",  ".NaN",  ".NAN",
+      ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF"};
   if (s.empty()) return true;
   const char c = s[0];
   const bool digit_or_sign = IsDigit(c) || c == '+' || c == '-';

@@ -43,7 +43,8 @@ constexpr char kUsage[] =
 // usage text instead).
 class HelpFormatter : public CLI::Formatter {
  public:
-  std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override {
+  std::string make_help(const CLI::App* app, std::string name,
+                        CLI::AppFormatMode mode) const override {
     if (mode == CLI::AppFormatMode::Sub) return CLI::Formatter::make_help(app, name, mode);
     if (app->get_parent() == nullptr) return kUsage;
     std::string help = UsageOf(app);
@@ -66,7 +67,8 @@ int Main(int argc, char** argv) {
   Context context;
   CLI::App app("claimstore", "claimstore");
   app.formatter(std::make_shared<HelpFormatter>());
-  app.add_option("--db", context.db_flag, "the database (default $CLAIMSTORE_DB, else ./claimstore.db)");
+  app.add_option("--db", context.db_flag,
+                 "the database (default $CLAIMSTORE_DB, else ./claimstore.db)");
   app.add_option("--etcd", context.etcd_flag,
                  "URL[,URL...]: the shared mode, etcd's client URLs (default $CLAIMSTORE_ETCD); "
                  "the database is then this machine's mirror of etcd");

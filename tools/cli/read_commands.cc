@@ -97,8 +97,9 @@ int List(const Context& context, const ReadFlags& flags) {
     return Usage("give -n NAMESPACE or -A, not both", kListUsage);
   }
   const std::string claim_namespace =
-      flags.all_namespaces ? ""
-                           : (flags.claim_namespace.empty() ? kDefaultNamespace : flags.claim_namespace);
+      flags.all_namespaces
+          ? ""
+          : (flags.claim_namespace.empty() ? kDefaultNamespace : flags.claim_namespace);
   absl::StatusOr<std::unique_ptr<Store>> store = OpenForReading(context);
   if (!store.ok()) return Fail(store.status());
   absl::StatusOr<ListPage> page = (*store)->List({.claim_namespace = claim_namespace});
@@ -122,7 +123,8 @@ int List(const Context& context, const ReadFlags& flags) {
   }
   const bool wide = format == "wide";
   std::vector<std::vector<std::string>> rows = {ClaimHeader(wide, flags.all_namespaces)};
-  for (const ClaimRecord& r : page->records) rows.push_back(ClaimRow(r, wide, flags.all_namespaces));
+  for (const ClaimRecord& r : page->records)
+    rows.push_back(ClaimRow(r, wide, flags.all_namespaces));
   PrintTable(rows);
   return 0;
 }
@@ -149,9 +151,12 @@ absl::StatusOr<DeviceQuery> ParseDeviceQuery(const std::string& text) {
 
 std::string HoldingName(const DeviceHolding& d) {
   switch (d.kind) {
-    case HoldingKind::kExclusive: return "exclusive";
-    case HoldingKind::kShare: return "share " + d.share_id;
-    case HoldingKind::kAdminAccess: return "admin-access";
+    case HoldingKind::kExclusive:
+      return "exclusive";
+    case HoldingKind::kShare:
+      return "share " + d.share_id;
+    case HoldingKind::kAdminAccess:
+      return "admin-access";
   }
   return "";
 }
@@ -218,7 +223,8 @@ int Dump(const Context& context, const ReadFlags& flags) {
     std::cout << json << "\n";
   } else {
     std::string yaml;
-    if (!AppendYaml(json, &yaml)) return Fail(absl::InternalError("cannot write the claims as YAML"));
+    if (!AppendYaml(json, &yaml))
+      return Fail(absl::InternalError("cannot write the claims as YAML"));
     std::cout << yaml;
   }
   return 0;
@@ -272,12 +278,14 @@ void AddReadCommands(CLI::App& app, Context& context) {
   const auto flags = std::make_shared<ReadFlags>();
   CLI::App* get = AddCommand(app, "get", kGetUsage, "Print one claim");
   get->add_option("NAME", flags->name, "NAME, NAMESPACE/NAME or resourceclaim/NAME")->required();
-  get->add_option("-n,--namespace", flags->claim_namespace, "the claim's namespace (default \"default\")");
+  get->add_option("-n,--namespace", flags->claim_namespace,
+                  "the claim's namespace (default \"default\")");
   get->add_option("-o,--output", flags->format, "json, yaml, wide, name or jsonpath=TEMPLATE");
   get->callback([&context, flags] { context.exit_code = Get(context, *flags); });
 
   CLI::App* list = AddCommand(app, "list", kListUsage, "List claims");
-  list->add_option("-n,--namespace", flags->claim_namespace, "this namespace (default \"default\")");
+  list->add_option("-n,--namespace", flags->claim_namespace,
+                   "this namespace (default \"default\")");
   list->add_flag("-A,--all-namespaces", flags->all_namespaces, "every namespace");
   list->add_option("-o,--output", flags->format, "wide, name, json or jsonpath=TEMPLATE");
   list->callback([&context, flags] { context.exit_code = List(context, *flags); });

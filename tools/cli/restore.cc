@@ -13,19 +13,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <chrono>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
-#include <system_error>
-#include <thread>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -170,7 +170,8 @@ class Progress {
     std::string line = absl::StrCat("\r", phase_, ":");
     if (done_ > 0) {
       absl::StrAppend(&line, " ", done_, total_ > 0 ? absl::StrCat(" of ", total_) : "", " claims");
-      if (seconds > 0) absl::StrAppend(&line, " (", static_cast<uint64_t>(done_ / seconds), " claims/s)");
+      if (seconds > 0)
+        absl::StrAppend(&line, " (", static_cast<uint64_t>(done_ / seconds), " claims/s)");
     }
     const char* comma = done_ > 0 ? "," : "";
     if (*end == '\n') {
@@ -246,7 +247,8 @@ int ClaimRefused(const absl::Status& s, const std::string& where) {
   if (fields.empty()) {
     std::cerr << "Error: " << where << ": " << s.message() << "\n";
   } else {
-    for (const FieldError& e : fields) std::cerr << "Error: " << where << ": " << e.ToString() << "\n";
+    for (const FieldError& e : fields)
+      std::cerr << "Error: " << where << ": " << e.ToString() << "\n";
   }
   return Refused(s);
 }
@@ -339,7 +341,8 @@ void PrintWhereClaimsStood(const absl::Status& error, const std::vector<std::str
   for (size_t f = 0; f < files.size(); ++f) {
     (void)DecodeClaims(files[f]->text(), [&](DecodedClaim c) {
       const ClaimKey key{std::string(c.record.claim_namespace()), std::string(c.record.name())};
-      if (std::find(claims.begin(), claims.end(), key) != claims.end()) where[key] = Where(names[f], c);
+      if (std::find(claims.begin(), claims.end(), key) != claims.end())
+        where[key] = Where(names[f], c);
       return absl::OkStatus();
     });
   }
@@ -404,7 +407,8 @@ int Restore(const Context& context, const RestoreFlags& flags) {
     load->reset();
     return refused(code);
   }
-  const absl::StatusOr<BulkLoadResult> result = flags.dry_run ? (*load)->DryRun() : (*load)->Commit();
+  const absl::StatusOr<BulkLoadResult> result =
+      flags.dry_run ? (*load)->DryRun() : (*load)->Commit();
   progress.Finish();
   if (!result.ok()) {
     std::cerr << "Error: " << result.status().message() << "\n";
@@ -418,8 +422,8 @@ int Restore(const Context& context, const RestoreFlags& flags) {
           : absl::StrCat("; ", result->unvalidated,
                          " unvalidated (breaking format or limit rules: get -o wide)");
   if (flags.dry_run) {
-    std::cout << "checked " << items << " item(s): " << result->claims << " claim(s)"
-              << unvalidated << ", nothing written\n";
+    std::cout << "checked " << items << " item(s): " << result->claims << " claim(s)" << unvalidated
+              << ", nothing written\n";
     return 0;
   }
   std::cout << "restored " << result->claims << " claim(s) from " << items << " item(s); revision "

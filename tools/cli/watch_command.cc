@@ -41,10 +41,14 @@ struct WatchFlags {
 
 const char* TypeName(WatchEventType t) {
   switch (t) {
-    case WatchEventType::kAdded: return "ADDED";
-    case WatchEventType::kModified: return "MODIFIED";
-    case WatchEventType::kDeleted: return "DELETED";
-    case WatchEventType::kNone: break;
+    case WatchEventType::kAdded:
+      return "ADDED";
+    case WatchEventType::kModified:
+      return "MODIFIED";
+    case WatchEventType::kDeleted:
+      return "DELETED";
+    case WatchEventType::kNone:
+      break;
   }
   return "";
 }
@@ -75,7 +79,8 @@ int Watch(const Context& context, const WatchFlags& flags) {
   if (!store.ok()) return Fail(store.status());
   WatchOptions options;
   if (!flags.all_namespaces) {
-    options.claim_namespace = flags.claim_namespace.empty() ? kDefaultNamespace : flags.claim_namespace;
+    options.claim_namespace =
+        flags.claim_namespace.empty() ? kDefaultNamespace : flags.claim_namespace;
   }
   absl::StatusOr<std::unique_ptr<Watcher>> watcher = (*store)->Watch(flags.from, options);
   const auto compacted = [](const absl::Status& s) {
@@ -107,7 +112,8 @@ void AddWatchCommand(CLI::App& app, Context& context) {
   CLI::App* watch = AddCommand(app, "watch", kWatchUsage, "Print the store's changes as they come");
   watch->add_option("--from-revision", flags->from, "the first revision (default: the next)");
   watch->add_option("--until-revision", flags->until, "stop once this revision is passed");
-  watch->add_option("-n,--namespace", flags->claim_namespace, "only this namespace (default: default)");
+  watch->add_option("-n,--namespace", flags->claim_namespace,
+                    "only this namespace (default: default)");
   watch->add_flag("-A,--all-namespaces", flags->all_namespaces, "every namespace");
   watch->add_option("-o,--output", flags->format, "json");
   watch->callback([&context, flags] { context.exit_code = Watch(context, *flags); });

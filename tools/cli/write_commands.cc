@@ -95,8 +95,9 @@ absl::StatusOr<WriteResult> Allocate(Store& s, const ClaimKey& k, const WriteFla
   absl::StatusOr<std::string> json = ReadInput(f.allocation_file);
   if (!json.ok()) return json.status();
   absl::StatusOr<Allocation> allocation = Allocation::FromJson(*json);
-  if (!allocation.ok()) return absl::Status(allocation.status().code(),
-                                            absl::StrCat(f.allocation_file, ": ", allocation.status().message()));
+  if (!allocation.ok())
+    return absl::Status(allocation.status().code(),
+                        absl::StrCat(f.allocation_file, ": ", allocation.status().message()));
   return s.Allocate(k, *allocation, p);
 }
 
@@ -140,8 +141,7 @@ void AddWriteCommands(CLI::App& app, Context& context) {
        [](const WriteFlags& f) { return "no longer reserved for uid " + f.consumer_uid; },
        [](const WriteFlags& f) { return "uid " + f.consumer_uid + " does not reserve it"; }})
       ->add_option("--consumer-uid", flags->consumer_uid, "the consumer's uid");
-  add("allocate", "-f ALLOCATION.json",
-      "Set status.allocation",
+  add("allocate", "-f ALLOCATION.json", "Set status.allocation",
       {Allocate, [](const WriteFlags&) { return std::string("allocated"); },
        [](const WriteFlags&) { return std::string("it holds this allocation already"); }})
       ->add_option("-f,--filename", flags->allocation_file,

@@ -53,11 +53,11 @@ struct BulkLoadOptions {
 
 // What a bulk load wrote (or, for DryRun, would write).
 struct BulkLoadResult {
-  uint64_t claims = 0;    // claims loaded (added or replacing a stored one)
-  uint64_t replaced = 0;  // of them, claims the store held
-  uint64_t deleted = 0;   // stored claims deleted and not loaded again
+  uint64_t claims = 0;       // claims loaded (added or replacing a stored one)
+  uint64_t replaced = 0;     // of them, claims the store held
+  uint64_t deleted = 0;      // stored claims deleted and not loaded again
   uint64_t unvalidated = 0;  // loaded claims marked unvalidated (validate = false)
-  uint64_t revision = 0;  // the store revision after it
+  uint64_t revision = 0;     // the store revision after it
 };
 
 // A restore in one atomic commit, whatever the store holds, several times
@@ -78,8 +78,9 @@ struct BulkLoadResult {
 //
 // A claim is validated as state, replaced or not (validation.h: no rule
 // about a change applies to a claim loaded whole: a restore loads state, it
-// does not update), and the device rule holds across the result: a loaded claim may not hold a device in a way that excludes the
-// holding of another loaded claim, or of a stored claim that stays.
+// does not update), and the device rule holds across the result: a loaded claim may not hold a
+// device in a way that excludes the holding of another loaded claim, or of a stored claim that
+// stays.
 //
 // Memory: the encoded claims are held until Commit (about 0.5 KB per
 // claim of typical shape, plus their index keys).

@@ -32,8 +32,8 @@ enum {
   CLAIMSTORE_OK = 0,
   CLAIMSTORE_CANCELLED = 1,
   CLAIMSTORE_UNKNOWN = 2,
-  CLAIMSTORE_INVALID_ARGUMENT = 3,   /* bad input; nothing written */
-  CLAIMSTORE_DEADLINE_EXCEEDED = 4,  /* a watcher's timeout */
+  CLAIMSTORE_INVALID_ARGUMENT = 3,  /* bad input; nothing written */
+  CLAIMSTORE_DEADLINE_EXCEEDED = 4, /* a watcher's timeout */
   CLAIMSTORE_NOT_FOUND = 5,
   CLAIMSTORE_ALREADY_EXISTS = 6,
   CLAIMSTORE_PERMISSION_DENIED = 7,
@@ -44,7 +44,7 @@ enum {
   CLAIMSTORE_UNIMPLEMENTED = 12,
   CLAIMSTORE_INTERNAL = 13,
   CLAIMSTORE_UNAVAILABLE = 14,
-  CLAIMSTORE_DATA_LOSS = 15,          /* a corrupt record or key */
+  CLAIMSTORE_DATA_LOSS = 15, /* a corrupt record or key */
   CLAIMSTORE_UNAUTHENTICATED = 16
 };
 
@@ -88,11 +88,11 @@ size_t claimstore_error_claims(const claimstore_error_t* err, const claimstore_k
 /* One Kubernetes field error of a refused write (FieldError in
  * validation.h): "<field>: <type>[: <value>][: <detail>]". */
 typedef struct claimstore_field_error_t {
-  claimstore_slice_t type;   /* "Required value", "Invalid value", "Duplicate value", ... */
-  claimstore_slice_t field;  /* e.g. status.reservedFor[3].uid */
-  claimstore_slice_t value;  /* as Kubernetes prints it, or empty */
+  claimstore_slice_t type;  /* "Required value", "Invalid value", "Duplicate value", ... */
+  claimstore_slice_t field; /* e.g. status.reservedFor[3].uid */
+  claimstore_slice_t value; /* as Kubernetes prints it, or empty */
   claimstore_slice_t detail;
-  claimstore_slice_t rule;   /* claimstore's name for the rule */
+  claimstore_slice_t rule; /* claimstore's name for the rule */
 } claimstore_field_error_t;
 /* Of an INVALID_ARGUMENT (or FAILED_PRECONDITION) from validation: every
  * field error, in Kubernetes' order. Returns their number (0 for errors of
@@ -104,7 +104,11 @@ void claimstore_error_destroy(claimstore_error_t* err);
 /* --- Options (Options in store.h; each setter's default is the C++ one) --- */
 
 typedef struct claimstore_options_t claimstore_options_t;
-enum { CLAIMSTORE_COMPRESSION_NONE = 0, CLAIMSTORE_COMPRESSION_LZ4 = 1, CLAIMSTORE_COMPRESSION_ZSTD = 2 };
+enum {
+  CLAIMSTORE_COMPRESSION_NONE = 0,
+  CLAIMSTORE_COMPRESSION_LZ4 = 1,
+  CLAIMSTORE_COMPRESSION_ZSTD = 2
+};
 
 claimstore_options_t* claimstore_options_create(void);
 void claimstore_options_destroy(claimstore_options_t* options);
@@ -132,8 +136,8 @@ void claimstore_options_set_etcd_timeout_ms(claimstore_options_t* options, uint6
 /* TLS to etcd (https:// endpoints): PEM files of the CA that signed the
  * members' certificates (empty: gRPC's default roots), of this client's
  * certificate and of its key (both or neither). Read at claimstore_open. */
-void claimstore_options_set_etcd_tls_files(claimstore_options_t* options, claimstore_slice_t ca_file,
-                                           claimstore_slice_t cert_file,
+void claimstore_options_set_etcd_tls_files(claimstore_options_t* options,
+                                           claimstore_slice_t ca_file, claimstore_slice_t cert_file,
                                            claimstore_slice_t key_file);
 
 /* --- The store --- */
@@ -185,8 +189,8 @@ void claimstore_records_destroy(claimstore_records_t* records);
 /* The claim's record bytes (*record, *record_size, both required: malloc'd,
  * claimstore_free) and the store revision the read saw (revision may be
  * NULL). NOT_FOUND when absent. */
-int claimstore_get(claimstore_t* store, claimstore_key_t key, char** record,
-                   size_t* record_size, uint64_t* revision, claimstore_error_t** err);
+int claimstore_get(claimstore_t* store, claimstore_key_t key, char** record, size_t* record_size,
+                   uint64_t* revision, claimstore_error_t** err);
 /* claimstore_get into the caller's buffer, for bindings that own their
  * memory (one call, no buffer to free): copies the record when it fits
  * (*record_size <= capacity). When it does not, copies nothing, sets
@@ -214,7 +218,11 @@ void claimstore_keys_destroy(claimstore_keys_t* keys);
 int claimstore_claims_reserved_for(claimstore_t* store, claimstore_slice_t consumer_uid,
                                    claimstore_keys_t** out, claimstore_error_t** err);
 
-enum { CLAIMSTORE_HOLDING_EXCLUSIVE = 0, CLAIMSTORE_HOLDING_SHARE = 1, CLAIMSTORE_HOLDING_ADMIN_ACCESS = 2 };
+enum {
+  CLAIMSTORE_HOLDING_EXCLUSIVE = 0,
+  CLAIMSTORE_HOLDING_SHARE = 1,
+  CLAIMSTORE_HOLDING_ADMIN_ACCESS = 2
+};
 
 typedef struct claimstore_holding_t {
   claimstore_slice_t driver, pool, device;
@@ -305,9 +313,8 @@ claimstore_capacity_t claimstore_device_share_consumed_capacity(const claimstore
 
 /* A whole record from ClaimRecord bytes (DATA_LOSS when they are not one),
  * or from one ResourceClaim's JSON. */
-int claimstore_put(claimstore_t* store, claimstore_slice_t record,
-                   claimstore_preconditions_t pre, claimstore_write_result_t* result,
-                   claimstore_error_t** err);
+int claimstore_put(claimstore_t* store, claimstore_slice_t record, claimstore_preconditions_t pre,
+                   claimstore_write_result_t* result, claimstore_error_t** err);
 int claimstore_put_json(claimstore_t* store, claimstore_slice_t json,
                         claimstore_preconditions_t pre, claimstore_write_result_t* result,
                         claimstore_error_t** err);
@@ -367,14 +374,17 @@ int claimstore_deallocate(claimstore_t* store, claimstore_key_t key, claimstore_
                           claimstore_write_result_t* result, claimstore_error_t** err);
 /* Sets status.devices entries from a JSON array of AllocatedDeviceStatus. */
 int claimstore_set_device_status_json(claimstore_t* store, claimstore_key_t key,
-                                      claimstore_slice_t json_array,
-                                      claimstore_preconditions_t pre,
+                                      claimstore_slice_t json_array, claimstore_preconditions_t pre,
                                       claimstore_write_result_t* result, claimstore_error_t** err);
 
 /* --- The change feed (Store::Watch) --- */
 
-enum { CLAIMSTORE_EVENT_NONE = 0, CLAIMSTORE_EVENT_ADDED = 1, CLAIMSTORE_EVENT_MODIFIED = 2,
-       CLAIMSTORE_EVENT_DELETED = 3 };
+enum {
+  CLAIMSTORE_EVENT_NONE = 0,
+  CLAIMSTORE_EVENT_ADDED = 1,
+  CLAIMSTORE_EVENT_MODIFIED = 2,
+  CLAIMSTORE_EVENT_DELETED = 3
+};
 
 typedef struct claimstore_watcher_t claimstore_watcher_t;
 
@@ -391,9 +401,9 @@ typedef struct claimstore_event_t {
 /* From `from_revision` (0: the next one committed), only claims of
  * `claim_namespace` and whose "ns/name" starts with `key_prefix` (empty:
  * all). OUT_OF_RANGE with the compact revision when it was compacted. */
-int claimstore_watch(claimstore_t* store, uint64_t from_revision, claimstore_slice_t claim_namespace,
-                     claimstore_slice_t key_prefix, claimstore_watcher_t** out,
-                     claimstore_error_t** err);
+int claimstore_watch(claimstore_t* store, uint64_t from_revision,
+                     claimstore_slice_t claim_namespace, claimstore_slice_t key_prefix,
+                     claimstore_watcher_t** out, claimstore_error_t** err);
 /* Waits up to timeout_ms for the next event: DEADLINE_EXCEEDED when none
  * came (call again), CANCELLED after claimstore_watcher_cancel,
  * OUT_OF_RANGE when the watcher fell behind the feed's history. */
@@ -426,8 +436,8 @@ uint64_t claimstore_verify_report_records(const claimstore_verify_report_t* repo
 uint64_t claimstore_verify_report_index_entries(const claimstore_verify_report_t* report);
 int claimstore_verify_report_repaired(const claimstore_verify_report_t* report);
 /* The problems found, one line each (count in *count). */
-const claimstore_slice_t* claimstore_verify_report_problems(const claimstore_verify_report_t* report,
-                                                            size_t* count);
+const claimstore_slice_t* claimstore_verify_report_problems(
+    const claimstore_verify_report_t* report, size_t* count);
 void claimstore_verify_report_destroy(claimstore_verify_report_t* report);
 
 /* StoreStats in store.h. New members are only ever added at the end, and

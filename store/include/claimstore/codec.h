@@ -77,19 +77,16 @@ struct EncodeOptions {
 };
 
 // A ResourceClaim object (with kind and apiVersion).
-std::string EncodeClaim(const ClaimRecord& record,
-                        const EncodeOptions& options = {});
+std::string EncodeClaim(const ClaimRecord& record, const EncodeOptions& options = {});
 
 // A ResourceClaimList in the API form: `items` without kind and apiVersion,
 // `metadata.resourceVersion` set to `resource_version`, `[]` when empty.
 std::string EncodeClaimList(absl::Span<const ClaimRecord> records,
-                            absl::string_view resource_version,
-                            const EncodeOptions& options = {});
+                            absl::string_view resource_version, const EncodeOptions& options = {});
 
 // Appends one claim as compact JSON: the building block of streaming writers
 // (JSON lines, large lists). `with_type_meta` writes kind and apiVersion.
-void AppendClaimJson(const ClaimRecord& record, bool with_type_meta,
-                     std::string* out);
+void AppendClaimJson(const ClaimRecord& record, bool with_type_meta, std::string* out);
 
 }  // namespace claimstore
 

@@ -50,7 +50,7 @@ struct Preconditions {
 // A consumer in status.reservedFor.
 struct ConsumerRef {
   std::string api_group = {};  // optional, e.g. "" for pods
-  std::string resource = {};  // e.g. "pods"
+  std::string resource = {};   // e.g. "pods"
   std::string name = {};
   std::string uid = {};
 };
@@ -169,8 +169,6 @@ struct ClusterEvent {
   bool deleted = false;
 };
 
-
-
 // The current revision carried by an Aborted error of a precondition
 // mismatch, if any.
 std::optional<uint64_t> CurrentRevision(const absl::Status& status);
@@ -239,13 +237,11 @@ class Store {
   virtual absl::StatusOr<ListPage> List(const ListOptions& options) const = 0;
   // The claims whose status.reservedFor holds `consumer_uid`
   // (InvalidArgument when it is empty).
-  virtual absl::StatusOr<ClaimKeys> ClaimsReservedFor(
-      absl::string_view consumer_uid) const = 0;
+  virtual absl::StatusOr<ClaimKeys> ClaimsReservedFor(absl::string_view consumer_uid) const = 0;
   // Who holds a device, or every holding under a driver or pool.
   // InvalidArgument, naming the field, for a query without a driver, with
   // an empty part, or with a part but not the one before it.
-  virtual absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(
-      const DeviceQuery& query) const = 0;
+  virtual absl::StatusOr<DeviceHoldings> ClaimsUsingDevice(const DeviceQuery& query) const = 0;
 
   // What is allocated at the current revision (claimstore/allocated.h): an
   // immutable snapshot, consistent with every index at that revision, to
@@ -305,12 +301,10 @@ class Store {
   // Adds `consumer` to reservedFor; a no-op when its uid is there already.
   // FailedPrecondition when the claim is not allocated or is being deleted,
   // ResourceExhausted at 256 consumers.
-  virtual absl::StatusOr<WriteResult> Reserve(const ClaimKey& key,
-                                              const ConsumerRef& consumer,
+  virtual absl::StatusOr<WriteResult> Reserve(const ClaimKey& key, const ConsumerRef& consumer,
                                               const Preconditions& pre = {}) = 0;
   // Removes the consumer with `consumer_uid`; a no-op when it is not there.
-  virtual absl::StatusOr<WriteResult> Unreserve(const ClaimKey& key,
-                                                absl::string_view consumer_uid,
+  virtual absl::StatusOr<WriteResult> Unreserve(const ClaimKey& key, absl::string_view consumer_uid,
                                                 const Preconditions& pre = {}) = 0;
   // Sets status.allocation. FailedPrecondition when already allocated;
   // Aborted naming the device and its holder when a device it takes
@@ -329,8 +323,7 @@ class Store {
   // `capacity[i]...`, for a limit that is not a quantity or an empty
   // driver, pool or device. Capacities a share consumes but no limit
   // names are not checked; nor are devices the allocation does not share.
-  virtual absl::StatusOr<WriteResult> Allocate(const ClaimKey& key,
-                                               const Allocation& allocation,
+  virtual absl::StatusOr<WriteResult> Allocate(const ClaimKey& key, const Allocation& allocation,
                                                const Preconditions& pre = {},
                                                absl::Span<const DeviceCapacity> capacity = {}) = 0;
   // Clears allocation and device statuses. FailedPrecondition while
@@ -340,9 +333,9 @@ class Store {
   // Sets status.devices entries (driver writes): each entry replaces the one
   // with the same driver/pool/device/shareID or is added. InvalidArgument
   // when an entry names no allocated device.
-  virtual absl::StatusOr<WriteResult> SetDeviceStatus(
-      const ClaimKey& key, const DeviceStatuses& statuses,
-      const Preconditions& pre = {}) = 0;
+  virtual absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
+                                                      const DeviceStatuses& statuses,
+                                                      const Preconditions& pre = {}) = 0;
 
   // Follows a Kubernetes cluster (claimstore follow): applies claims of a
   // watch stream of ResourceClaims, in one atomic write, and stores

@@ -34,10 +34,10 @@ struct FieldError {
     kForbidden,     // "Forbidden"
   };
   Type type = Type::kInvalid;
-  std::string field;      // e.g. status.reservedFor[3].uid
-  std::string value;      // as Kubernetes prints it ("\"x\"", 257), or empty
+  std::string field;  // e.g. status.reservedFor[3].uid
+  std::string value;  // as Kubernetes prints it ("\"x\"", 257), or empty
   std::string detail;
-  std::string rule;       // claimstore's name for the rule, e.g. "reservedFor.unique"
+  std::string rule;          // claimstore's name for the rule, e.g. "reservedFor.unique"
   bool update_rule = false;  // a rule about the change (immutability, deletion)
   // A rule every stored claim keeps, loaded with validation off or not:
   // list-map keys unique (reservedFor by uid, devices by driver/pool/device/
@@ -65,10 +65,9 @@ const std::vector<std::string>& ValidationRules();
 // a status.devices entry equal to the current one of its key is not
 // checked again, nor the length of a reservedFor list that does not grow
 // (more lenient than the API server, which ratchets only an unchanged list:
-// a claim stored with 300 reservations can still lose them one at a time). So a claim stored with validation off (BulkLoadOptions::validate)
-// takes updates that leave its legacy fields alone.
-std::vector<FieldError> ValidateClaimStatus(const ClaimRecord* current,
-                                            const ClaimRecord& updated);
+// a claim stored with 300 reservations can still lose them one at a time). So a claim stored with
+// validation off (BulkLoadOptions::validate) takes updates that leave its legacy fields alone.
+std::vector<FieldError> ValidateClaimStatus(const ClaimRecord* current, const ClaimRecord& updated);
 
 // OK for no errors; otherwise InvalidArgument (FailedPrecondition when any
 // error is an update rule) whose message lists every error ("3 errors:

@@ -7,9 +7,9 @@
 #include "claimstore/validation.h"
 
 int main() {
-  absl::StatusOr<claimstore::ClaimRecord> claim = claimstore::DecodeClaim(
-      R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1",)"
-      R"("metadata":{"name":"c","namespace":"ns","uid":"u"},"status":{}})");
+  absl::StatusOr<claimstore::ClaimRecord> claim =
+      claimstore::DecodeClaim(R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1",)"
+                              R"("metadata":{"name":"c","namespace":"ns","uid":"u"},"status":{}})");
   if (!claim.ok()) {
     std::fprintf(stderr, "%s\n", std::string(claim.status().message()).c_str());
     return 1;

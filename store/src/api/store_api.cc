@@ -8,8 +8,7 @@
 
 namespace claimstore {
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(absl::string_view path,
-                                                   const Options& options) {
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(absl::string_view path, const Options& options) {
   if (!options.etcd_endpoints.empty()) {
 #ifdef CLAIMSTORE_HAVE_ETCD
     return internal::SharedStore::Open(path, options);

@@ -45,7 +45,8 @@ absl::string_view BulkBatch::Arena::Keep(absl::string_view bytes) {
 }
 
 BulkBatch::Shard& BulkBatch::ThisThreadsShard(uint32_t* index) {
-  *index = static_cast<uint32_t>(std::hash<std::thread::id>()(std::this_thread::get_id()) % kShards);
+  *index =
+      static_cast<uint32_t>(std::hash<std::thread::id>()(std::this_thread::get_id()) % kShards);
   return *shards_[*index];
 }
 
@@ -106,8 +107,8 @@ void BulkBatch::Collect(std::vector<Claim>* claims, std::vector<absl::string_vie
 absl::Span<const absl::string_view> BulkBatch::Consumers(const Claim& claim) const {
   const Shard& s = *shards_[claim.shard];
   MutexLock lock(&s.mu);
-  return absl::MakeConstSpan(s.consumers).subspan(claim.consumers_begin,
-                                                  claim.consumers_end - claim.consumers_begin);
+  return absl::MakeConstSpan(s.consumers)
+      .subspan(claim.consumers_begin, claim.consumers_end - claim.consumers_begin);
 }
 
 absl::Span<const absl::string_view> BulkBatch::Devices(const Claim& claim) const {

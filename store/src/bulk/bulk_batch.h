@@ -21,9 +21,9 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "bulk/spill_file.h"
 #include "index/index_entries.h"
 #include "util/mutex.h"
-#include "bulk/spill_file.h"
 
 namespace claimstore::internal {
 

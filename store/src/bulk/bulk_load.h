@@ -16,10 +16,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "bulk/bulk_batch.h"
+#include "bulk/table_sink.h"
 #include "claimstore/store.h"
 #include "db/database.h"
 #include "state/published_state.h"
-#include "bulk/table_sink.h"
 
 namespace claimstore::internal {
 
@@ -76,8 +76,7 @@ class TableWriter {
   // indexes are rebuilt and `memory_indexes`, they are also built in
   // memory (TakeConsumerIndex, TakeDeviceIndex).
   TableWriter(const Database& db, const std::string& dir, const Load& load,
-              const StoredPart& stored, bool memory_indexes,
-              std::function<absl::Status()> check,
+              const StoredPart& stored, bool memory_indexes, std::function<absl::Status()> check,
               const std::function<void(const BulkLoadProgress&)>& progress);
   // Runs the tasks; the first failure that was not a stop.
   absl::Status Run();

@@ -17,10 +17,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "bulk/bulk_load.h"
+#include "db/rocksdb_status.h"
 #include "index/device_rule.h"
 #include "index/index_entries.h"
 #include "index/keys.h"
-#include "db/rocksdb_status.h"
 #include "util/status_macros.h"
 
 namespace claimstore::internal {
@@ -94,7 +94,8 @@ absl::Status ReadRecords(const Database& db, const std::vector<absl::string_view
   for (size_t begin = 0; begin < keys.size(); begin += kChunk) {
     const size_t n = std::min(kChunk, keys.size() - begin);
     std::vector<rocksdb::Slice> slices(n);
-    for (size_t j = 0; j < n; ++j) slices[j] = rocksdb::Slice(keys[begin + j].data(), keys[begin + j].size());
+    for (size_t j = 0; j < n; ++j)
+      slices[j] = rocksdb::Slice(keys[begin + j].data(), keys[begin + j].size());
     std::vector<rocksdb::PinnableSlice> values(n);
     std::vector<rocksdb::Status> statuses(n);
     db.db()->MultiGet(rocksdb::ReadOptions(), db.records(), n, slices.data(), values.data(),
@@ -123,7 +124,8 @@ absl::Status ReadAffected(const Database& db, const Load& load, StoredPart* stor
   std::vector<std::string> old_consumers, old_devices;
   const auto keep_entries = [&](const ClaimRecord& record) {
     IndexEntries entries = ComputeIndexEntries(record.table());
-    std::move(entries.consumers.begin(), entries.consumers.end(), std::back_inserter(old_consumers));
+    std::move(entries.consumers.begin(), entries.consumers.end(),
+              std::back_inserter(old_consumers));
     std::move(entries.devices.begin(), entries.devices.end(), std::back_inserter(old_devices));
   };
   CS_RETURN_IF_ERROR(ReadRecords(db, added, [&](size_t, const ClaimRecord& record) {
@@ -169,8 +171,9 @@ absl::StatusOr<StoredPart> ReadStoredPart(const Database& db, const Load& load, 
 
 absl::Status CheckDevicesWithin(absl::Span<const absl::string_view> sorted_device_keys) {
   std::vector<Clash> clashes;
-  FindDoubleHoldings(sorted_device_keys, [&](const Clash& c) { clashes.push_back(c); },
-                     [](absl::string_view) {});  // index keys made by the load itself
+  FindDoubleHoldings(
+      sorted_device_keys, [&](const Clash& c) { clashes.push_back(c); },
+      [](absl::string_view) {});  // index keys made by the load itself
   return clashes.empty() ? absl::OkStatus() : ClashError(clashes);
 }
 

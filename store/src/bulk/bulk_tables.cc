@@ -3,11 +3,10 @@
 // claims (revisions stamped in key order, deletions merged in); the
 // consumer index file; the in-memory consumer index (when the indexes are
 // rebuilt, unless their load is deferred); the device rule (when given),
-// the device index file and its in-memory index, and the revision. A failed task stops the others. (With
-// the consumer file and its in-memory index in one task, that task ran
-// 1.5 s alone at the end of a 1M-claim load, one core idle: there are two
-// consumer keys per claim, and each costs as much to index in memory as to
-// write.)
+// the device index file and its in-memory index, and the revision. A failed task stops the others.
+// (With the consumer file and its in-memory index in one task, that task ran 1.5 s alone at the end
+// of a 1M-claim load, one core idle: there are two consumer keys per claim, and each costs as much
+// to index in memory as to write.)
 
 #include <algorithm>
 #include <filesystem>
@@ -17,11 +16,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "bulk/bulk_load.h"
+#include "db/rocksdb_status.h"
 #include "feed/feed.h"
 #include "index/keys.h"
-#include "util/parallel.h"
 #include "record/record_edit.h"
-#include "db/rocksdb_status.h"
+#include "util/parallel.h"
 #include "util/status_macros.h"
 
 namespace claimstore::internal {
@@ -76,7 +75,8 @@ void TableWriter::DeleteStoredRanges() {
   } else {
     const std::string split(load_.claims[n / 2].record_key);
     records_[0].DeleteStoredRange("", split);
-    records_[1].DeleteStoredRange(split, RangeEnd(stored_.records_end, load_.claims[n - 1].record_key));
+    records_[1].DeleteStoredRange(split,
+                                  RangeEnd(stored_.records_end, load_.claims[n - 1].record_key));
   }
   const auto index = [](TableSink* sink, const std::string& stored_end,
                         const std::vector<absl::string_view>& puts) {
@@ -106,7 +106,9 @@ absl::Status TableWriter::Run() {
        Task(&written[1],
             [&] { return WriteRecords(n / 2, n, split, deletes.size(), &records_[1]); }),
        Task(&written[2],
-            [&] { return WriteIndex(load_.consumers, stored_.consumer_deletes, &consumers_, nullptr); }),
+            [&] {
+              return WriteIndex(load_.consumers, stored_.consumer_deletes, &consumers_, nullptr);
+            }),
        Task(&written[3],
             [&] {
               if (consumer_memory == nullptr) return absl::OkStatus();
@@ -233,14 +235,16 @@ absl::Status TableWriter::WriteRevision() {
 absl::Status IngestTables(const Database& db, const std::string& dir,
                           const std::vector<rocksdb::IngestExternalFileArg>& args) {
   db.fs().Watch(dir);
-  absl::Status s = FromRocksDB(db.db()->IngestExternalFiles(args), absl::StrCat("ingesting a bulk load into ", db.path()));
+  absl::Status s = FromRocksDB(db.db()->IngestExternalFiles(args),
+                               absl::StrCat("ingesting a bulk load into ", db.path()));
   if (!s.ok()) {
     // RocksDB deleted the files it linked in, but its MANIFEST record may
     // come back at the next open (a failed sync that wrote): put them back.
     // Unreferenced, the next open deletes them.
     std::error_code ec;
     for (const auto& [source, target] : db.fs().Links()) {
-      if (!std::filesystem::exists(target, ec)) std::filesystem::create_hard_link(source, target, ec);
+      if (!std::filesystem::exists(target, ec))
+        std::filesystem::create_hard_link(source, target, ec);
     }
   }
   db.fs().Watch("");

@@ -21,8 +21,8 @@ class TableSink {
  public:
   // Files go to `dir`/`name`-N.sst, written with the family's options
   // (compression, filters, and the database's file system).
-  TableSink(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family, std::string dir,
-            std::string name, uint64_t file_bytes = uint64_t{64} << 20);
+  TableSink(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family, std::string dir, std::string name,
+            uint64_t file_bytes = uint64_t{64} << 20);
   TableSink(const TableSink&) = delete;
   TableSink& operator=(const TableSink&) = delete;
   // REQUIRES: `key` sorts after every key put or deleted before.

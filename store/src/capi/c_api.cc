@@ -1,7 +1,5 @@
 // The C ABI (claimstore/c.h) over the C++ API: conversions in, results held
 // in handles, and no exception out.
-#include "claimstore/c.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -21,6 +19,7 @@
 #include "absl/time/time.h"
 #include "claimstore/allocated.h"
 #include "claimstore/allocation.h"
+#include "claimstore/c.h"
 #include "claimstore/codec.h"
 #include "claimstore/store.h"
 #include "claimstore/validation.h"
@@ -98,9 +97,7 @@ absl::string_view View(claimstore_slice_t s) {
 std::string String(claimstore_slice_t s) { return std::string(View(s)); }
 claimstore_slice_t Slice(absl::string_view s) { return {s.data(), s.size()}; }
 ClaimKey Key(claimstore_key_t k) { return {String(k.claim_namespace), String(k.name)}; }
-claimstore_key_t KeyView(const ClaimKey& k) {
-  return {Slice(k.claim_namespace), Slice(k.name)};
-}
+claimstore_key_t KeyView(const ClaimKey& k) { return {Slice(k.claim_namespace), Slice(k.name)}; }
 
 claimstore::Preconditions Pre(const claimstore_preconditions_t& p) {
   claimstore::Preconditions pre;
@@ -191,7 +188,8 @@ std::vector<claimstore::CapacityValue> Capacities(const claimstore_capacity_t* v
                                                   size_t count) {
   std::vector<claimstore::CapacityValue> out;
   out.reserve(count);
-  for (size_t i = 0; i < count; ++i) out.push_back({String(values[i].name), String(values[i].quantity)});
+  for (size_t i = 0; i < count; ++i)
+    out.push_back({String(values[i].name), String(values[i].quantity)});
   return out;
 }
 
@@ -357,7 +355,8 @@ void claimstore_options_set_etcd_tls_files(claimstore_options_t* o, claimstore_s
   }
 }
 void claimstore_options_set_etcd_timeout_ms(claimstore_options_t* o, uint64_t ms) {
-  o->options.etcd_timeout = absl::Milliseconds(static_cast<int64_t>(std::min<uint64_t>(ms, INT64_MAX)));
+  o->options.etcd_timeout =
+      absl::Milliseconds(static_cast<int64_t>(std::min<uint64_t>(ms, INT64_MAX)));
 }
 
 // --- The store ---
@@ -373,9 +372,15 @@ int claimstore_open(const claimstore_options_t* options, claimstore_slice_t path
       }
       o = options->options;
       switch (options->compression) {
-        case CLAIMSTORE_COMPRESSION_NONE: o.compression = claimstore::Compression::kNone; break;
-        case CLAIMSTORE_COMPRESSION_LZ4: o.compression = claimstore::Compression::kLZ4; break;
-        case CLAIMSTORE_COMPRESSION_ZSTD: o.compression = claimstore::Compression::kZstd; break;
+        case CLAIMSTORE_COMPRESSION_NONE:
+          o.compression = claimstore::Compression::kNone;
+          break;
+        case CLAIMSTORE_COMPRESSION_LZ4:
+          o.compression = claimstore::Compression::kLZ4;
+          break;
+        case CLAIMSTORE_COMPRESSION_ZSTD:
+          o.compression = claimstore::Compression::kZstd;
+          break;
         default:
           return absl::InvalidArgumentError("options: compression " +
                                             std::to_string(options->compression) +
@@ -435,14 +440,14 @@ int claimstore_get_into(claimstore_t* store, claimstore_key_t key, char* buffer,
     if (absl::Status s = Required(record_size, "record_size"); !s.ok()) return s;
     if (capacity > 0 && buffer == nullptr) return absl::InvalidArgumentError("buffer is NULL");
     // In place: the record is copied once, into the caller's buffer.
-    return store->store->GetInPlace(
-        View(key.claim_namespace), View(key.name),
-        [&](const claimstore::ClaimRecord& record, uint64_t at) {
-          const absl::string_view bytes = record.bytes();
-          if (bytes.size() <= capacity) std::memcpy(buffer, bytes.data(), bytes.size());
-          *record_size = bytes.size();
-          if (revision != nullptr) *revision = at;
-        });
+    return store->store->GetInPlace(View(key.claim_namespace), View(key.name),
+                                    [&](const claimstore::ClaimRecord& record, uint64_t at) {
+                                      const absl::string_view bytes = record.bytes();
+                                      if (bytes.size() <= capacity)
+                                        std::memcpy(buffer, bytes.data(), bytes.size());
+                                      *record_size = bytes.size();
+                                      if (revision != nullptr) *revision = at;
+                                    });
   });
 }
 
@@ -468,9 +473,10 @@ int claimstore_list(claimstore_t* store, claimstore_slice_t claim_namespace, siz
   return Guard(err, [&]() -> absl::Status {
     if (absl::Status s = Required(store, "store"); !s.ok()) return s;
     if (absl::Status s = Required(out, "out"); !s.ok()) return s;
-    absl::StatusOr<claimstore::ListPage> page = store->store->List(
-        {.claim_namespace = String(claim_namespace), .limit = limit,
-         .continue_token = String(continue_token)});
+    absl::StatusOr<claimstore::ListPage> page =
+        store->store->List({.claim_namespace = String(claim_namespace),
+                            .limit = limit,
+                            .continue_token = String(continue_token)});
     if (!page.ok()) return page.status();
     std::vector<std::optional<ClaimRecord>> records;
     records.reserve(page->records.size());
@@ -494,7 +500,8 @@ int claimstore_claims_reserved_for(claimstore_t* store, claimstore_slice_t consu
   return Guard(err, [&]() -> absl::Status {
     if (absl::Status s = Required(store, "store"); !s.ok()) return s;
     if (absl::Status s = Required(out, "out"); !s.ok()) return s;
-    absl::StatusOr<claimstore::ClaimKeys> keys = store->store->ClaimsReservedFor(View(consumer_uid));
+    absl::StatusOr<claimstore::ClaimKeys> keys =
+        store->store->ClaimsReservedFor(View(consumer_uid));
     if (!keys.ok()) return keys.status();
     *out = Keys(*std::move(keys));
     return absl::OkStatus();
@@ -532,7 +539,7 @@ int claimstore_claims_using_device(claimstore_t* store, claimstore_device_query_
       v.device = Slice(h.device);
       v.kind = h.kind == claimstore::HoldingKind::kExclusive ? CLAIMSTORE_HOLDING_EXCLUSIVE
                : h.kind == claimstore::HoldingKind::kShare   ? CLAIMSTORE_HOLDING_SHARE
-                                                              : CLAIMSTORE_HOLDING_ADMIN_ACCESS;
+                                                             : CLAIMSTORE_HOLDING_ADMIN_ACCESS;
       v.share_id = Slice(h.share_id);
       v.claim = KeyView(h.claim);
       result->views.push_back(v);
@@ -588,8 +595,7 @@ claimstore_devices_t* claimstore_allocated_list(const claimstore_allocated_t* a,
     return nullptr;
   }
 }
-const claimstore_device_t* claimstore_devices_items(const claimstore_devices_t* d,
-                                                    size_t* count) {
+const claimstore_device_t* claimstore_devices_items(const claimstore_devices_t* d, size_t* count) {
   if (count != nullptr) *count = d->views.size();
   return d->views.data();
 }
@@ -623,8 +629,9 @@ int claimstore_put(claimstore_t* store, claimstore_slice_t record, claimstore_pr
   });
 }
 
-int claimstore_put_json(claimstore_t* store, claimstore_slice_t json, claimstore_preconditions_t pre,
-                        claimstore_write_result_t* result, claimstore_error_t** err) {
+int claimstore_put_json(claimstore_t* store, claimstore_slice_t json,
+                        claimstore_preconditions_t pre, claimstore_write_result_t* result,
+                        claimstore_error_t** err) {
   return Write(store, result, err, [&](Store& s) -> absl::StatusOr<claimstore::WriteResult> {
     absl::StatusOr<ClaimRecord> r = claimstore::DecodeClaim(View(json));
     if (!r.ok()) return r.status();
@@ -698,7 +705,8 @@ int claimstore_allocate_json(claimstore_t* store, claimstore_key_t key, claimsto
                              claimstore_preconditions_t pre, claimstore_write_result_t* result,
                              claimstore_error_t** err) {
   return Write(store, result, err, [&](Store& s) -> absl::StatusOr<claimstore::WriteResult> {
-    absl::StatusOr<claimstore::Allocation> allocation = claimstore::Allocation::FromJson(View(json));
+    absl::StatusOr<claimstore::Allocation> allocation =
+        claimstore::Allocation::FromJson(View(json));
     if (!allocation.ok()) return allocation.status();
     absl::StatusOr<std::vector<claimstore::DeviceCapacity>> limits =
         Limits(capacity, capacity_count);
@@ -713,8 +721,7 @@ int claimstore_deallocate(claimstore_t* store, claimstore_key_t key, claimstore_
 }
 
 int claimstore_set_device_status_json(claimstore_t* store, claimstore_key_t key,
-                                      claimstore_slice_t json_array,
-                                      claimstore_preconditions_t pre,
+                                      claimstore_slice_t json_array, claimstore_preconditions_t pre,
                                       claimstore_write_result_t* result, claimstore_error_t** err) {
   return Write(store, result, err, [&](Store& s) -> absl::StatusOr<claimstore::WriteResult> {
     absl::StatusOr<claimstore::DeviceStatuses> statuses =
@@ -726,15 +733,15 @@ int claimstore_set_device_status_json(claimstore_t* store, claimstore_key_t key,
 
 // --- The change feed ---
 
-int claimstore_watch(claimstore_t* store, uint64_t from_revision, claimstore_slice_t claim_namespace,
-                     claimstore_slice_t key_prefix, claimstore_watcher_t** out,
-                     claimstore_error_t** err) {
+int claimstore_watch(claimstore_t* store, uint64_t from_revision,
+                     claimstore_slice_t claim_namespace, claimstore_slice_t key_prefix,
+                     claimstore_watcher_t** out, claimstore_error_t** err) {
   return Guard(err, [&]() -> absl::Status {
     if (absl::Status s = Required(store, "store"); !s.ok()) return s;
     if (absl::Status s = Required(out, "out"); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<claimstore::Watcher>> watcher = store->store->Watch(
-        from_revision, {.claim_namespace = String(claim_namespace),
-                        .key_prefix = String(key_prefix)});
+        from_revision,
+        {.claim_namespace = String(claim_namespace), .key_prefix = String(key_prefix)});
     if (!watcher.ok()) return watcher.status();
     auto w = std::make_unique<claimstore_watcher_t>();
     w->watcher = *std::move(watcher);
@@ -857,10 +864,9 @@ int claimstore_stats(claimstore_t* store, claimstore_stats_t* out, size_t out_si
     full.feed_compact_revision = stats->feed_compact_revision;
     full.follow_resource_version = stats->follow_resource_version;
     full.etcd_following = stats->etcd_following ? 1 : 0;
-    full.etcd_unreachable_since_unix_ns =
-        stats->etcd_unreachable_since == absl::InfinitePast()
-            ? 0
-            : absl::ToUnixNanos(stats->etcd_unreachable_since);
+    full.etcd_unreachable_since_unix_ns = stats->etcd_unreachable_since == absl::InfinitePast()
+                                              ? 0
+                                              : absl::ToUnixNanos(stats->etcd_unreachable_since);
     std::memcpy(out, &full, out_size < sizeof(full) ? out_size : sizeof(full));
     return absl::OkStatus();
   });

@@ -18,8 +18,8 @@ absl::Status DecodeClaims(absl::string_view input,
     return internal::DecodePiecewise(input, sink).ToStatus();
   }
   uint64_t ordinal = 0;
-  const internal::DecodeStatus s = internal::DecodeDocuments(
-      input.data(), input.size(), /*nested=*/false, [&](DecodedClaim c) {
+  const internal::DecodeStatus s =
+      internal::DecodeDocuments(input.data(), input.size(), /*nested=*/false, [&](DecodedClaim c) {
         c.ordinal = ordinal++;
         return sink(std::move(c));
       });
@@ -44,8 +44,7 @@ absl::Status DecodeClaimsConcurrently(absl::string_view input, int threads,
 absl::StatusOr<ClaimRecord> DecodeClaim(absl::string_view json) {
   std::optional<ClaimRecord> result;
   absl::Status s = DecodeClaims(json, [&](DecodedClaim claim) -> absl::Status {
-    if (claim.item >= 0 || claim.event != WatchEventType::kNone ||
-        result.has_value()) {
+    if (claim.item >= 0 || claim.event != WatchEventType::kNone || result.has_value()) {
       return absl::InvalidArgumentError(
           "expected exactly one ResourceClaim object, not a list, a watch "
           "event or several documents");
@@ -55,11 +54,9 @@ absl::StatusOr<ClaimRecord> DecodeClaim(absl::string_view json) {
   });
   if (!s.ok()) return s;
   if (!result.has_value()) {
-    return absl::InvalidArgumentError(
-        "expected exactly one ResourceClaim object, found none");
+    return absl::InvalidArgumentError("expected exactly one ResourceClaim object, found none");
   }
   return *std::move(result);
 }
-
 
 }  // namespace claimstore

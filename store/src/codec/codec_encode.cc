@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
-#include "util/json_text.h"
 #include "k8s/rfc3339.h"
+#include "util/json_text.h"
 
 namespace claimstore {
 namespace {
@@ -349,8 +349,7 @@ void Finish(std::string compact, const EncodeOptions& options, std::string* out)
 
 }  // namespace
 
-void AppendClaimJson(const ClaimRecord& record, bool with_type_meta,
-                     std::string* out) {
+void AppendClaimJson(const ClaimRecord& record, bool with_type_meta, std::string* out) {
   const fb::ClaimRecord& c = record.table();
   Writer w(out);
   w.BeginObject();
@@ -379,8 +378,7 @@ std::string EncodeClaim(const ClaimRecord& record, const EncodeOptions& options)
 }
 
 std::string EncodeClaimList(absl::Span<const ClaimRecord> records,
-                            absl::string_view resource_version,
-                            const EncodeOptions& options) {
+                            absl::string_view resource_version, const EncodeOptions& options) {
   std::string compact;
   Writer w(&compact);
   w.BeginObject();

@@ -81,7 +81,6 @@ class StateLease {
 thread_local std::vector<std::unique_ptr<ParseState>> StateLease::states_;
 thread_local size_t StateLease::depth_ = 0;
 
-
 // Decodes one top-level JSON value: a claim, a list or a watch event.
 class DocumentDecoder {
  public:
@@ -90,14 +89,13 @@ class DocumentDecoder {
       : d_(*decoder), document_(document), nested_(nested), sink_(sink) {}
 
   absl::Status Decode(od::value& root) {
-    static constexpr FieldNames<9> kNames = {"kind",  "apiVersion", "metadata",
-                                             "spec",  "status",     "items",
-                                             "type",  "object",     "revision"};
+    static constexpr FieldNames<9> kNames = {"kind",  "apiVersion", "metadata", "spec",    "status",
+                                             "items", "type",       "object",   "revision"};
     d_.fbb().Clear();
     bool present = false;
     CS_RETURN_IF_ERROR(d_.ReadObject(
-        root, kNames, Unknown::kError,
-        [&](size_t i, od::value& f) { return OnMember(i, f); }, &present));
+        root, kNames, Unknown::kError, [&](size_t i, od::value& f) { return OnMember(i, f); },
+        &present));
     if (!present) return d_.Fail("expected a JSON object, got null");
     return Finish();
   }
@@ -114,16 +112,19 @@ class DocumentDecoder {
       return absl::OkStatus();
     }
     if (shape_ == shape) return absl::OkStatus();
-    return d_.Fail(absl::StrCat("unknown field \"", member, "\" in ",
-                                ShapeName(shape_)));
+    return d_.Fail(absl::StrCat("unknown field \"", member, "\" in ", ShapeName(shape_)));
   }
 
   static const char* ShapeName(Shape shape) {
     switch (shape) {
-      case Shape::kClaim: return "a ResourceClaim";
-      case Shape::kList: return "a list";
-      case Shape::kEvent: return "a watch event";
-      case Shape::kUnknown: break;
+      case Shape::kClaim:
+        return "a ResourceClaim";
+      case Shape::kList:
+        return "a list";
+      case Shape::kEvent:
+        return "a watch event";
+      case Shape::kUnknown:
+        break;
     }
     return "an object";
   }
@@ -131,8 +132,10 @@ class DocumentDecoder {
   absl::Status OnMember(size_t i, od::value& f) {
     const absl::string_view name = kMemberNames[i];
     switch (i) {
-      case 0: return d_.ReadTypeMetaField(f, &claim_.kind);
-      case 1: return d_.ReadTypeMetaField(f, &claim_.api_version);
+      case 0:
+        return d_.ReadTypeMetaField(f, &claim_.kind);
+      case 1:
+        return d_.ReadTypeMetaField(f, &claim_.api_version);
       case 2:
         // A claim's or a list's metadata: decoded as a claim's (lenient), and
         // dropped if the document turns out to be a list.
@@ -179,8 +182,7 @@ class DocumentDecoder {
     int64_t index = 0;
     return d_.ReadArray(f, &present, [&](od::value& item) -> absl::Status {
       CS_ASSIGN_OR_RETURN(ClaimRecord record, d_.ReadClaim(item));
-      return sink_(DecodedClaim{std::move(record), WatchEventType::kNone,
-                                document_, index++});
+      return sink_(DecodedClaim{std::move(record), WatchEventType::kNone, document_, index++});
     });
   }
 
@@ -188,14 +190,14 @@ class DocumentDecoder {
     switch (shape_) {
       case Shape::kUnknown:
         if (!claim_.kind.has_value()) {
-          return d_.Fail("not a ResourceClaim, list or watch event: no "
-                         "metadata, status, items or type");
+          return d_.Fail(
+              "not a ResourceClaim, list or watch event: no "
+              "metadata, status, items or type");
         }
         [[fallthrough]];
       case Shape::kClaim: {
         CS_ASSIGN_OR_RETURN(ClaimRecord record, d_.FinishClaim(&claim_));
-        return sink_(DecodedClaim{std::move(record), WatchEventType::kNone,
-                                  document_, -1});
+        return sink_(DecodedClaim{std::move(record), WatchEventType::kNone, document_, -1});
       }
       case Shape::kList:
         return CheckListTypeMeta();
@@ -216,10 +218,9 @@ class DocumentDecoder {
       return absl::OkStatus();
     }
     if (kind.empty() && api_version.empty()) return absl::OkStatus();
-    return d_.Fail(absl::StrCat(
-        "list kind \"", kind, "\" (apiVersion \"", api_version,
-        "\") is not supported: expected ResourceClaimList "
-        "(resource.k8s.io/v1, v1beta2, v1beta1) or List (v1)"));
+    return d_.Fail(absl::StrCat("list kind \"", kind, "\" (apiVersion \"", api_version,
+                                "\") is not supported: expected ResourceClaimList "
+                                "(resource.k8s.io/v1, v1beta2, v1beta1) or List (v1)"));
   }
 
   absl::Status FinishEvent() {
@@ -236,23 +237,20 @@ class DocumentDecoder {
       std::string compact;
       CS_RETURN_IF_ERROR(CompactJson(event_object_, &compact));
       if (compact.size() > 512) compact = absl::StrCat(compact.substr(0, 512), "...");
-      return d_.Fail(absl::StrCat("the watch stream carries an ERROR event: ",
-                                  compact));
+      return d_.Fail(absl::StrCat("the watch stream carries an ERROR event: ", compact));
     } else {
-      return d_.Fail(absl::StrCat(
-          "type: unsupported watch event type \"", event_type_,
-          "\": expected ADDED, MODIFIED, DELETED, BOOKMARK or ERROR"));
+      return d_.Fail(absl::StrCat("type: unsupported watch event type \"", event_type_,
+                                  "\": expected ADDED, MODIFIED, DELETED, BOOKMARK or ERROR"));
     }
     if (event_object_.empty()) return d_.Fail("object: required in a watch event");
     const size_t document = document_;
     d_.path().PushField("object");
-    const DecodeStatus s = DecodeDocuments(
-        event_object_.data(), event_object_.size(), /*nested=*/true,
-        [&](DecodedClaim claim) {
-          claim.event = type;
-          claim.document = document;
-          return sink_(std::move(claim));
-        });
+    const DecodeStatus s = DecodeDocuments(event_object_.data(), event_object_.size(),
+                                           /*nested=*/true, [&](DecodedClaim claim) {
+                                             claim.event = type;
+                                             claim.document = document;
+                                             return sink_(std::move(claim));
+                                           });
     d_.path().Pop();
     if (s.ok() || !s.located()) return s.error();
     // A syntax error inside the event's object, located in its text.
@@ -260,8 +258,7 @@ class DocumentDecoder {
   }
 
   static constexpr FieldNames<9> kMemberNames = {
-      "kind", "apiVersion", "metadata", "spec",
-      "status", "items", "type", "object", "revision"};
+      "kind", "apiVersion", "metadata", "spec", "status", "items", "type", "object", "revision"};
 
   ClaimReader& d_;
   size_t document_;
@@ -292,9 +289,10 @@ DecodeStatus InvalidUtf8(absl::string_view text) {
     return DecodeStatus::Unplaced(absl::InvalidArgumentError("malformed JSON: invalid UTF-8"));
   }
   return DecodeStatus::Unplaced(
-      absl::InvalidArgumentError(absl::StrCat(
-          "malformed JSON: invalid UTF-8 (byte 0x",
-          absl::Hex(static_cast<unsigned char>(text[at]), absl::kZeroPad2), " begins no character)")),
+      absl::InvalidArgumentError(
+          absl::StrCat("malformed JSON: invalid UTF-8 (byte 0x",
+                       absl::Hex(static_cast<unsigned char>(text[at]), absl::kZeroPad2),
+                       " begins no character)")),
       at);
 }
 
@@ -305,7 +303,8 @@ DecodeStatus DecodeRoot(ClaimReader* decoder, od::document_reference doc, size_t
   absl::Status s;
   od::value root;
   if (auto e = doc.get_value().get(root)) {
-    s = absl::InvalidArgumentError(absl::StrCat("expected a JSON object: ", simdjson::error_message(e)));
+    s = absl::InvalidArgumentError(
+        absl::StrCat("expected a JSON object: ", simdjson::error_message(e)));
   } else {
     s = DocumentDecoder(decoder, document, nested, sink).Decode(root);
   }
@@ -321,9 +320,9 @@ DecodeStatus DecodeDocuments(const char* data, size_t size, bool nested,
     return DecodeStatus::Unlocated(absl::InvalidArgumentError("no JSON value in the input"));
   }
   if (size > kMaxJsonDocumentBytes) {
-    return DecodeStatus::Unlocated(absl::InvalidArgumentError(absl::StrCat(
-        "input of ", size, " bytes is larger than the ", kMaxJsonDocumentBytes,
-        "-byte limit of one JSON document; split it, e.g. into JSON lines")));
+    return DecodeStatus::Unlocated(absl::InvalidArgumentError(
+        absl::StrCat("input of ", size, " bytes is larger than the ", kMaxJsonDocumentBytes,
+                     "-byte limit of one JSON document; split it, e.g. into JSON lines")));
   }
   StateLease lease;
   ParseState& state = *lease;
@@ -392,15 +391,17 @@ DecodeStatus DecodeListItem(absl::string_view item, size_t document, size_t offs
   ClaimReader decoder(&state.fbb, &state.pool);
   decoder.path().PushField("items");
   decoder.path().PushIndex(static_cast<size_t>(index));
-  const auto at_item = [&](absl::Status s) { return DecodeStatus::At(std::move(s), document, offset); };
+  const auto at_item = [&](absl::Status s) {
+    return DecodeStatus::At(std::move(s), document, offset);
+  };
   od::document doc;
   od::value root;
   if (auto e = parser.iterate(input).get(doc)) {
     if (e == simdjson::UTF8_ERROR) {
       const DecodeStatus bad = InvalidUtf8(item);
       return DecodeStatus::At(
-          absl::Status(bad.error().code(), absl::StrCat(decoder.path().ToString(), ": ",
-                                                         bad.error().message())),
+          absl::Status(bad.error().code(),
+                       absl::StrCat(decoder.path().ToString(), ": ", bad.error().message())),
           document, item_offset + bad.offset());
     }
     return at_item(decoder.JsonFail(e));

@@ -4,20 +4,26 @@ namespace claimstore::internal {
 
 const char* TypeName(od::json_type type) {
   switch (type) {
-    case od::json_type::array: return "an array";
-    case od::json_type::object: return "an object";
-    case od::json_type::number: return "a number";
-    case od::json_type::string: return "a string";
-    case od::json_type::boolean: return "a boolean";
-    case od::json_type::null: return "null";
+    case od::json_type::array:
+      return "an array";
+    case od::json_type::object:
+      return "an object";
+    case od::json_type::number:
+      return "a number";
+    case od::json_type::string:
+      return "a string";
+    case od::json_type::boolean:
+      return "a boolean";
+    case od::json_type::null:
+      return "null";
   }
   return "an unknown value";
 }
 
 absl::Status JsonReader::Fail(absl::string_view detail) const {
   const std::string where = path_.ToString();
-  return absl::InvalidArgumentError(
-      where.empty() ? std::string(detail) : absl::StrCat(where, ": ", detail));
+  return absl::InvalidArgumentError(where.empty() ? std::string(detail)
+                                                  : absl::StrCat(where, ": ", detail));
 }
 
 absl::Status JsonReader::JsonFail(simdjson::error_code error) const {
@@ -34,8 +40,7 @@ absl::StatusOr<od::json_type> JsonReader::Type(od::value& v) const {
   return type;
 }
 
-absl::Status JsonReader::ReadStringView(od::value& v, absl::string_view* out,
-                            bool* present) {
+absl::Status JsonReader::ReadStringView(od::value& v, absl::string_view* out, bool* present) {
   std::string_view s;
   const simdjson::error_code e = v.get_string().get(s);
   if (e == simdjson::SUCCESS) {
@@ -103,15 +108,14 @@ absl::Status JsonReader::SkipValue(od::value& v, int depth) {
     case od::json_type::array:
       if (depth >= kWalkDepth) {
         CS_ASSIGN_OR_RETURN(absl::string_view raw, RawText(v, type));
-        if (absl::Status s = internal::CompactJson(
-                raw, nullptr, DepthLeft() - depth, /*utf8_validated=*/true);
+        if (absl::Status s =
+                internal::CompactJson(raw, nullptr, DepthLeft() - depth, /*utf8_validated=*/true);
             !s.ok()) {
           return Fail(s.message());
         }
         return absl::OkStatus();
       }
-      return type == od::json_type::object ? SkipObject(v, depth)
-                                           : SkipArray(v, depth);
+      return type == od::json_type::object ? SkipObject(v, depth) : SkipArray(v, depth);
     case od::json_type::string: {
       std::string_view s;
       if (auto e = v.get_string().get(s)) return JsonFail(e);

@@ -122,9 +122,8 @@ class JsonReader {
   // name is in `names`, with the path extended by the name. null is an absent
   // object (*present = false). Duplicate names are errors.
   template <size_t N, typename OnField>
-  absl::Status ReadObject(od::value& v, const FieldNames<N>& names,
-                          Unknown unknown, OnField&& on_field,
-                          bool* present = nullptr) {
+  absl::Status ReadObject(od::value& v, const FieldNames<N>& names, Unknown unknown,
+                          OnField&& on_field, bool* present = nullptr) {
     static_assert(N <= 64);
     od::object object;
     if (const simdjson::error_code e = v.get_object().get(object)) {
@@ -139,15 +138,14 @@ class JsonReader {
       // Match the raw key first; unescape only keys that match no name.
       const od::raw_json_string raw_key = field.key();
       size_t i = 0;
-      while (i < N && !raw_key.unsafe_is_equal(
-                          std::string_view(names[i].data(), names[i].size()))) {
+      while (i < N &&
+             !raw_key.unsafe_is_equal(std::string_view(names[i].data(), names[i].size()))) {
         ++i;
       }
       if (i == N) {
         std::string_view key;
         if (auto e = field.unescaped_key().get(key)) return JsonFail(e);
-        i = static_cast<size_t>(
-            std::find(names.begin(), names.end(), Sv(key)) - names.begin());
+        i = static_cast<size_t>(std::find(names.begin(), names.end(), Sv(key)) - names.begin());
         if (i == N) {
           if (unknown == Unknown::kError) {
             return Fail(absl::StrCat("unknown field \"", Sv(key), "\""));

@@ -8,14 +8,14 @@
 // error that simdjson found somewhere in a batch.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <atomic>
 #include <functional>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -150,7 +150,8 @@ size_t ValueEnd(absl::string_view text, size_t pos) {
 #if defined(__SSE2__)
   for (; i + 64 <= n; i += 64) {
     __m128i v[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16 * k));
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 16 * k));
     if (st.escaped || Mask64(v, '\\') != 0) {
       if (const size_t end = ScanBytes(p, i, i + 64, &st); end != absl::string_view::npos) {
         return end;
@@ -225,7 +226,8 @@ DecodeStatus DecodePiece(const Piece& p, uint64_t ordinal, ClaimSink sink) {
   if (p.item >= 0) {
     return DecodeListItem(p.text, p.document, p.doc_offset, p.offset, p.item, numbered);
   }
-  const DecodeStatus one = DecodeDocuments(p.text.data(), p.text.size(), /*nested=*/false, numbered);
+  const DecodeStatus one =
+      DecodeDocuments(p.text.data(), p.text.size(), /*nested=*/false, numbered);
   if (one.ok()) return one;
   // Located in this input: the piece's document, at its start (or the
   // invalid byte the piece's reader found).
@@ -246,8 +248,9 @@ DecodeStatus CutList(absl::string_view text, size_t document, size_t pos, size_t
   // Reported with this document's number and offset (an invalid byte's
   // own, but for the items that were cut out).
   if (!checked.ok()) {
-    const size_t at = checked.offset() < items_begin ? checked.offset()
-                                                     : checked.offset() - 2 + (items_end - items_begin);
+    const size_t at = checked.offset() < items_begin
+                          ? checked.offset()
+                          : checked.offset() - 2 + (items_end - items_begin);
     return DecodeStatus::At(checked.error(), document, pos + (checked.unplaced() ? at : 0));
   }
   const absl::string_view items = text.substr(items_begin, items_end - items_begin);
@@ -262,8 +265,8 @@ DecodeStatus CutList(absl::string_view text, size_t document, size_t pos, size_t
     const size_t item_end = ValueEnd(items, i);
     // A stray ',' or control character: no item starts here.
     if (item_end == i) return malformed_item(index, "no value");
-    DecodeStatus s = piece(Piece{document, index, pos, pos + items_begin + i,
-                                 items.substr(i, item_end - i)});
+    DecodeStatus s =
+        piece(Piece{document, index, pos, pos + items_begin + i, items.substr(i, item_end - i)});
     if (!s.ok()) return s;
     // Between items: one ',' and then a value; after the last, the ']'.
     i = SkipSpace(items, item_end);
@@ -295,9 +298,9 @@ DecodeStatus CutPieces(absl::string_view text, PieceFn piece) {
     }
     if (end == pos) {  // a stray ',', ']', '}' or control character: no value starts here
       return DecodeStatus::At(
-          absl::InvalidArgumentError(absl::StrCat(
-              "malformed JSON: unexpected character 0x",
-              absl::Hex(static_cast<unsigned char>(text[pos]), absl::kZeroPad2))),
+          absl::InvalidArgumentError(
+              absl::StrCat("malformed JSON: unexpected character 0x",
+                           absl::Hex(static_cast<unsigned char>(text[pos]), absl::kZeroPad2))),
           document, pos);
     }
     const absl::string_view value = text.substr(pos, end - pos);

@@ -2,14 +2,14 @@
 
 #include <filesystem>
 #include <mutex>
-#include <vector>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "db/rocksdb_status.h"
 #include "index/keys.h"
 #include "rocksdb/convenience.h"
-#include "db/rocksdb_status.h"
 #include "util/status_macros.h"
 
 namespace claimstore::internal {
@@ -36,8 +36,7 @@ KeyScan::KeyScan(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family, absl::str
   it_.reset(db->NewIterator(options, family));
 }
 
-void ErrorPolicy::OnBackgroundError(rocksdb::BackgroundErrorReason reason,
-                                    rocksdb::Status* error) {
+void ErrorPolicy::OnBackgroundError(rocksdb::BackgroundErrorReason reason, rocksdb::Status* error) {
   if (reason == rocksdb::BackgroundErrorReason::kCompaction && error->IsNoSpace()) {
     *error = rocksdb::Status::OK();
   }
@@ -97,7 +96,8 @@ Database::~Database() {
 
 SnapshotRef Database::MakeSnapshot() const {
   rocksdb::DB* db = db_.get();
-  return SnapshotRef(db->GetSnapshot(), [db](const rocksdb::Snapshot* s) { db->ReleaseSnapshot(s); });
+  return SnapshotRef(db->GetSnapshot(),
+                     [db](const rocksdb::Snapshot* s) { db->ReleaseSnapshot(s); });
 }
 
 absl::StatusOr<uint64_t> Database::ReadRevision(const rocksdb::Snapshot* snapshot) const {
@@ -128,8 +128,7 @@ uint64_t Database::SizeOnDisk() const {
   return bytes;
 }
 
-absl::Status ParseRevision(const rocksdb::Status& s, absl::string_view value,
-                           uint64_t* revision) {
+absl::Status ParseRevision(const rocksdb::Status& s, absl::string_view value, uint64_t* revision) {
   if (s.IsNotFound()) {
     *revision = 0;
     return absl::OkStatus();

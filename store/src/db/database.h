@@ -24,9 +24,9 @@
 #include "absl/strings/string_view.h"
 #include "claimstore/store.h"
 #include "db/database_fs.h"
+#include "db/snapshot_ref.h"
 #include "rocksdb/db.h"
 #include "rocksdb/listener.h"
-#include "db/snapshot_ref.h"
 
 namespace claimstore::internal {
 
@@ -120,8 +120,7 @@ class Database {
   // does its file I/O through `env` when given (tests), else the default.
   // The errors of Store::Open.
   static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path,
-                                                        const Options& options,
-                                                        rocksdb::Env* env);
+                                                        const Options& options, rocksdb::Env* env);
   // Closes the database; one whose memtable switch failed (ErrorPolicy) is
   // stopped instead and left open until the process exits: its files stay
   // open, its directory locked, a few objects unfreed.
@@ -181,8 +180,7 @@ class Database {
 };
 
 // The store revision value read with `s` (NotFound: 0).
-absl::Status ParseRevision(const rocksdb::Status& s, absl::string_view value,
-                           uint64_t* revision);
+absl::Status ParseRevision(const rocksdb::Status& s, absl::string_view value, uint64_t* revision);
 
 }  // namespace claimstore::internal
 

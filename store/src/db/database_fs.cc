@@ -126,9 +126,11 @@ rocksdb::IOStatus DatabaseFileSystem::ReopenWritableFile(
   return s;
 }
 
-rocksdb::IOStatus DatabaseFileSystem::ReuseWritableFile(
-    const std::string& f, const std::string& old, const rocksdb::FileOptions& o,
-    std::unique_ptr<rocksdb::FSWritableFile>* r, rocksdb::IODebugContext* d) {
+rocksdb::IOStatus DatabaseFileSystem::ReuseWritableFile(const std::string& f,
+                                                        const std::string& old,
+                                                        const rocksdb::FileOptions& o,
+                                                        std::unique_ptr<rocksdb::FSWritableFile>* r,
+                                                        rocksdb::IODebugContext* d) {
   return Wrap(f, FileSystemWrapper::ReuseWritableFile(f, old, o, r, d), r);
 }
 

@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "util/mutex.h"
 #include "rocksdb/file_system.h"
+#include "util/mutex.h"
 
 namespace claimstore::internal {
 

@@ -36,9 +36,9 @@ std::string FormatLine(const char* format, va_list ap) {
     std::vsnprintf(message.data(), message.size(), format, ap);
     message.resize(n);
   }
-  std::string line = absl::StrCat(
-      absl::FormatTime("%Y/%m/%d-%H:%M:%E6S ", absl::Now(), absl::LocalTimeZone()),
-      static_cast<uint64_t>(pthread_self()), " ", message);
+  std::string line =
+      absl::StrCat(absl::FormatTime("%Y/%m/%d-%H:%M:%E6S ", absl::Now(), absl::LocalTimeZone()),
+                   static_cast<uint64_t>(pthread_self()), " ", message);
   if (line.empty() || line.back() != '\n') line.push_back('\n');
   return line;
 }

@@ -19,9 +19,9 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "util/mutex.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
+#include "util/mutex.h"
 
 namespace claimstore::internal {
 

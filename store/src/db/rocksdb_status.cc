@@ -21,15 +21,16 @@ absl::Status FromRocksDB(const rocksdb::Status& s, absl::string_view context) {
     case rocksdb::Status::kIOError:
       if (s.IsNoSpace()) return NoSpaceError(context);
       if (absl::StrContains(s.ToString(), "lock hold by current process")) {
-        return absl::UnavailableError(absl::StrCat(
-            message, " (not another process: this one has it open, a store not yet closed "
-                     "or one left open after its directory was removed)"));
+        return absl::UnavailableError(
+            absl::StrCat(message,
+                         " (not another process: this one has it open, a store not yet closed "
+                         "or one left open after its directory was removed)"));
       }
       if (absl::StrContains(s.ToString(), "lock")) {
         // A storage condition, not a rule: it passes when the other
         // process closes the database.
-        return absl::UnavailableError(absl::StrCat(
-            message, " (is another process using the database for writing?)"));
+        return absl::UnavailableError(
+            absl::StrCat(message, " (is another process using the database for writing?)"));
       }
       return absl::UnavailableError(message);
     case rocksdb::Status::kBusy:

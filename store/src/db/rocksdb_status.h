@@ -13,8 +13,8 @@ namespace claimstore::internal {
 //   NotFound → NotFound; Corruption → DataLoss; InvalidArgument →
 //   InvalidArgument; NotSupported → Unimplemented; IOError: out of space →
 //   ResourceExhausted "<context>: no space left on device" (NoSpaceError,
-//   without RocksDB's words: the file does not matter), the directory lock held by another process (a
-//   storage condition that passes) and otherwise Unavailable; Busy, TryAgain, TimedOut,
+//   without RocksDB's words: the file does not matter), the directory lock held by another process
+//   (a storage condition that passes) and otherwise Unavailable; Busy, TryAgain, TimedOut,
 //   ShutdownInProgress → Unavailable; Aborted → Aborted; anything else →
 //   Internal.
 absl::Status FromRocksDB(const rocksdb::Status& s, absl::string_view context);

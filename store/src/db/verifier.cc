@@ -6,10 +6,10 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "db/rocksdb_status.h"
 #include "index/device_rule.h"
 #include "index/keys.h"
 #include "rocksdb/write_batch.h"
-#include "db/rocksdb_status.h"
 #include "util/status_macros.h"
 
 namespace claimstore::internal {
@@ -33,8 +33,8 @@ void CheckRecord(absl::string_view key, absl::string_view value, VerifyReport* r
   }
   if (record->claim_namespace() != ns || record->name() != name) {
     report->problems.push_back(absl::StrCat("records: claim ", ns, "/", name,
-                                            " holds the record of ", record->claim_namespace(),
-                                            "/", record->name()));
+                                            " holds the record of ", record->claim_namespace(), "/",
+                                            record->name()));
   }
   IndexEntries entries = ComputeIndexEntries(record->table());
   for (std::string& k : entries.consumers) expected->consumers.push_back(std::move(k));
@@ -62,8 +62,7 @@ void ReportDifferences(absl::string_view what, const std::vector<std::string>& e
     report->problems.push_back(absl::StrCat(what, " index: ", missing, absl::CHexEscape(k)));
   }
   for (const std::string& k : Minus(actual, expected)) {
-    report->problems.push_back(
-        absl::StrCat(what, " index: entry ", absl::CHexEscape(k), stray));
+    report->problems.push_back(absl::StrCat(what, " index: entry ", absl::CHexEscape(k), stray));
   }
 }
 
@@ -77,8 +76,7 @@ absl::Status CompareIndex(const Database& db, const ReadPoint& point,
   for (scan->SeekToFirst(); scan->Valid(); scan->Next()) actual->emplace_back(scan->key());
   CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), absl::StrCat("reading the ", name, " index")));
   report->index_entries += actual->size();
-  ReportDifferences(name, expected, *actual, "missing entry ", " has no record holding it",
-                    report);
+  ReportDifferences(name, expected, *actual, "missing entry ", " has no record holding it", report);
   return absl::OkStatus();
 }
 
@@ -117,7 +115,8 @@ absl::StatusOr<Verification> VerifyAt(const Database& db, const ReadPoint& point
       std::vector<absl::string_view>(devices.begin(), devices.end()),
       [&](const Clash& c) { v.report.problems.push_back(c.ToString()); },
       [&](absl::string_view key) {
-        v.report.problems.push_back(absl::StrCat("devices index: malformed key ", absl::CHexEscape(key)));
+        v.report.problems.push_back(
+            absl::StrCat("devices index: malformed key ", absl::CHexEscape(key)));
       });
   if (memory != nullptr) CheckDrift(*memory, consumers, devices, &v.report);
   return v;
@@ -129,7 +128,8 @@ absl::Status RewriteIndexes(const Database& db, const rocksdb::WriteOptions& opt
   rocksdb::WriteBatch batch;
   const auto flush_full = [&]() -> absl::Status {
     if (batch.Count() < kChunk) return absl::OkStatus();
-    CS_RETURN_IF_ERROR(FromRocksDB(db.db()->Write(options, &batch), absl::StrCat("repairing ", db.path())));
+    CS_RETURN_IF_ERROR(
+        FromRocksDB(db.db()->Write(options, &batch), absl::StrCat("repairing ", db.path())));
     batch.Clear();
     return absl::OkStatus();
   };
@@ -144,7 +144,8 @@ absl::Status RewriteIndexes(const Database& db, const rocksdb::WriteOptions& opt
       batch.Put(family, k, "");
       CS_RETURN_IF_ERROR(flush_full());
     }
-    CS_RETURN_IF_ERROR(FromRocksDB(db.db()->Write(options, &batch), absl::StrCat("repairing ", db.path())));
+    CS_RETURN_IF_ERROR(
+        FromRocksDB(db.db()->Write(options, &batch), absl::StrCat("repairing ", db.path())));
     batch.Clear();
   }
   return absl::OkStatus();

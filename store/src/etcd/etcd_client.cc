@@ -51,8 +51,7 @@ bool TryAnotherMember(const grpc::Status& s) {
 }
 
 absl::Status FromGrpc(const grpc::Status& s, absl::string_view endpoint, absl::string_view what) {
-  const std::string message =
-      absl::StrCat("etcd ", endpoint, ": ", what, ": ", s.error_message());
+  const std::string message = absl::StrCat("etcd ", endpoint, ": ", what, ": ", s.error_message());
   // etcd's transient refusals (RESOURCE_EXHAUSTED, FAILED_PRECONDITION):
   // try again, not a bad request.
   if (absl::StartsWith(s.error_message(), "etcdserver: too many requests") ||
@@ -149,10 +148,10 @@ absl::StatusOr<std::string> ReadPem(absl::string_view option, const std::string&
 
 // The channel credentials of `options`: TLS when the endpoints are
 // https://, else none.
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsOf(
-    const EtcdOptions& options, bool tls) {
-  const bool files = !options.ca_file.empty() || !options.cert_file.empty() ||
-                     !options.key_file.empty();
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CredentialsOf(const EtcdOptions& options,
+                                                                        bool tls) {
+  const bool files =
+      !options.ca_file.empty() || !options.cert_file.empty() || !options.key_file.empty();
   if (!tls) {
     if (files) {
       return absl::InvalidArgumentError(
@@ -189,13 +188,14 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdOption
   for (size_t i = 0; i < options.endpoints.size(); ++i) {
     absl::string_view e = options.endpoints[i];
     if (absl::StartsWith(e, "https://") != tls) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "etcd endpoints[", i, "]: Invalid value: \"", e, "\": endpoints[0] is ",
-          tls ? "https://" : "not https://", ": all use TLS or none does"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("etcd endpoints[", i, "]: Invalid value: \"", e, "\": endpoints[0] is ",
+                       tls ? "https://" : "not https://", ": all use TLS or none does"));
     }
     absl::ConsumePrefix(&e, tls ? "https://" : "http://");
     while (absl::ConsumeSuffix(&e, "/")) continue;
-    if (e.empty() || e.find(':') == absl::string_view::npos || e.find('/') != absl::string_view::npos) {
+    if (e.empty() || e.find(':') == absl::string_view::npos ||
+        e.find('/') != absl::string_view::npos) {
       return absl::InvalidArgumentError(
           absl::StrCat("etcd endpoints[", i, "]: Invalid value: \"", options.endpoints[i],
                        "\": expected host:port, http://host:port or https://host:port"));
@@ -236,8 +236,7 @@ void EtcdClient::MoveOn(size_t from) {
                                      std::memory_order_relaxed);
 }
 
-absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(
-    const etcdserverpb::TxnRequest& request) {
+absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::TxnRequest& request) {
   // The test fault (FailNextTxnForTesting), when it matches this Txn.
   bool faulty = false, fault_sent = false;
   std::function<void()> between;
@@ -325,9 +324,9 @@ absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
     MoveOn(i);
     if (attempt + 1 >= members_.size()) absl::SleepFor(absl::Milliseconds(20));
   }
-  return absl::UnavailableError(
-      absl::StrCat("etcd: no member answered a read within ",
-                   absl::FormatDuration(options_.request_timeout), " (last: ", last.message(), ")"));
+  return absl::UnavailableError(absl::StrCat("etcd: no member answered a read within ",
+                                             absl::FormatDuration(options_.request_timeout),
+                                             " (last: ", last.message(), ")"));
 }
 
 absl::Status EtcdClient::Compact(int64_t revision) {
@@ -354,7 +353,8 @@ absl::StatusOr<etcdserverpb::StatusResponse> EtcdClient::MemberStatus(size_t i) 
   grpc::ClientContext context;
   context.set_deadline(DeadlineAfter(options_.request_timeout));
   etcdserverpb::StatusResponse response;
-  grpc::Status s = members_[i].maintenance->Status(&context, etcdserverpb::StatusRequest(), &response);
+  grpc::Status s =
+      members_[i].maintenance->Status(&context, etcdserverpb::StatusRequest(), &response);
   if (!s.ok()) return FromGrpc(s, members_[i].endpoint, "status");
   return response;
 }

@@ -15,11 +15,11 @@
 #define CLAIMSTORE_SRC_ETCD_ETCD_CLIENT_H_
 
 #include <atomic>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <string>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -81,10 +81,10 @@ class EtcdWatch {
  public:
   ~EtcdWatch();
   // The next response, blocking until one comes: events in revision
-  // order, or none (a progress notification; header.revision set). Errors: OutOfRange with the compact revision when the start
-  // revision was compacted (the watch is over: re-list and watch again),
-  // Unavailable when the stream broke (watch again from the last
-  // revision seen + 1), Cancelled after Cancel().
+  // order, or none (a progress notification; header.revision set). Errors: OutOfRange with the
+  // compact revision when the start revision was compacted (the watch is over: re-list and watch
+  // again), Unavailable when the stream broke (watch again from the last revision seen + 1),
+  // Cancelled after Cancel().
   absl::StatusOr<etcdserverpb::WatchResponse> Next();
   // Makes a Next waiting now, and every later one, return Cancelled.
   void Cancel();
@@ -93,8 +93,8 @@ class EtcdWatch {
   friend class EtcdClient;
   EtcdWatch() = default;
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriterInterface<etcdserverpb::WatchRequest,
-                                                    etcdserverpb::WatchResponse>>
+  std::unique_ptr<
+      grpc::ClientReaderWriterInterface<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>>
       stream_;
   std::atomic<bool> cancelled_{false};
 };

@@ -92,8 +92,8 @@ bool EtcdLayout::ParseClaim(absl::string_view key, ClaimKey* out) const {
 
 std::string EtcdLayout::Device(absl::string_view driver, absl::string_view pool,
                                absl::string_view device) const {
-  return absl::StrCat(prefix_, "devices/", EscapeComponent(driver), "/", EscapeComponent(pool),
-                      "/", EscapeComponent(device), "/");
+  return absl::StrCat(prefix_, "devices/", EscapeComponent(driver), "/", EscapeComponent(pool), "/",
+                      EscapeComponent(device), "/");
 }
 
 std::string EtcdLayout::Exclusive(absl::string_view driver, absl::string_view pool,
@@ -155,14 +155,16 @@ absl::StatusOr<std::vector<DeviceShare>> DecodeShares(absl::string_view value) {
       return absl::DataLossError(absl::StrCat("shares value: malformed line \"", line, "\""));
     }
     absl::StatusOr<ClaimKey> key = ClaimKey::Parse(claim);
-    if (!key.ok()) return absl::DataLossError(absl::StrCat("shares value: ", key.status().message()));
+    if (!key.ok())
+      return absl::DataLossError(absl::StrCat("shares value: ", key.status().message()));
     share.claim = *std::move(key);
     for (size_t i = 2; i < fields.size(); ++i) {
       const size_t eq = fields[i].find('=');
       CapacityValue c;
       if (eq == absl::string_view::npos || !absl::CUnescape(fields[i].substr(0, eq), &c.name) ||
           !absl::CUnescape(fields[i].substr(eq + 1), &c.quantity)) {
-        return absl::DataLossError(absl::StrCat("shares value: malformed capacity \"", fields[i], "\""));
+        return absl::DataLossError(
+            absl::StrCat("shares value: malformed capacity \"", fields[i], "\""));
       }
       share.consumed_capacity.push_back(std::move(c));
     }

@@ -14,15 +14,15 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "state/allocated_state.h"
 #include "etcd/shared_watcher.h"
 #include "index/index_entries.h"
 #include "index/keys.h"
 #include "record/record_edit.h"
 #include "record/record_factory.h"
+#include "state/allocated_state.h"
+#include "store/store_testing.h"
 #include "util/status_macros.h"
 #include "util/store_errors.h"
-#include "store/store_testing.h"
 
 namespace claimstore::internal {
 namespace {
@@ -45,8 +45,7 @@ std::string NewToken() {
   return absl::BytesToHexString(raw);
 }
 
-std::string DeviceName(absl::string_view driver, absl::string_view pool,
-                       absl::string_view device) {
+std::string DeviceName(absl::string_view driver, absl::string_view pool, absl::string_view device) {
   return absl::StrCat(driver, "/", pool, "/", device);
 }
 
@@ -126,9 +125,9 @@ absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
     return absl::InvalidArgumentError("Options.etcd_prefix: Required value");
   }
   if (options.etcd_timeout <= absl::ZeroDuration() || options.etcd_timeout > absl::Hours(24)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Options.etcd_timeout: Invalid value: ", absl::FormatDuration(options.etcd_timeout),
-                     ": must be more than 0 and at most 24h"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Options.etcd_timeout: Invalid value: ", absl::FormatDuration(options.etcd_timeout),
+        ": must be more than 0 and at most 24h"));
   }
   EtcdOptions etcd_options;
   etcd_options.endpoints = options.etcd_endpoints;
@@ -141,8 +140,7 @@ absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
   local.etcd_endpoints.clear();
   local.feed_history_revisions = 0;  // the change feed is etcd's (shared_watcher.h)
   CS_ASSIGN_OR_RETURN(std::unique_ptr<Store> mirror, OpenStoreWithEnv(path, local, nullptr));
-  std::unique_ptr<SharedStore> store(
-      new SharedStore(std::move(mirror), std::move(etcd), options));
+  std::unique_ptr<SharedStore> store(new SharedStore(std::move(mirror), std::move(etcd), options));
 
   etcdserverpb::RangeRequest probe;
   probe.set_key(store->layout_.ClaimsPrefix());
@@ -171,8 +169,8 @@ SharedStore::~SharedStore() {
 }
 
 absl::Status SharedStore::CheckIdentity(uint64_t cluster_id) {
-  const std::string identity = absl::StrCat("etcd cluster ", absl::Hex(cluster_id), " prefix ",
-                                            layout_.prefix());
+  const std::string identity =
+      absl::StrCat("etcd cluster ", absl::Hex(cluster_id), " prefix ", layout_.prefix());
   CS_ASSIGN_OR_RETURN(const std::string stored, mirror()->MetaValue(kIdentityKey));
   if (stored == identity) return absl::OkStatus();
   if (!stored.empty()) {
@@ -181,17 +179,16 @@ absl::Status SharedStore::CheckIdentity(uint64_t cluster_id) {
         ": a mirror follows one etcd cluster and prefix (remove it to mirror another)"));
   }
   if (mirror()->CommittedRevision() != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this database is a local store (revision ", mirror()->CommittedRevision(),
-        "), not a mirror of etcd: the shared mode needs a directory of its own"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("this database is a local store (revision ", mirror()->CommittedRevision(),
+                     "), not a mirror of etcd: the shared mode needs a directory of its own"));
   }
   return mirror()->SetMetaValue(kIdentityKey, identity);
 }
 
 // --- The follower ---------------------------------------------------------------
 
-absl::StatusOr<ClaimRecord> SharedStore::RecordOf(const ClaimKey& key,
-                                                  const mvccpb::KeyValue& kv,
+absl::StatusOr<ClaimRecord> SharedStore::RecordOf(const ClaimKey& key, const mvccpb::KeyValue& kv,
                                                   std::string* token_out) const {
   absl::string_view token, bytes;
   absl::Status s = DecodeClaimValue(kv.value(), &token, &bytes);
@@ -200,14 +197,13 @@ absl::StatusOr<ClaimRecord> SharedStore::RecordOf(const ClaimKey& key,
   absl::StatusOr<ClaimRecord> record = ClaimRecord::FromBytes(std::string(bytes));
   if (!record.ok()) return CorruptClaim(key, record.status());
   if (record->claim_namespace() != key.claim_namespace || record->name() != key.name) {
-    return CorruptClaim(key, absl::DataLossError(absl::StrCat("it holds claim ",
-                                                              record->claim_namespace(), "/",
-                                                              record->name())));
+    return CorruptClaim(
+        key, absl::DataLossError(
+                 absl::StrCat("it holds claim ", record->claim_namespace(), "/", record->name())));
   }
-  return RecordFactory::FromBuilt(StampRevisions(record->bytes(),
-                                                 static_cast<uint64_t>(kv.create_revision()),
-                                                 static_cast<uint64_t>(kv.mod_revision()),
-                                                 static_cast<uint64_t>(kv.version())));
+  return RecordFactory::FromBuilt(StampRevisions(
+      record->bytes(), static_cast<uint64_t>(kv.create_revision()),
+      static_cast<uint64_t>(kv.mod_revision()), static_cast<uint64_t>(kv.version())));
 }
 
 absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& response) {
@@ -237,8 +233,8 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
         // Not a claim this store wrote (etcdctl put?): left out of the
         // mirror, and said in Stats, rather than stopping it for good.
         MutexLock lock(&mu_);
-        skipped_ = absl::StrCat("etcd revision ", e.kv().mod_revision(), ": ",
-                                record.status().message());
+        skipped_ =
+            absl::StrCat("etcd revision ", e.kv().mod_revision(), ": ", record.status().message());
         continue;
       }
       c.record = *std::move(record);
@@ -433,9 +429,10 @@ absl::StatusOr<AllocatedState> SharedStore::AllocatedDevices() const {
 }
 absl::StatusOr<std::unique_ptr<Watcher>> SharedStore::Watch(uint64_t from_revision,
                                                             const WatchOptions& options) {
-  return SharedWatcher::Start(
-      etcd_.get(), layout_.ClaimsPrefix(), from_revision, options,
-      [this](const mvccpb::Event& e, bool* skip, WatchEvent* out) { return EventOf(e, skip, out); });
+  return SharedWatcher::Start(etcd_.get(), layout_.ClaimsPrefix(), from_revision, options,
+                              [this](const mvccpb::Event& e, bool* skip, WatchEvent* out) {
+                                return EventOf(e, skip, out);
+                              });
 }
 
 absl::Status SharedStore::EventOf(const mvccpb::Event& e, bool* skip, WatchEvent* out) const {
@@ -669,8 +666,8 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
     if (responses.size() != static_cast<int>(1 + 2 * compared.size())) {
       return absl::InternalError("etcd answered a Txn with another number of reads");
     }
-    CS_ASSIGN_OR_RETURN(cur, CurrentOf(key, responses[0].response_range(),
-                                       response.header().revision()));
+    CS_ASSIGN_OR_RETURN(
+        cur, CurrentOf(key, responses[0].response_range(), response.header().revision()));
     for (size_t d = 0; d < compared.size(); ++d) {
       DeviceState st;
       st.from_etcd = true;
@@ -679,8 +676,8 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
       if (ex.kvs_size() > 0) {
         absl::StatusOr<ClaimKey> holder = ClaimKey::Parse(ex.kvs(0).value());
         if (!holder.ok()) {
-          return absl::DataLossError(absl::StrCat("etcd key ", ex.kvs(0).key(), ": ",
-                                                  holder.status().message()));
+          return absl::DataLossError(
+              absl::StrCat("etcd key ", ex.kvs(0).key(), ": ", holder.status().message()));
         }
         st.exclusive = *std::move(holder);
       }
@@ -762,7 +759,7 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
       const Mine& will = a != after.end() ? a->second.second : none;
       if (was == will) continue;
       const DeviceId id = a != after.end() ? a->second.first : b->second.first;
-      CS_ASSIGN_OR_RETURN(DeviceState* st, device_state(id));
+      CS_ASSIGN_OR_RETURN(DeviceState * st, device_state(id));
       // The device rule, on the holders as known (device-index keys).
       std::vector<std::string> holders;
       if (st->exclusive.has_value()) {
@@ -770,13 +767,18 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
                                     st->exclusive->claim_namespace, st->exclusive->name));
       }
       for (const DeviceShare& s : st->shares) {
-        holders.push_back(DeviceKey(id.driver, id.pool, id.device, HoldingKind::kShare,
-                                    s.share_id, s.claim.claim_namespace, s.claim.name));
+        holders.push_back(DeviceKey(id.driver, id.pool, id.device, HoldingKind::kShare, s.share_id,
+                                    s.claim.claim_namespace, s.claim.name));
       }
       auto check = [&](HoldingKind kind, absl::string_view share_id) {
         if (!refusal.ok()) return;
-        DeviceKeyParts wanted{std::string(id.driver), std::string(id.pool),
-                              std::string(id.device), kind, std::string(share_id), "", ""};
+        DeviceKeyParts wanted{std::string(id.driver),
+                              std::string(id.pool),
+                              std::string(id.device),
+                              kind,
+                              std::string(share_id),
+                              "",
+                              ""};
         refusal = CheckNewHolding(key, wanted, holders);
         if (!refusal.ok()) refusal_confirmed = st->from_etcd;
       };
@@ -888,8 +890,8 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
           ResolveOutcome(key, old, cur.read_revision, token, mutation->kind);
       if (!outcome.ok()) {
         return absl::UnavailableError(absl::StrCat("the write's outcome is unknown (",
-                                                   r.status().message(), "): ",
-                                                   outcome.status().message()));
+                                                   r.status().message(),
+                                                   "): ", outcome.status().message()));
       }
       if (outcome->landed) {
         CS_RETURN_IF_ERROR(WaitApplied(outcome->revision, "the write"));
@@ -912,16 +914,16 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
     // A compare failed: run again on what the failure branch read.
     CS_RETURN_IF_ERROR(absorb(*r, compared_devices));
   }
-  return RevisionMismatch(key,
-                          absl::StrCat("it kept changing: ", kMaxAttempts, " attempts failed"),
+  return RevisionMismatch(key, absl::StrCat("it kept changing: ", kMaxAttempts, " attempts failed"),
                           cur.record.has_value() ? cur.record->mod_revision() : 0);
 }
 
 namespace {
 absl::Status NotInSharedMode(absl::string_view what) {
   return absl::FailedPreconditionError(
-      absl::StrCat(what, " is not supported in the shared mode yet (etcd's Txn takes at most 128 "
-                         "operations: a write of many claims is not one Txn)"));
+      absl::StrCat(what,
+                   " is not supported in the shared mode yet (etcd's Txn takes at most 128 "
+                   "operations: a write of many claims is not one Txn)"));
 }
 }  // namespace
 
@@ -982,7 +984,8 @@ absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
   for (const mvccpb::KeyValue& kv : devices) {
     auto it = holdings.find(kv.key());
     if (it == holdings.end()) {
-      report.problems.push_back(absl::StrCat("etcd key ", kv.key(), " holds a device no claim holds"));
+      report.problems.push_back(
+          absl::StrCat("etcd key ", kv.key(), " holds a device no claim holds"));
     } else {
       if (it->second != kv.value()) {
         report.problems.push_back(absl::StrCat("etcd key ", kv.key(), " holds \"",
@@ -1008,11 +1011,12 @@ absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
       auto it = in_etcd.find(key);
       if (it == in_etcd.end()) {
         report.problems.push_back(absl::StrCat("claim ", key, " is in the mirror, not in etcd"));
-      } else if (it->second != std::make_tuple(r.create_revision(), r.mod_revision(), r.version())) {
-        report.problems.push_back(absl::StrCat(
-            "claim ", key, ": the mirror has revisions ", r.create_revision(), "/",
-            r.mod_revision(), "/", r.version(), ", etcd ", std::get<0>(it->second), "/",
-            std::get<1>(it->second), "/", std::get<2>(it->second)));
+      } else if (it->second !=
+                 std::make_tuple(r.create_revision(), r.mod_revision(), r.version())) {
+        report.problems.push_back(
+            absl::StrCat("claim ", key, ": the mirror has revisions ", r.create_revision(), "/",
+                         r.mod_revision(), "/", r.version(), ", etcd ", std::get<0>(it->second),
+                         "/", std::get<1>(it->second), "/", std::get<2>(it->second)));
       }
     }
     if (local.continue_token.empty()) break;

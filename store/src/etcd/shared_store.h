@@ -59,13 +59,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "claimstore/store.h"
-#include "index/device_rule.h"
 #include "etcd/etcd_client.h"
 #include "etcd/etcd_layout.h"
+#include "index/device_rule.h"
+#include "store/store_impl.h"
+#include "util/mutex.h"
 #include "write/mutation_writes.h"
 #include "write/mutations.h"
-#include "util/mutex.h"
-#include "store/store_impl.h"
 
 namespace claimstore::internal {
 
@@ -92,8 +92,8 @@ class SharedStore final : public MutationWrites {
   // Writes: etcd Txns (Put, Delete, Reserve, ...: MutationWrites over
   // Write).
   absl::StatusOr<std::vector<WriteResult>> PutAll(absl::Span<const ClaimRecord> records) override;
-  absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(
-      absl::Span<const ClusterEvent> events, uint64_t resource_version) override;
+  absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(absl::Span<const ClusterEvent> events,
+                                                              uint64_t resource_version) override;
 
   // The mirror's Verify; then, at the mirror's revision, etcd's claims
   // against the mirror's (keys and revisions) and etcd's holding keys
@@ -129,8 +129,7 @@ class SharedStore final : public MutationWrites {
   StoreImpl* mirror() const { return mirror_impl_; }
 
   // The write: see the file comment.
-  absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre,
-                                    MutateFn mutate,
+  absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre, MutateFn mutate,
                                     const std::vector<CapacityLimit>* capacity) override;
   // What became of a Txn whose outcome etcd did not report.
   struct Outcome {

@@ -46,9 +46,8 @@ etcdserverpb::WatchCreateRequest SharedWatcher::Request(uint64_t from) const {
   return create;
 }
 
-absl::StatusOr<std::unique_ptr<Watcher>> SharedWatcher::Start(EtcdClient* etcd,
-                                                              std::string prefix, uint64_t from,
-                                                              WatchOptions options,
+absl::StatusOr<std::unique_ptr<Watcher>> SharedWatcher::Start(EtcdClient* etcd, std::string prefix,
+                                                              uint64_t from, WatchOptions options,
                                                               EventOf event_of) {
   // etcd's revision now: 0 watches from the next one.
   etcdserverpb::RangeRequest probe;
@@ -73,7 +72,8 @@ absl::StatusOr<std::unique_ptr<Watcher>> SharedWatcher::Start(EtcdClient* etcd,
   }
   if (compacted) return w->CompactedStart(from);
   absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd->Watch(w->Request(from));
-  if (absl::IsOutOfRange(watch.status())) return Compacted(from, watch.status());  // since the probe
+  if (absl::IsOutOfRange(watch.status()))
+    return Compacted(from, watch.status());  // since the probe
   if (!watch.ok()) return watch.status();
   w->reader_ = std::thread(&SharedWatcher::Run, w.get(), *std::move(watch), from);
   return w;
@@ -101,11 +101,10 @@ absl::Status SharedWatcher::CompactedStart(uint64_t from) {
     last = watch.status();
     absl::SleepFor(absl::Milliseconds(100));  // the member catches up
   }
-  return absl::UnavailableError(
-      absl::StrCat("etcd refused a read at revision ", WatchStartFor(from),
-                   " as compacted, but no watch from there was cancelled as compacted within ",
-                   absl::FormatDuration(etcd_->request_timeout()), " (last: ", last.message(),
-                   ")"));
+  return absl::UnavailableError(absl::StrCat(
+      "etcd refused a read at revision ", WatchStartFor(from),
+      " as compacted, but no watch from there was cancelled as compacted within ",
+      absl::FormatDuration(etcd_->request_timeout()), " (last: ", last.message(), ")"));
 }
 
 SharedWatcher::~SharedWatcher() {

@@ -73,7 +73,7 @@ class SharedWatcher : public Watcher {
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   EtcdWatch* current_ ABSL_GUARDED_BY(mu_) = nullptr;  // the reader's, to cancel
-  WatchCanceller canceller_;  // of the reader's watch being made again
+  WatchCanceller canceller_;                           // of the reader's watch being made again
   std::thread reader_;
 };
 

@@ -9,10 +9,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "db/database.h"
+#include "db/rocksdb_status.h"
 #include "index/keys.h"
 #include "record/record_factory.h"
 #include "rocksdb/db.h"
-#include "db/rocksdb_status.h"
 #include "util/status_macros.h"
 #include "util/store_errors.h"
 
@@ -33,10 +33,14 @@ bool ConsumeUint32(absl::string_view* in, uint32_t* v) {
 
 char KindByte(WatchEventType type) {
   switch (type) {
-    case WatchEventType::kAdded: return 'A';
-    case WatchEventType::kModified: return 'M';
-    case WatchEventType::kDeleted: return 'D';
-    case WatchEventType::kNone: break;
+    case WatchEventType::kAdded:
+      return 'A';
+    case WatchEventType::kModified:
+      return 'M';
+    case WatchEventType::kDeleted:
+      return 'D';
+    case WatchEventType::kNone:
+      break;
   }
   return '?';
 }
@@ -70,8 +74,8 @@ std::string EncodeFeedEvent(WatchEventType type, absl::string_view record_key,
   const absl::string_view before_bytes = before != nullptr ? before->bytes() : absl::string_view();
   const size_t record_at = Align8(kHeader + record_key.size());
   const size_t before_at = Align8(record_at + record.bytes().size());
-  const size_t size = before_bytes.empty() ? record_at + record.bytes().size()
-                                           : before_at + before_bytes.size();
+  const size_t size =
+      before_bytes.empty() ? record_at + record.bytes().size() : before_at + before_bytes.size();
   *total = total_before + size;
   std::string value;
   value.reserve(size);
@@ -103,10 +107,17 @@ absl::Status DecodeFeedEvent(uint64_t revision, absl::string_view value,
   e->revision = revision;
   if (value.size() < kHeader) return Corrupt(revision, "truncated");
   switch (value[0]) {
-    case 'A': e->type = WatchEventType::kAdded; break;
-    case 'M': e->type = WatchEventType::kModified; break;
-    case 'D': e->type = WatchEventType::kDeleted; break;
-    default: return Corrupt(revision, "unknown kind");
+    case 'A':
+      e->type = WatchEventType::kAdded;
+      break;
+    case 'M':
+      e->type = WatchEventType::kModified;
+      break;
+    case 'D':
+      e->type = WatchEventType::kDeleted;
+      break;
+    default:
+      return Corrupt(revision, "unknown kind");
   }
   absl::string_view lengths = value.substr(9, 12);
   uint32_t key_size = 0, record_size = 0, before_size = 0;
@@ -228,8 +239,8 @@ absl::Status FeedReader::Read(const rocksdb::Snapshot* snapshot, uint64_t next, 
   const std::shared_ptr<const void> holder(batch->bytes, bytes.data());
   for (size_t i = 0; i < spans.size(); ++i) {
     CS_RETURN_IF_ERROR(DecodeFeedEvent(
-        revisions[i], absl::string_view(bytes).substr(spans[i].first, spans[i].second),
-        holder, &batch->events[i]));
+        revisions[i], absl::string_view(bytes).substr(spans[i].first, spans[i].second), holder,
+        &batch->events[i]));
     out->push_back(EventPtr(batch, &batch->events[i]));
   }
   CS_RETURN_IF_ERROR(FromRocksDB(it->status(), "reading the change feed"));

@@ -120,8 +120,8 @@ class FeedHub {
   // revision they are committed up to); kCompacted (*compact set); or
   // waits for them until `deadline` (kTimeout) or `*cancelled` (kCancelled).
   Fetched Fetch(uint64_t next, std::chrono::steady_clock::time_point deadline,
-                const std::atomic<bool>& cancelled, std::vector<EventPtr>* out,
-                uint64_t* published, uint64_t* compact);
+                const std::atomic<bool>& cancelled, std::vector<EventPtr>* out, uint64_t* published,
+                uint64_t* compact);
   // Wakes every waiting Fetch (to see its `cancelled`).
   void WakeAll();
   // The published revision and the compact revision.

@@ -7,8 +7,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
-#include "record/fb_strings.h"
 #include "index/index_entries.h"
+#include "record/fb_strings.h"
 #include "util/store_errors.h"
 
 namespace claimstore {
@@ -55,12 +55,11 @@ absl::Status CheckNewHolding(const ClaimKey& claim, const DeviceKeyParts& wanted
     if (held.claim_namespace == claim.claim_namespace && held.name == claim.name) continue;
     if (!HoldingsExclude(wanted.kind, wanted.share_id, held.kind, held.share_id)) continue;
     const bool exclusive = held.kind == HoldingKind::kExclusive;
-    return WithClaims(
-        absl::AbortedError(absl::StrCat(
-            "device ", wanted.driver, "/", wanted.pool, "/", wanted.device, " is allocated to claim ",
-            held.claim_namespace, "/", held.name, " ", exclusive ? "exclusively" : "as share ",
-            exclusive ? "" : held.share_id)),
-        {ClaimKey{held.claim_namespace, held.name}});
+    return WithClaims(absl::AbortedError(absl::StrCat(
+                          "device ", wanted.driver, "/", wanted.pool, "/", wanted.device,
+                          " is allocated to claim ", held.claim_namespace, "/", held.name, " ",
+                          exclusive ? "exclusively" : "as share ", exclusive ? "" : held.share_id)),
+                      {ClaimKey{held.claim_namespace, held.name}});
   }
   return absl::OkStatus();
 }
@@ -115,7 +114,7 @@ DeviceHolding ToHolding(DeviceKeyParts parts) {
 std::string DeviceKeyOf(const DeviceHolding& h) {
   const HoldingKind kind = h.kind == claimstore::HoldingKind::kAdminAccess ? HoldingKind::kAdmin
                            : h.kind == claimstore::HoldingKind::kShare     ? HoldingKind::kShare
-                                                                           : HoldingKind::kExclusive;
+                                                                       : HoldingKind::kExclusive;
   return DeviceKey(h.driver, h.pool, h.device, kind, h.share_id, h.claim.claim_namespace,
                    h.claim.name);
 }
@@ -127,7 +126,8 @@ absl::StatusOr<std::vector<CapacityLimit>> ParseCapacityLimits(
   // negative: a negative share would make room for others.
   if (const auto* results = allocation.table().results(); results != nullptr) {
     for (size_t i = 0; i < results->size(); ++i) {
-      const auto* consumed = results->Get(static_cast<flatbuffers::uoffset_t>(i))->consumed_capacity();
+      const auto* consumed =
+          results->Get(static_cast<flatbuffers::uoffset_t>(i))->consumed_capacity();
       if (consumed == nullptr) continue;
       for (const fb::QuantityEntry* q : *consumed) {
         absl::StatusOr<Quantity> parsed = Quantity::Parse(View(q->value()));
@@ -170,8 +170,7 @@ absl::StatusOr<std::vector<CapacityLimit>> ParseCapacityLimits(
 }
 
 absl::Status AddConsumed(absl::string_view device_name, absl::string_view name,
-                         absl::string_view quantity,
-                         absl::btree_map<std::string, Quantity>* sums) {
+                         absl::string_view quantity, absl::btree_map<std::string, Quantity>* sums) {
   absl::StatusOr<Quantity> q = Quantity::Parse(quantity);
   if (!q.ok() || q->negative()) return absl::OkStatus();
   Quantity& sum = (*sums)[std::string(name)];
@@ -196,8 +195,8 @@ absl::Status CheckLimits(const CapacityLimit& limit,
     absl::StatusOr<Quantity> total = used.Plus(it->second);
     if (!total.ok()) {
       return absl::AbortedError(absl::StrCat("device ", limit.driver, "/", limit.pool, "/",
-                                             limit.device, ": capacity \"", name, "\": ",
-                                             total.status().message()));
+                                             limit.device, ": capacity \"", name,
+                                             "\": ", total.status().message()));
     }
     if (total->Compare(max) > 0) {
       return absl::AbortedError(absl::StrCat(

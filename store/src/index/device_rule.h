@@ -16,17 +16,16 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
-#include "absl/status/statusor.h"
-#include "claimstore/allocated.h"
-#include "claimstore/allocation.h"
-#include "k8s/quantity.h"
-
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "claimstore/allocated.h"
+#include "claimstore/allocation.h"
 #include "claimstore/store.h"
 #include "index/keys.h"
+#include "k8s/quantity.h"
 
 namespace claimstore::internal {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <iterator>
 
-#include "record/fb_strings.h"
 #include "index/keys.h"
+#include "record/fb_strings.h"
 
 namespace claimstore::internal {
 namespace {
@@ -39,9 +39,8 @@ IndexEntries ComputeIndexEntries(const fb::ClaimRecord& record) {
   if (allocation != nullptr && allocation->results() != nullptr) {
     entries.devices.reserve(allocation->results()->size());
     for (const fb::DeviceRequestAllocationResult* r : *allocation->results()) {
-      entries.devices.push_back(DeviceKey(View(r->driver()), View(r->pool()),
-                                          View(r->device()), HoldingKindOf(*r), View(r->share_id()),
-                                          ns, name));
+      entries.devices.push_back(DeviceKey(View(r->driver()), View(r->pool()), View(r->device()),
+                                          HoldingKindOf(*r), View(r->share_id()), ns, name));
     }
     SortUnique(&entries.devices);
   }

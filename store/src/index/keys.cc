@@ -27,8 +27,7 @@ size_t ComponentsLength(absl::string_view key, int n) {
   size_t at = 0;
   for (int i = 0; i < n; ++i) {
     while (true) {
-      const auto* zero =
-          static_cast<const char*>(memchr(key.data() + at, '\0', key.size() - at));
+      const auto* zero = static_cast<const char*>(memchr(key.data() + at, '\0', key.size() - at));
       if (zero == nullptr) return absl::string_view::npos;
       at = static_cast<size_t>(zero - key.data()) + 2;
       if (at > key.size()) return absl::string_view::npos;
@@ -55,9 +54,8 @@ std::string ConsumerKey(absl::string_view uid, absl::string_view claim_namespace
   return key;
 }
 
-std::string DeviceKey(absl::string_view driver, absl::string_view pool,
-                      absl::string_view device, HoldingKind kind,
-                      absl::string_view share_id,
+std::string DeviceKey(absl::string_view driver, absl::string_view pool, absl::string_view device,
+                      HoldingKind kind, absl::string_view share_id,
                       absl::string_view claim_namespace, absl::string_view name) {
   std::string key;
   AppendComponent(driver, &key);
@@ -79,19 +77,16 @@ bool ParseDeviceKey(absl::string_view key, DeviceKeyParts* out) {
   if (kind != 'A' && kind != 'E' && kind != 'S') return false;
   out->kind = static_cast<HoldingKind>(kind);
   key.remove_prefix(1);
-  return ConsumeComponent(&key, &out->share_id) &&
-         ConsumeComponent(&key, &out->claim_namespace) &&
+  return ConsumeComponent(&key, &out->share_id) && ConsumeComponent(&key, &out->claim_namespace) &&
          ConsumeComponent(&key, &out->name) && key.empty();
 }
 
-bool ParseRecordKey(absl::string_view key, std::string* claim_namespace,
-                    std::string* name) {
-  return ConsumeComponent(&key, claim_namespace) && ConsumeComponent(&key, name) &&
-         key.empty();
+bool ParseRecordKey(absl::string_view key, std::string* claim_namespace, std::string* name) {
+  return ConsumeComponent(&key, claim_namespace) && ConsumeComponent(&key, name) && key.empty();
 }
 
-bool ParseConsumerKey(absl::string_view key, std::string* uid,
-                      std::string* claim_namespace, std::string* name) {
+bool ParseConsumerKey(absl::string_view key, std::string* uid, std::string* claim_namespace,
+                      std::string* name) {
   return ConsumeComponent(&key, uid) && ConsumeComponent(&key, claim_namespace) &&
          ConsumeComponent(&key, name) && key.empty();
 }

@@ -73,9 +73,8 @@ void AppendRecordKeyTo(absl::string_view claim_namespace, absl::string_view name
 std::string RecordKey(absl::string_view claim_namespace, absl::string_view name);
 std::string ConsumerKey(absl::string_view uid, absl::string_view claim_namespace,
                         absl::string_view name);
-std::string DeviceKey(absl::string_view driver, absl::string_view pool,
-                      absl::string_view device, HoldingKind kind,
-                      absl::string_view share_id,
+std::string DeviceKey(absl::string_view driver, absl::string_view pool, absl::string_view device,
+                      HoldingKind kind, absl::string_view share_id,
                       absl::string_view claim_namespace, absl::string_view name);
 
 // A device-index key taken apart.
@@ -86,10 +85,9 @@ struct DeviceKeyParts {
   std::string claim_namespace, name;
 };
 bool ParseDeviceKey(absl::string_view key, DeviceKeyParts* out);
-bool ParseRecordKey(absl::string_view key, std::string* claim_namespace,
-                    std::string* name);
-bool ParseConsumerKey(absl::string_view key, std::string* uid,
-                      std::string* claim_namespace, std::string* name);
+bool ParseRecordKey(absl::string_view key, std::string* claim_namespace, std::string* name);
+bool ParseConsumerKey(absl::string_view key, std::string* uid, std::string* claim_namespace,
+                      std::string* name);
 
 void AppendUint64(uint64_t v, std::string* out);
 bool ParseUint64(absl::string_view bytes, uint64_t* v);

@@ -30,7 +30,9 @@ std::string RegexError(absl::string_view message, absl::string_view regex,
   return out;
 }
 
-std::string MaxLenError(size_t n) { return absl::StrCat("must be no more than ", n, " characters"); }
+std::string MaxLenError(size_t n) {
+  return absl::StrCat("must be no more than ", n, " characters");
+}
 
 bool MatchesLabel(absl::string_view v) {  // [a-z0-9]([-a-z0-9]*[a-z0-9])?
   if (v.empty() || !IsLowerAlnum(v.front()) || !IsLowerAlnum(v.back())) return false;
@@ -179,9 +181,8 @@ std::vector<std::string> IsQualifiedName(absl::string_view value) {
     errs.push_back(absl::StrCat("name part ", MaxLenError(63)));
   }
   if (!MatchesQualifiedNamePart(name)) {
-    errs.push_back(absl::StrCat(
-        "name part ",
-        RegexError(kQualifiedMessage, kQualifiedRegex, {"MyName", "my.name", "123-abc"})));
+    errs.push_back(absl::StrCat("name part ", RegexError(kQualifiedMessage, kQualifiedRegex,
+                                                         {"MyName", "my.name", "123-abc"})));
   }
   return errs;
 }
@@ -252,7 +253,8 @@ std::string InterfaceAddressProblem(absl::string_view value) {
     canonical = FormatIpv6(v6);
   }
   absl::StrAppend(&canonical, "/", bits);
-  if (canonical != value) return absl::StrCat("must be in canonical form (", GoQuote(canonical), ")");
+  if (canonical != value)
+    return absl::StrCat("must be in canonical form (", GoQuote(canonical), ")");
   return "";
 }
 
@@ -260,11 +262,21 @@ std::string GoQuote(absl::string_view value) {
   std::string out = "\"";
   for (unsigned char c : value) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           char buf[5];

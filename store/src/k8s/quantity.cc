@@ -21,9 +21,7 @@ constexpr char kErrFormatWrong[] =
 constexpr char kErrNumeric[] = "unable to parse numeric part of quantity";
 constexpr char kErrSuffix[] = "unable to parse quantity's suffix";
 
-absl::Status QuantityError(const char* message) {
-  return absl::InvalidArgumentError(message);
-}
+absl::Status QuantityError(const char* message) { return absl::InvalidArgumentError(message); }
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
@@ -93,14 +91,14 @@ bool InterpretSuffix(absl::string_view s, Suffix* out) {
     const char* text;
     Suffix suffix;
   } kTable[] = {
-      {"", {10, 0, F::kDecimalSI}},    {"n", {10, -9, F::kDecimalSI}},
-      {"u", {10, -6, F::kDecimalSI}},  {"m", {10, -3, F::kDecimalSI}},
-      {"k", {10, 3, F::kDecimalSI}},   {"M", {10, 6, F::kDecimalSI}},
-      {"G", {10, 9, F::kDecimalSI}},   {"T", {10, 12, F::kDecimalSI}},
-      {"P", {10, 15, F::kDecimalSI}},  {"E", {10, 18, F::kDecimalSI}},
-      {"Ki", {2, 10, F::kBinarySI}},   {"Mi", {2, 20, F::kBinarySI}},
-      {"Gi", {2, 30, F::kBinarySI}},   {"Ti", {2, 40, F::kBinarySI}},
-      {"Pi", {2, 50, F::kBinarySI}},   {"Ei", {2, 60, F::kBinarySI}},
+      {"", {10, 0, F::kDecimalSI}},   {"n", {10, -9, F::kDecimalSI}},
+      {"u", {10, -6, F::kDecimalSI}}, {"m", {10, -3, F::kDecimalSI}},
+      {"k", {10, 3, F::kDecimalSI}},  {"M", {10, 6, F::kDecimalSI}},
+      {"G", {10, 9, F::kDecimalSI}},  {"T", {10, 12, F::kDecimalSI}},
+      {"P", {10, 15, F::kDecimalSI}}, {"E", {10, 18, F::kDecimalSI}},
+      {"Ki", {2, 10, F::kBinarySI}},  {"Mi", {2, 20, F::kBinarySI}},
+      {"Gi", {2, 30, F::kBinarySI}},  {"Ti", {2, 40, F::kBinarySI}},
+      {"Pi", {2, 50, F::kBinarySI}},  {"Ei", {2, 60, F::kBinarySI}},
   };
   for (const auto& entry : kTable) {
     if (s == entry.text) {
@@ -125,12 +123,10 @@ bool InterpretSuffix(absl::string_view s, Suffix* out) {
       }
       magnitude = magnitude * 10 + static_cast<uint64_t>(c - '0');
     }
-    const uint64_t limit =
-        static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) + negative;
+    const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) + negative;
     if (magnitude > limit) return false;
     const int64_t parsed =
-        negative ? static_cast<int64_t>(0 - magnitude)
-                 : static_cast<int64_t>(magnitude);
+        negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
     *out = {10, static_cast<int32_t>(parsed), F::kDecimalExponent};
     return true;
   }
@@ -236,17 +232,28 @@ std::string SubtractDigits(const std::string& a, const std::string& b) {
 
 const char* DecimalSuffix(int64_t exponent) {
   switch (exponent) {
-    case -9: return "n";
-    case -6: return "u";
-    case -3: return "m";
-    case 0: return "";
-    case 3: return "k";
-    case 6: return "M";
-    case 9: return "G";
-    case 12: return "T";
-    case 15: return "P";
-    case 18: return "E";
-    default: return "";  // apimachinery writes no suffix here (a known quirk)
+    case -9:
+      return "n";
+    case -6:
+      return "u";
+    case -3:
+      return "m";
+    case 0:
+      return "";
+    case 3:
+      return "k";
+    case 6:
+      return "M";
+    case 9:
+      return "G";
+    case 12:
+      return "T";
+    case 15:
+      return "P";
+    case 18:
+      return "E";
+    default:
+      return "";  // apimachinery writes no suffix here (a known quirk)
   }
 }
 
@@ -268,8 +275,7 @@ bool IsGoSpace(absl::string_view s, size_t i, size_t* len) {
     const unsigned char e = static_cast<unsigned char>(s[i + 2]);
     *len = 3;
     if (c == 0xE1 && d == 0x9A && e == 0x80) return true;
-    if (c == 0xE2 && d == 0x80 &&
-        (e <= 0x8A || e == 0xA8 || e == 0xA9 || e == 0xAF)) {
+    if (c == 0xE2 && d == 0x80 && (e <= 0x8A || e == 0xA8 || e == 0xA9 || e == 0xAF)) {
       return true;
     }
     if (c == 0xE2 && d == 0x81 && e == 0x9F) return true;
@@ -447,8 +453,7 @@ std::string Quantity::ToString() const {
   const char* sign = negative_ ? "-" : "";
   Format format = format_;
   if (format == Format::kBinarySI) {
-    const bool below_1024 =
-        CompareMagnitude(digits_, scale10_, "1024", 0) < 0;
+    const bool below_1024 = CompareMagnitude(digits_, scale10_, "1024", 0) < 0;
     std::string integer = digits_;
     int64_t exponent = scale10_;
     StripTrailingZeros(&integer, &exponent);
@@ -475,8 +480,7 @@ std::string Quantity::ToString() const {
         integer = quotient;
         ++power;
       }
-      static constexpr const char* kBinary[] = {"",   "Ki", "Mi", "Gi",
-                                                "Ti", "Pi", "Ei"};
+      static constexpr const char* kBinary[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
       return absl::StrCat(sign, integer, power <= 6 ? kBinary[power] : "");
     }
   }
@@ -532,8 +536,7 @@ absl::StatusOr<Quantity> Quantity::Plus(const Quantity& other) const {
 
 int Quantity::Compare(const Quantity& other) const {
   if (negative_ != other.negative_) return negative_ ? -1 : 1;
-  const int magnitude =
-      CompareMagnitude(digits_, scale10_, other.digits_, other.scale10_);
+  const int magnitude = CompareMagnitude(digits_, scale10_, other.digits_, other.scale10_);
   return negative_ ? -magnitude : magnitude;
 }
 

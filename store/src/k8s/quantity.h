@@ -58,7 +58,7 @@ class Quantity {
 
  private:
   bool negative_ = false;
-  std::string digits_;  // magnitude without leading zeros; empty for zero
+  std::string digits_;   // magnitude without leading zeros; empty for zero
   int64_t scale10_ = 0;  // value = digits_ * 10^scale10_
   Format format_ = Format::kDecimalSI;
   std::string verbatim_;  // input text kept by the fast path, if any

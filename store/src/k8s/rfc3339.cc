@@ -63,8 +63,7 @@ constexpr int64_t kMaxUnix = 253402300799;  // 9999-12-31T23:59:59Z
 absl::StatusOr<int64_t> ParseRfc3339(absl::string_view text) {
   const auto bad = [&]() {
     return absl::InvalidArgumentError(absl::StrCat(
-        "invalid time \"", text,
-        "\": must be RFC 3339, e.g. \"2006-01-02T15:04:05Z\""));
+        "invalid time \"", text, "\": must be RFC 3339, e.g. \"2006-01-02T15:04:05Z\""));
   };
   size_t pos = 0;
   int year, month, day, hour, minute, second;
@@ -76,8 +75,8 @@ absl::StatusOr<int64_t> ParseRfc3339(absl::string_view text) {
       !ReadDigits(text, &pos, 2, &second)) {
     return bad();
   }
-  if (month < 1 || month > 12 || day < 1 || day > DaysInMonth(year, month) ||
-      hour > 23 || minute > 59 || second > 59) {
+  if (month < 1 || month > 12 || day < 1 || day > DaysInMonth(year, month) || hour > 23 ||
+      minute > 59 || second > 59) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid time \"", text, "\": field out of range"));
   }
@@ -108,12 +107,12 @@ absl::StatusOr<int64_t> ParseRfc3339(absl::string_view text) {
     return bad();
   }
   if (pos != text.size()) return bad();
-  const int64_t local = DaysFromCivil(year, month, day) * 86400 +
-                        hour * 3600 + minute * 60 + second;
+  const int64_t local =
+      DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
   const int64_t utc = local - offset_seconds;
   if (utc < kMinUnix || utc > kMaxUnix) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "invalid time \"", text, "\": year outside of range [0,9999] in UTC"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid time \"", text, "\": year outside of range [0,9999] in UTC"));
   }
   return utc;
 }

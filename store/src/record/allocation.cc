@@ -3,22 +3,20 @@
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
-#include "util/json_text.h"
 #include "k8s/quantity.h"
 #include "record/record_edit.h"
 #include "record/record_factory.h"
+#include "util/json_text.h"
 
 namespace claimstore {
 namespace {
 
 // The inputs reuse the codec: the JSON is decoded as the status of a claim,
 // so every rule and error path is the codec's.
-absl::StatusOr<ClaimRecord> DecodeAsStatusField(absl::string_view field,
-                                                absl::string_view json) {
+absl::StatusOr<ClaimRecord> DecodeAsStatusField(absl::string_view field, absl::string_view json) {
   // The text is spliced into a claim: it must be exactly one JSON value.
   if (absl::Status s = internal::CompactJson(json, nullptr); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("status.", field, ": ", s.message()));
+    return absl::InvalidArgumentError(absl::StrCat("status.", field, ": ", s.message()));
   }
   return DecodeClaim(absl::StrCat(R"({"status":{")", field, R"(":)", json, "}}"));
 }
@@ -38,8 +36,7 @@ absl::StatusOr<Allocation> Allocation::FromRecord(ClaimRecord record) {
   const fb::ResourceClaimStatus* status = record.table().status();
   if (status == nullptr || status->allocation() == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat("claim ", record.claim_namespace(), "/", record.name(),
-                     " has no allocation"));
+        absl::StrCat("claim ", record.claim_namespace(), "/", record.name(), " has no allocation"));
   }
   return Allocation(std::move(record));
 }
@@ -76,38 +73,38 @@ Allocation AllocationBuilder::Build() const {
           // As the API server writes it; a malformed one stays as given,
           // for Store::Allocate to refuse.
           absl::StatusOr<internal::Quantity> q = internal::Quantity::Parse(c.quantity);
-          entries.push_back(fb::CreateQuantityEntry(
-              fbb, fbb.CreateString(c.name), fbb.CreateString(q.ok() ? q->ToString() : c.quantity)));
+          entries.push_back(
+              fb::CreateQuantityEntry(fbb, fbb.CreateString(c.name),
+                                      fbb.CreateString(q.ok() ? q->ToString() : c.quantity)));
         }
         consumed = fbb.CreateVectorOfSortedTables(&entries);
       }
       results.push_back(fb::CreateDeviceRequestAllocationResult(
-          fbb, fbb.CreateString(r.request), fbb.CreateString(r.driver),
-          fbb.CreateString(r.pool), fbb.CreateString(r.device),
+          fbb, fbb.CreateString(r.request), fbb.CreateString(r.driver), fbb.CreateString(r.pool),
+          fbb.CreateString(r.device),
           r.admin_access.has_value() ? flatbuffers::Optional<bool>(*r.admin_access)
                                      : flatbuffers::nullopt,
           0, 0, 0, share_id, consumed));
     }
     flatbuffers::Offset<fb::NodeSelector> node_selector;
     if (node_.has_value()) {
-      std::vector<flatbuffers::Offset<flatbuffers::String>> values = {
-          fbb.CreateString(*node_)};
+      std::vector<flatbuffers::Offset<flatbuffers::String>> values = {fbb.CreateString(*node_)};
       auto requirement = fb::CreateNodeSelectorRequirement(
-          fbb, fbb.CreateString("metadata.name"), fbb.CreateString("In"),
-          fbb.CreateVector(values));
+          fbb, fbb.CreateString("metadata.name"), fbb.CreateString("In"), fbb.CreateVector(values));
       std::vector<flatbuffers::Offset<fb::NodeSelectorRequirement>> fields = {requirement};
       std::vector<flatbuffers::Offset<fb::NodeSelectorTerm>> terms = {
           fb::CreateNodeSelectorTerm(fbb, 0, fbb.CreateVector(fields))};
       node_selector = fb::CreateNodeSelector(fbb, fbb.CreateVector(terms));
     }
     auto results_vector =
-        results.empty() ? flatbuffers::Offset<flatbuffers::Vector<
-                              flatbuffers::Offset<fb::DeviceRequestAllocationResult>>>()
-                        : fbb.CreateVector(results);
-    auto allocation = fb::CreateAllocationResult(
-        fbb, results_vector, 0, node_selector,
-        timestamp_.has_value() ? flatbuffers::Optional<int64_t>(*timestamp_)
-                               : flatbuffers::nullopt);
+        results.empty()
+            ? flatbuffers::Offset<
+                  flatbuffers::Vector<flatbuffers::Offset<fb::DeviceRequestAllocationResult>>>()
+            : fbb.CreateVector(results);
+    auto allocation = fb::CreateAllocationResult(fbb, results_vector, 0, node_selector,
+                                                 timestamp_.has_value()
+                                                     ? flatbuffers::Optional<int64_t>(*timestamp_)
+                                                     : flatbuffers::nullopt);
     return fb::CreateResourceClaimStatus(fbb, allocation);
   });
   return Allocation(internal::RecordFactory::FromBuilt(std::move(bytes)));
@@ -119,8 +116,6 @@ absl::StatusOr<DeviceStatuses> DeviceStatuses::FromJson(absl::string_view json_a
   return DeviceStatuses(*std::move(record));
 }
 
-const fb::ResourceClaimStatus& DeviceStatuses::table() const {
-  return *holder_.table().status();
-}
+const fb::ResourceClaimStatus& DeviceStatuses::table() const { return *holder_.table().status(); }
 
 }  // namespace claimstore

@@ -16,14 +16,13 @@ using internal::View;
 absl::Status VerifyRecordBytes(absl::string_view bytes) {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   if (bytes.size() < 8 || !fb::ClaimRecordBufferHasIdentifier(data)) {
-    return absl::DataLossError(absl::StrCat(
-        "not a claim record: missing the \"CLM1\" identifier (", bytes.size(),
-        " bytes)"));
+    return absl::DataLossError(absl::StrCat("not a claim record: missing the \"CLM1\" identifier (",
+                                            bytes.size(), " bytes)"));
   }
   flatbuffers::Verifier verifier(data, bytes.size());
   if (!fb::VerifyClaimRecordBuffer(verifier)) {
-    return absl::DataLossError(absl::StrCat(
-        "claim record of ", bytes.size(), " bytes fails verification"));
+    return absl::DataLossError(
+        absl::StrCat("claim record of ", bytes.size(), " bytes fails verification"));
   }
   return absl::OkStatus();
 }
@@ -42,8 +41,8 @@ ClaimRecord RecordFactory::FromBuilt(std::string bytes) {
   return ClaimRecord(std::move(owned), view);
 }
 
-absl::StatusOr<ClaimRecord> RecordFactory::FromStorage(
-    std::shared_ptr<const void> holder, absl::string_view bytes) {
+absl::StatusOr<ClaimRecord> RecordFactory::FromStorage(std::shared_ptr<const void> holder,
+                                                       absl::string_view bytes) {
   if (!IsAligned(bytes)) return ClaimRecord::FromBytes(std::string(bytes));
   if (absl::Status s = VerifyRecordBytes(bytes); !s.ok()) return s;
   return ClaimRecord(std::move(holder), bytes);
@@ -68,13 +67,9 @@ absl::StatusOr<ClaimRecord> ClaimRecord::FromBytes(std::string bytes) {
   return ClaimRecord(std::move(owned), view);
 }
 
-const fb::ClaimRecord& ClaimRecord::table() const {
-  return *fb::GetClaimRecord(bytes_.data());
-}
+const fb::ClaimRecord& ClaimRecord::table() const { return *fb::GetClaimRecord(bytes_.data()); }
 
-absl::string_view ClaimRecord::claim_namespace() const {
-  return View(table().namespace_());
-}
+absl::string_view ClaimRecord::claim_namespace() const { return View(table().namespace_()); }
 
 absl::string_view ClaimRecord::name() const { return View(table().name()); }
 

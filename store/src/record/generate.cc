@@ -32,9 +32,8 @@ std::string GeneratedUuid(uint64_t seed, uint64_t a, uint64_t b) {
   const uint64_t hi = Hash(seed, a, b);
   const uint64_t lo = Hash(seed ^ 0x5bd1e995, a, b);
   char buf[37];
-  std::snprintf(buf, sizeof buf, "%08x-%04x-4%03x-%04x-%012llx",
-                static_cast<unsigned>(hi >> 32), static_cast<unsigned>((hi >> 16) & 0xffff),
-                static_cast<unsigned>(hi & 0xfff),
+  std::snprintf(buf, sizeof buf, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xfff),
                 static_cast<unsigned>(0x8000 | ((lo >> 48) & 0x3fff)),
                 static_cast<unsigned long long>(lo & 0xffffffffffffull));
   return buf;
@@ -54,12 +53,11 @@ std::string GenerateClaimJson(uint64_t index, uint64_t seed) {
 
   std::string json = absl::StrCat(
       R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"claim-)",
-      index, R"(","namespace":"team-)", index % 50, R"(","uid":")",
-      GeneratedUuid(seed, index, 0), R"(","resourceVersion":")", 1000 + index,
-      R"(","generation":1,"creationTimestamp":)", Time(created),
-      R"(,"finalizers":["resource.kubernetes.io/delete-protection"]},)",
-      R"("spec":{"devices":{"requests":[{"name":")", request,
-      R"(","exactly":{"deviceClassName":")", driver, R"(","allocationMode":"ExactCount","count":1}}]}},)");
+      index, R"(","namespace":"team-)", index % 50, R"(","uid":")", GeneratedUuid(seed, index, 0),
+      R"(","resourceVersion":")", 1000 + index, R"(","generation":1,"creationTimestamp":)",
+      Time(created), R"(,"finalizers":["resource.kubernetes.io/delete-protection"]},)",
+      R"("spec":{"devices":{"requests":[{"name":")", request, R"(","exactly":{"deviceClassName":")",
+      driver, R"(","allocationMode":"ExactCount","count":1}}]}},)");
   if (pending) return absl::StrCat(json, R"("status":{}})");
 
   std::string result = absl::StrCat(R"({"request":")", request, R"(","driver":")", driver,
@@ -72,13 +70,11 @@ std::string GenerateClaimJson(uint64_t index, uint64_t seed) {
     absl::StrAppend(&result, R"(,"adminAccess":true)");
   }
   result.push_back('}');
-  std::string allocation = absl::StrCat(
-      R"({"devices":{"results":[)", result, "]");
+  std::string allocation = absl::StrCat(R"({"devices":{"results":[)", result, "]");
   if (h % 3 == 0) {
     absl::StrAppend(&allocation, R"(,"config":[{"source":"FromClaim","requests":[")", request,
-                    R"("],"opaque":{"driver":")", driver,
-                    R"(","parameters":{"apiVersion":")", driver,
-                    R"(/v1","kind":"Config","sharing":{"strategy":"TimeSlicing"}}}}])");
+                    R"("],"opaque":{"driver":")", driver, R"(","parameters":{"apiVersion":")",
+                    driver, R"(/v1","kind":"Config","sharing":{"strategy":"TimeSlicing"}}}}])");
   }
   absl::StrAppend(&allocation, R"(},"nodeSelector":{"nodeSelectorTerms":[{"matchFields":[)",
                   R"({"key":"metadata.name","operator":"In","values":[")", node,
@@ -87,8 +83,8 @@ std::string GenerateClaimJson(uint64_t index, uint64_t seed) {
   std::string reserved = "[";
   const int pods = 1 + static_cast<int>((h >> 8) % 3);
   for (int k = 0; k < pods; ++k) {
-    absl::StrAppend(&reserved, k > 0 ? "," : "", R"({"resource":"pods","name":"pod-)", index,
-                    "-", k, R"(","uid":")", GeneratedUuid(seed, index, k + 1), R"("})");
+    absl::StrAppend(&reserved, k > 0 ? "," : "", R"({"resource":"pods","name":"pod-)", index, "-",
+                    k, R"(","uid":")", GeneratedUuid(seed, index, k + 1), R"("})");
   }
   reserved.push_back(']');
 
@@ -103,9 +99,9 @@ std::string GenerateClaimJson(uint64_t index, uint64_t seed) {
                     R"("lastTransitionTime":)", Time(created + 5),
                     R"(,"reason":"Prepared","message":"device prepared"}])");
     if (nic) {
-      absl::StrAppend(&devices, R"(,"networkData":{"interfaceName":"net)", slot,
-                      R"(","ips":["10.)", (index >> 16) & 255, ".", (index >> 8) & 255, ".",
-                      index & 255, R"(/16"],"hardwareAddress":"02:00:00:)",
+      absl::StrAppend(&devices, R"(,"networkData":{"interfaceName":"net)", slot, R"(","ips":["10.)",
+                      (index >> 16) & 255, ".", (index >> 8) & 255, ".", index & 255,
+                      R"(/16"],"hardwareAddress":"02:00:00:)",
                       absl::Hex(index & 0xffffff, absl::kZeroPad6), R"("})");
     } else {
       absl::StrAppend(&devices, R"(,"data":{"uuid":"GPU-)", GeneratedUuid(seed, index, 7),

@@ -41,16 +41,15 @@ std::string RebuildRecord(const fb::ClaimRecord& old, const StatusEdit& edit);
 
 // A copy of the record `bytes` with its revisions set.
 // REQUIRES: `bytes` is a verified ClaimRecord.
-std::string StampRevisions(absl::string_view bytes, uint64_t create_revision,
-                           uint64_t mod_revision, uint64_t version);
+std::string StampRevisions(absl::string_view bytes, uint64_t create_revision, uint64_t mod_revision,
+                           uint64_t version);
 // The same into *out, reusing its capacity (bulk loads).
-void StampRevisionsInto(absl::string_view bytes, uint64_t create_revision,
-                        uint64_t mod_revision, uint64_t version, std::string* out);
+void StampRevisionsInto(absl::string_view bytes, uint64_t create_revision, uint64_t mod_revision,
+                        uint64_t version, std::string* out);
 
 // A record holding only `status`, for inputs such as an Allocation.
-std::string RecordWithStatus(
-    const std::function<flatbuffers::Offset<fb::ResourceClaimStatus>(
-        flatbuffers::FlatBufferBuilder&)>& build_status);
+std::string RecordWithStatus(const std::function<flatbuffers::Offset<fb::ResourceClaimStatus>(
+                                 flatbuffers::FlatBufferBuilder&)>& build_status);
 
 }  // namespace claimstore::internal
 

@@ -13,11 +13,11 @@
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
-#include "state/device_index.h"
-#include "record/fb_strings.h"
 #include "index/index_entries.h"
-#include "state/published_state.h"
 #include "k8s/quantity.h"
+#include "record/fb_strings.h"
+#include "state/device_index.h"
+#include "state/published_state.h"
 
 namespace claimstore {
 
@@ -32,10 +32,9 @@ const DeviceShare* AllocatedDevice::FindShare(absl::string_view share_id) const 
 }
 
 absl::string_view AllocatedDevice::Consumed(absl::string_view name) const {
-  auto it = std::lower_bound(consumed_capacity.begin(), consumed_capacity.end(), name,
-                             [](const CapacityValue& c, absl::string_view n) {
-                               return absl::string_view(c.name) < n;
-                             });
+  auto it = std::lower_bound(
+      consumed_capacity.begin(), consumed_capacity.end(), name,
+      [](const CapacityValue& c, absl::string_view n) { return absl::string_view(c.name) < n; });
   return it != consumed_capacity.end() && it->name == name ? absl::string_view(it->quantity)
                                                            : absl::string_view("0");
 }
@@ -168,9 +167,8 @@ size_t CommonBytes(const Slice& a, const Slice& b) {
 // node's prefix with every entry, and with that one as many bytes of its
 // slice as the two slices share). Of any other child's prefix, the key
 // starts with min(*child_known, node.lcp) bytes.
-ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id,
-                const internal::DeviceOrderKey& key, size_t known, bool* equal,
-                size_t* child_known) {
+ptrdiff_t Floor(const AllocatedNode& node, const DeviceId& id, const internal::DeviceOrderKey& key,
+                size_t known, bool* equal, size_t* child_known) {
   *equal = false;
   *child_known = 0;
   // The slices' cache lines all at once (the search below reads them one
@@ -268,11 +266,12 @@ void ForEachDevice(const AllocatedVersion& version,
                    absl::FunctionRef<void(const AllocatedDevice& device)> visit) {
   if (version.root == nullptr) return;
   const DeviceId from{};
-  Visit(*version.root, from, DeviceOrderKey(from), [](const AllocatedDevice&) { return true; },
-        [&](const AllocatedDevice& d) {
-          visit(d);
-          return true;
-        });
+  Visit(
+      *version.root, from, DeviceOrderKey(from), [](const AllocatedDevice&) { return true; },
+      [&](const AllocatedDevice& d) {
+        visit(d);
+        return true;
+      });
 }
 
 namespace {
@@ -403,14 +402,15 @@ void SumConsumed(AllocatedDevice* device) {
     for (const CapacityValue& c : share.consumed_capacity) {
       absl::StatusOr<Quantity> q = Quantity::Parse(c.quantity);
       if (!q.ok()) continue;  // only in claims restored without validation
-      auto it = std::find_if(sums.begin(), sums.end(),
-                             [&](const auto& s) { return s.first == c.name; });
+      auto it =
+          std::find_if(sums.begin(), sums.end(), [&](const auto& s) { return s.first == c.name; });
       if (it == sums.end()) it = &sums.emplace_back(c.name, Quantity());
       absl::StatusOr<Quantity> next = it->second.Plus(*q);
       if (next.ok()) it->second = *std::move(next);  // else left out (Quantity::kMaxSumDigits)
     }
   }
-  std::sort(sums.begin(), sums.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(sums.begin(), sums.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   device->consumed_capacity.clear();
   device->consumed_capacity.reserve(sums.size());
   for (const auto& [name, sum] : sums) {
@@ -513,8 +513,7 @@ Slice ResliceAt(absl::string_view prefix, Slice slice, size_t lcp) {
   const size_t shift = prefix.size() - lcp;
   const Slice head = SliceOf(prefix, lcp);
   if (shift >= kSliceBytes) return head;
-  const absl::uint128 tail =
-      absl::MakeUint128(slice.hi, slice.lo) >> static_cast<int>(8 * shift);
+  const absl::uint128 tail = absl::MakeUint128(slice.hi, slice.lo) >> static_cast<int>(8 * shift);
   return {head.hi | absl::Uint128High64(tail), head.lo | absl::Uint128Low64(tail)};
 }
 
@@ -697,8 +696,7 @@ bool SetInLeaf(AllocatedNode* n, size_t at, bool found, DevicePtr device, absl::
 // replacing them. `node` itself in `out`: unchanged, or changed in place.
 using NodeList = absl::InlinedVector<NodePtr, 2>;
 void Update(const NodePtr& node, const DeviceId& id, const DeviceOrderKey& key, DeviceFn device_of,
-            uint64_t epoch, Released* released, NodeList* out, ptrdiff_t* delta,
-            size_t known = 0) {
+            uint64_t epoch, Released* released, NodeList* out, ptrdiff_t* delta, size_t known = 0) {
   const AllocatedNode& n = *node;
   const bool own = epoch != 0 && n.epoch == epoch;  // only the version changed holds it
   bool found;
@@ -712,7 +710,7 @@ void Update(const NodePtr& node, const DeviceId& id, const DeviceOrderKey& key, 
       return;
     }
     if (own && SetInLeaf(const_cast<AllocatedNode*>(&n), at, found, device, key.bytes(), released,
-                                 delta)) {
+                         delta)) {
       out->push_back(node);
       return;
     }
@@ -889,8 +887,9 @@ void ForEachTouched(absl::Span<const RecordChange> changes,
                                            absl::Span<const ResultHolding* const> holdings)>
                         visit) {
   for (const RecordChange& change : changes) {
-    const std::vector<ResultHolding> before =
-        change.previous.has_value() ? ResultHoldingsOf(*change.previous) : std::vector<ResultHolding>{};
+    const std::vector<ResultHolding> before = change.previous.has_value()
+                                                  ? ResultHoldingsOf(*change.previous)
+                                                  : std::vector<ResultHolding>{};
     const std::vector<ResultHolding> after =
         change.record.has_value() ? ResultHoldingsOf(*change.record) : std::vector<ResultHolding>{};
     if (before == after) continue;  // most writes: reservations, device statuses

@@ -269,8 +269,8 @@ class AllocatedTracker {
  public:
   // Reads every record at `revision` (of the published state) into a
   // builder; set by the store.
-  using Loader = std::function<absl::StatusOr<std::shared_ptr<const AllocatedVersion>>(
-      uint64_t revision)>;
+  using Loader =
+      std::function<absl::StatusOr<std::shared_ptr<const AllocatedVersion>>(uint64_t revision)>;
 
   static AllocatedState Wrap(std::shared_ptr<const AllocatedVersion> version) {
     return AllocatedState(std::move(version));

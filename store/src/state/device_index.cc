@@ -95,8 +95,8 @@ using device_index_detail::SameBytes;
 // the tail (the older pairs, the floor and the count of tables holding it),
 // in one allocation aligned to a cache line.
 struct DeviceTable::Entry {
-  std::atomic<uint32_t> seq{0};  // odd while the writer changes the pairs
-  uint32_t sizes[3];             // of the driver, pool and device names
+  std::atomic<uint32_t> seq{0};    // odd while the writer changes the pairs
+  uint32_t sizes[3];               // of the driver, pool and device names
   std::atomic<uint64_t> revision;  // the newest pair
   std::atomic<const AllocatedDevice*> device;
   // Followed by the name's bytes (driver, pool, device) and the Tail.
@@ -117,8 +117,8 @@ struct DeviceTable::Entry {
   const char* name() const { return reinterpret_cast<const char*>(this + 1); }
   Tail& tail() const {
     const size_t offset = TailOffset(sizes[0] + sizes[1] + sizes[2]);
-    return *std::launder(reinterpret_cast<Tail*>(
-        reinterpret_cast<char*>(const_cast<Entry*>(this)) + offset));
+    return *std::launder(
+        reinterpret_cast<Tail*>(reinterpret_cast<char*>(const_cast<Entry*>(this)) + offset));
   }
   DeviceId id() const {
     const char* n = name();

@@ -134,8 +134,8 @@ void BucketedKeys::Scan(absl::string_view prefix,
   }
   if (components_ > 1) {
     // A shorter prefix: every bucket whose name starts with it, in order.
-    for (auto it = names_.lower_bound(prefix);
-         it != names_.end() && absl::StartsWith(*it, prefix); ++it) {
+    for (auto it = names_.lower_bound(prefix); it != names_.end() && absl::StartsWith(*it, prefix);
+         ++it) {
       ScanBucket(*it, buckets_.at(*it), prefix, visit);
     }
     return;
@@ -157,7 +157,8 @@ void BucketedKeys::CopyTo(std::vector<std::string>* out) const {
   for (const auto& [n, blob] : buckets_) names.push_back(n);
   std::sort(names.begin(), names.end());
   for (absl::string_view n : names) {
-    ScanBucket(n, buckets_.find(n)->second, "", [out](absl::string_view k) { out->emplace_back(k); });
+    ScanBucket(n, buckets_.find(n)->second, "",
+               [out](absl::string_view k) { out->emplace_back(k); });
   }
 }
 
@@ -389,7 +390,8 @@ void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
     const RecordChange& c = changes[i];
     if (edit) {
       for (const std::string& k : Minus(c.before.consumers, c.after.consumers)) consumers_.Erase(k);
-      for (const std::string& k : Minus(c.after.consumers, c.before.consumers)) consumers_.Insert(k);
+      for (const std::string& k : Minus(c.after.consumers, c.before.consumers))
+        consumers_.Insert(k);
       for (const std::string& k : Minus(c.before.devices, c.after.devices)) devices_.Erase(k);
       for (const std::string& k : Minus(c.after.devices, c.before.devices)) devices_.Insert(k);
     }
@@ -488,8 +490,7 @@ absl::StatusOr<Pin> PublishedState::ScanConsumers(absl::string_view prefix,
   }
 }
 
-absl::StatusOr<Pin> PublishedState::ScanDevices(absl::string_view prefix,
-                                                KeyVisitor visit) const {
+absl::StatusOr<Pin> PublishedState::ScanDevices(absl::string_view prefix, KeyVisitor visit) const {
   // Loaded is checked under the lock the scan holds: a reset to a deferred
   // load between a check and the scan would leave it scanning nothing.
   for (;;) {

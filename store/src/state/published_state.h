@@ -29,12 +29,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "state/allocated_state.h"
 #include "claimstore/claim_record.h"
-#include "state/device_index.h"
-#include "index/index_entries.h"
-#include "util/mutex.h"
 #include "db/snapshot_ref.h"
+#include "index/index_entries.h"
+#include "state/allocated_state.h"
+#include "state/device_index.h"
+#include "util/mutex.h"
 
 namespace claimstore::internal {
 
@@ -80,7 +80,7 @@ class BucketedKeys {
 
   int components_;
   absl::flat_hash_map<std::string, std::string> buckets_;  // name -> encoded suffixes
-  absl::btree_set<std::string> names_;  // bucket names, when components_ > 1
+  absl::btree_set<std::string> names_;                     // bucket names, when components_ > 1
   // The bucket AppendSorted appended to last; reset by every other change.
   std::pair<const std::string, std::string>* last_ = nullptr;
 };
@@ -112,8 +112,7 @@ class PublishedState {
   // Starts over (at open, after a repair): the revision and snapshot, the
   // indexes (every key, built by the caller from NewConsumerIndex and
   // NewDeviceIndex), an empty record cache.
-  void Reset(uint64_t revision, SnapshotRef snapshot, BucketedKeys consumers,
-             BucketedKeys devices);
+  void Reset(uint64_t revision, SnapshotRef snapshot, BucketedKeys consumers, BucketedKeys devices);
   // Starts over as Reset does, but the indexes are read by `load` (into
   // indexes from NewConsumerIndex and NewDeviceIndex, at the pin given) the
   // first time they are needed.

@@ -13,6 +13,8 @@
 // The result is what deleting and then PutAll-ing the same claims in key
 // order would leave (bulk_load_test).
 
+#include "bulk/bulk_load.h"
+
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -29,17 +31,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bulk/bulk_batch.h"
-#include "bulk/bulk_load.h"
+#include "bulk/table_sink.h"
+#include "db/rocksdb_status.h"
 #include "index/device_rule.h"
 #include "index/keys.h"
-#include "write/mutations.h"
-#include "util/parallel.h"
 #include "record/record_edit.h"
-#include "db/rocksdb_status.h"
+#include "store/store_impl.h"
+#include "util/parallel.h"
 #include "util/status_macros.h"
 #include "util/store_errors.h"
-#include "store/store_impl.h"
-#include "bulk/table_sink.h"
+#include "write/mutations.h"
 
 namespace claimstore::internal {
 namespace {
@@ -54,9 +55,9 @@ class BulkLoadImpl final : public BulkLoad {
     CS_RETURN_IF_ERROR(RequireClaimKey(record));
     std::string bytes(record.bytes());
     IndexEntries index;
-    CS_RETURN_IF_ERROR(PrepareRecord(
-        nullptr, &bytes, &index,
-        options_.validate ? RecordChecks::kValidate : RecordChecks::kIdentityOnly));
+    CS_RETURN_IF_ERROR(
+        PrepareRecord(nullptr, &bytes, &index,
+                      options_.validate ? RecordChecks::kValidate : RecordChecks::kIdentityOnly));
     ReaderLock lock(&mu_);
     if (committed_.load()) return Committed();
     batch_->Add(RecordKey(record.claim_namespace(), record.name()), bytes, index, ordinal);
@@ -182,14 +183,12 @@ absl::StatusOr<Load> SortAndFold(const BulkBatch& batch) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BulkLoad>> StoreImpl::StartBulkLoad(
-    const BulkLoadOptions& options) {
+absl::StatusOr<std::unique_ptr<BulkLoad>> StoreImpl::StartBulkLoad(const BulkLoadOptions& options) {
   return std::make_unique<BulkLoadImpl>(this, options, db_->path());
 }
 
 absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const BulkBatch& batch,
-                                                     const BulkLoadOptions& options,
-                                                     bool dry_run) {
+                                                     const BulkLoadOptions& options, bool dry_run) {
   Exclusive exclusive(&writes_);
   CS_RETURN_IF_ERROR(CheckWritable());
   const uint64_t base = revision_;
@@ -300,8 +299,8 @@ absl::Status StoreImpl::PublishBulk(const Load& load, const StoredPart& stored,
   // A change of many index keys: read the indexes back (a second or two at a
   // million claims) rather than edit them one key at a time.
   constexpr size_t kMaxKeysEdited = 100000;
-  if (stored.consumer_deletes.size() + stored.consumer_adds.size() +
-          stored.device_deletes.size() + stored.device_adds.size() >
+  if (stored.consumer_deletes.size() + stored.consumer_adds.size() + stored.device_deletes.size() +
+          stored.device_adds.size() >
       kMaxKeysEdited) {
     return ResetPublished();
   }

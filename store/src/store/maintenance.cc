@@ -7,13 +7,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "state/device_index.h"
-#include "rocksdb/utilities/checkpoint.h"
 #include "db/rocksdb_status.h"
-#include "store/snapshot_reads.h"
-#include "util/status_macros.h"
-#include "store/store_impl.h"
 #include "db/verifier.h"
+#include "rocksdb/utilities/checkpoint.h"
+#include "state/device_index.h"
+#include "store/snapshot_reads.h"
+#include "store/store_impl.h"
+#include "util/status_macros.h"
 
 namespace claimstore::internal {
 
@@ -51,7 +51,8 @@ absl::Status VerifyAllocated(const Database& db, const PublishedState& published
   if (kept == nullptr) return absl::OkStatus();
   CS_ASSIGN_OR_RETURN(const std::shared_ptr<const AllocatedVersion> expected,
                       AllocatedAt(db, ReadPoint{pin.snapshot.get(), pin.revision}));
-  for (std::string& p : CompareAllocated(*kept, *expected)) report->problems.push_back(std::move(p));
+  for (std::string& p : CompareAllocated(*kept, *expected))
+    report->problems.push_back(std::move(p));
   for (std::string& p : CheckIndex(*kept)) report->problems.push_back(std::move(p));
   return absl::OkStatus();
 }
@@ -83,8 +84,8 @@ absl::Status StoreImpl::Compact() {
   options.change_level = true;
   for (rocksdb::ColumnFamilyHandle* family :
        {db_->records(), db_->consumers(), db_->devices(), db_->meta(), db_->feed()}) {
-    CS_RETURN_IF_ERROR(
-        FromRocksDB(db_->db()->CompactRange(options, family, nullptr, nullptr), absl::StrCat("compacting ", db_->path())));
+    CS_RETURN_IF_ERROR(FromRocksDB(db_->db()->CompactRange(options, family, nullptr, nullptr),
+                                   absl::StrCat("compacting ", db_->path())));
   }
   return absl::OkStatus();
 }

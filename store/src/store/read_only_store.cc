@@ -3,22 +3,22 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <utility>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "state/device_index.h"
+#include "db/rocksdb_status.h"
+#include "db/verifier.h"
 #include "feed/feed.h"
 #include "index/index_queries.h"
 #include "index/keys.h"
-#include "store/maintenance.h"
 #include "record/record_factory.h"
-#include "db/rocksdb_status.h"
+#include "state/device_index.h"
+#include "store/maintenance.h"
 #include "store/snapshot_reads.h"
 #include "util/status_macros.h"
 #include "util/store_errors.h"
-#include "db/verifier.h"
 
 namespace claimstore::internal {
 namespace {
@@ -50,7 +50,8 @@ class FollowingWatcher final : public BufferedWatcher {
       }
       MutexLock lock(&mu_);
       if (!cancelled().load(std::memory_order_acquire)) {
-        wake_.WaitUntil(&mu_, std::min(deadline, std::chrono::steady_clock::now() + kFollowInterval));
+        wake_.WaitUntil(&mu_,
+                        std::min(deadline, std::chrono::steady_clock::now() + kFollowInterval));
       }
     }
   }
@@ -183,8 +184,7 @@ absl::StatusOr<WriteResult> ReadOnlyStore::Allocate(const ClaimKey&, const Alloc
 absl::StatusOr<WriteResult> ReadOnlyStore::Deallocate(const ClaimKey&, const Preconditions&) {
   return ReadOnlyError();
 }
-absl::StatusOr<WriteResult> ReadOnlyStore::SetDeviceStatus(const ClaimKey&,
-                                                           const DeviceStatuses&,
+absl::StatusOr<WriteResult> ReadOnlyStore::SetDeviceStatus(const ClaimKey&, const DeviceStatuses&,
                                                            const Preconditions&) {
   return ReadOnlyError();
 }
@@ -218,8 +218,9 @@ absl::Status ReadOnlyStore::RefreshIfOlderThan(std::chrono::steady_clock::durati
 absl::StatusOr<std::unique_ptr<Watcher>> ReadOnlyStore::Watch(uint64_t from_revision,
                                                               const WatchOptions& options) {
   if (db_->feed() == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        db_->path(), " was written by a claimstore without the change feed (format version 1); "
+    return absl::FailedPreconditionError(
+        absl::StrCat(db_->path(),
+                     " was written by a claimstore without the change feed (format version 1); "
                      "open it once for writing to add it"));
   }
   uint64_t from = from_revision;

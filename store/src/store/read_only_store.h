@@ -16,12 +16,11 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "state/allocated_state.h"
-#include "feed/feed.h"
-#include "util/mutex.h"
-
 #include "claimstore/store.h"
 #include "db/database.h"
+#include "feed/feed.h"
+#include "state/allocated_state.h"
+#include "util/mutex.h"
 
 namespace claimstore::internal {
 
@@ -42,8 +41,7 @@ class ReadOnlyStore final : public Store {
                                                  const WatchOptions& options) override;
 
   absl::StatusOr<WriteResult> Put(const ClaimRecord& record, const Preconditions& pre) override;
-  absl::StatusOr<std::vector<WriteResult>> PutAll(
-      absl::Span<const ClaimRecord> records) override;
+  absl::StatusOr<std::vector<WriteResult>> PutAll(absl::Span<const ClaimRecord> records) override;
   absl::StatusOr<WriteResult> Delete(const ClaimKey& key, const Preconditions& pre) override;
   absl::StatusOr<WriteResult> Reserve(const ClaimKey& key, const ConsumerRef& consumer,
                                       const Preconditions& pre) override;
@@ -53,11 +51,10 @@ class ReadOnlyStore final : public Store {
                                        const Preconditions& pre,
                                        absl::Span<const DeviceCapacity> capacity) override;
   absl::StatusOr<WriteResult> Deallocate(const ClaimKey& key, const Preconditions& pre) override;
-  absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
-                                              const DeviceStatuses& statuses,
+  absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key, const DeviceStatuses& statuses,
                                               const Preconditions& pre) override;
-  absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(
-      absl::Span<const ClusterEvent> events, uint64_t resource_version) override;
+  absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(absl::Span<const ClusterEvent> events,
+                                                              uint64_t resource_version) override;
 
   // Verify(false) checks the state of the last Refresh; a repair is a
   // write (FailedPrecondition).

@@ -6,9 +6,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
+#include "db/rocksdb_status.h"
 #include "feed/feed.h"
 #include "index/keys.h"
-#include "db/rocksdb_status.h"
 #include "util/status_macros.h"
 
 namespace claimstore::internal {
@@ -104,7 +104,7 @@ absl::StatusOr<StoreStats> StatsAt(const Database& db, const ReadPoint& point) {
 }
 
 absl::StatusOr<std::shared_ptr<const AllocatedVersion>> AllocatedAt(const Database& db,
-                                                                   const ReadPoint& point) {
+                                                                    const ReadPoint& point) {
   AllocatedBuilder builder;
   std::unique_ptr<KeyScan> scan = db.Scan(db.records(), "", point, /*fill_cache=*/false);
   for (scan->SeekToFirst(); scan->Valid(); scan->Next()) {

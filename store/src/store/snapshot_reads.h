@@ -7,10 +7,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "state/allocated_state.h"
 #include "claimstore/store.h"
 #include "db/database.h"
 #include "index/index_queries.h"
+#include "state/allocated_state.h"
 
 namespace claimstore::internal {
 
@@ -25,7 +25,7 @@ absl::StatusOr<StoreStats> StatsAt(const Database& db, const ReadPoint& point);
 // Store::AllocatedDevices of a writable store; every catch-up's first of a
 // read-only one).
 absl::StatusOr<std::shared_ptr<const AllocatedVersion>> AllocatedAt(const Database& db,
-                                                                   const ReadPoint& point);
+                                                                    const ReadPoint& point);
 
 // Visits the keys of `family` that start with `prefix`; returns
 // point.revision.

@@ -31,14 +31,14 @@
 #include "absl/time/time.h"
 #include "claimstore/store.h"
 #include "db/database.h"
-#include "index/device_rule.h"
 #include "feed/feed.h"
+#include "index/device_rule.h"
 #include "index/index_entries.h"
-#include "write/mutation_writes.h"
-#include "write/mutations.h"
-#include "state/published_state.h"
 #include "k8s/quantity.h"
 #include "rocksdb/write_batch.h"
+#include "state/published_state.h"
+#include "write/mutation_writes.h"
+#include "write/mutations.h"
 #include "write/staging.h"
 #include "write/write_group.h"
 
@@ -74,10 +74,9 @@ class StoreImpl final : public MutationWrites {
   uint64_t LevelZeroFiles() const;
 
   // Writes (write_path.cc) -------------------------------------------------------
-  absl::StatusOr<std::vector<WriteResult>> PutAll(
-      absl::Span<const ClaimRecord> records) override;
-  absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(
-      absl::Span<const ClusterEvent> events, uint64_t resource_version) override;
+  absl::StatusOr<std::vector<WriteResult>> PutAll(absl::Span<const ClaimRecord> records) override;
+  absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(absl::Span<const ClusterEvent> events,
+                                                              uint64_t resource_version) override;
 
   // The shared mode's mirror (etcd/shared_store.h) ---------------------------------
   // A claim as etcd holds it: the record with etcd's revisions (nullopt:
@@ -114,7 +113,6 @@ class StoreImpl final : public MutationWrites {
   absl::Status Backup(absl::string_view dir) override;
 
  private:
-
   // One mutation of one claim.
   struct WriteStep {
     std::string record_key;
@@ -151,8 +149,7 @@ class StoreImpl final : public MutationWrites {
       absl::FunctionRef<absl::StatusOr<Mutation>(size_t, const ClaimRecord*)> mutate,
       std::optional<uint64_t> follow_resource_version);
   // Queues a one-step write and returns its result (MutationWrites).
-  absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre,
-                                    MutateFn mutate,
+  absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre, MutateFn mutate,
                                     const std::vector<CapacityLimit>* capacity) override;
   // Commits `group` (WriteGroup's commit function): applies each write,
   // writes the batch, publishes.
@@ -250,8 +247,7 @@ class StoreImpl final : public MutationWrites {
   // Stages the event of a change in `batch` (feed on).
   absl::Status StageEvent(WatchEventType type, const std::string& record_key, uint64_t revision,
                           const ClaimRecord& record, const ClaimRecord* previous,
-                          rocksdb::WriteBatch* batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
+                          rocksdb::WriteBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writes_.leader);
   // Where a commit up to `revision`, with the feed's total at `total`,
   // compacts the feed to: feed_compact_ unless a bound is exceeded by an
   // eighth. Reads the totals of committed events only.

@@ -22,17 +22,17 @@
 #include "claimstore/store.h"
 #include "db/database.h"
 #include "db/info_log.h"
+#include "db/rocksdb_status.h"
 #include "index/keys.h"
-#include "store/read_only_store.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/listener.h"
 #include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
-#include "db/rocksdb_status.h"
+#include "store/read_only_store.h"
 #include "store/snapshot_reads.h"
-#include "util/status_macros.h"
 #include "store/store_impl.h"
 #include "store/store_testing.h"
+#include "util/status_macros.h"
 
 namespace claimstore {
 
@@ -53,9 +53,12 @@ namespace {
 
 // The column families, in the order of Database::handles_.
 const std::vector<std::string>& FamilyNames() {
-  static const auto* names = new std::vector<std::string>{
-      rocksdb::kDefaultColumnFamilyName, kRecordsFamily, kConsumersFamily, kDevicesFamily,
-      kMetaFamily, kFeedFamily};
+  static const auto* names = new std::vector<std::string>{rocksdb::kDefaultColumnFamilyName,
+                                                          kRecordsFamily,
+                                                          kConsumersFamily,
+                                                          kDevicesFamily,
+                                                          kMetaFamily,
+                                                          kFeedFamily};
   return *names;
 }
 
@@ -69,9 +72,15 @@ rocksdb::ColumnFamilyOptions FamilyOptions(const Options& options,
   // than the writes' bytes.
   family.write_buffer_size = 2 * options.write_buffer_bytes;
   switch (options.compression) {
-    case Compression::kNone: family.compression = rocksdb::kNoCompression; break;
-    case Compression::kLZ4: family.compression = rocksdb::kLZ4Compression; break;
-    case Compression::kZstd: family.compression = rocksdb::kZSTD; break;
+    case Compression::kNone:
+      family.compression = rocksdb::kNoCompression;
+      break;
+    case Compression::kLZ4:
+      family.compression = rocksdb::kLZ4Compression;
+      break;
+    case Compression::kZstd:
+      family.compression = rocksdb::kZSTD;
+      break;
   }
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = cache;
@@ -166,8 +175,8 @@ absl::Status WithSuspectFiles(const std::string& path, absl::Status s) {
     if (absl::EndsWith(name, ".log") || absl::StartsWith(name, "MANIFEST-")) files.push_back(name);
   }
   std::sort(files.begin(), files.end());
-  return absl::DataLossError(absl::StrCat(message, " (in one of ", path, "/{",
-                                          absl::StrJoin(files, ","), "})"));
+  return absl::DataLossError(
+      absl::StrCat(message, " (in one of ", path, "/{", absl::StrJoin(files, ","), "})"));
 }
 
 // Whether a database is at `path`. One that exists (it has a CURRENT file)
@@ -251,9 +260,9 @@ absl::Status CreateDatabase(const std::string& path, rocksdb::DBOptions db_optio
     if (rocksdb::DB::ListColumnFamilies(db_options, path, &existing).ok()) {
       return absl::OkStatus();  // another process created it meanwhile
     }
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create a database at ", path, ": ", std::strerror(error),
-                     " (is it a directory that is not empty?)"));
+    return absl::FailedPreconditionError(absl::StrCat("cannot create a database at ", path, ": ",
+                                                      std::strerror(error),
+                                                      " (is it a directory that is not empty?)"));
   }
   return absl::OkStatus();
 }
@@ -265,16 +274,17 @@ absl::Status CheckFormatVersion(const std::string& path, rocksdb::DB* db,
                                 rocksdb::ColumnFamilyHandle* meta, bool writable) {
   rocksdb::PinnableSlice value;
   rocksdb::Status s = db->Get(rocksdb::ReadOptions(), meta, kFormatVersionKey, &value);
-  if (s.IsNotFound()) return absl::DataLossError(absl::StrCat(path, ": the format version is missing"));
+  if (s.IsNotFound())
+    return absl::DataLossError(absl::StrCat(path, ": the format version is missing"));
   CS_RETURN_IF_ERROR(FromRocksDB(s, "reading the format version"));
   uint64_t version = 0;
   if (!ParseUint64(ToView(value), &version)) {
     return absl::DataLossError(absl::StrCat(path, ": the format version is malformed"));
   }
   if (version > kFormatVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " has database format version ", version,
-                     "; this claimstore reads up to ", kFormatVersion, ": use a newer claimstore"));
+    return absl::FailedPreconditionError(absl::StrCat(path, " has database format version ",
+                                                      version, "; this claimstore reads up to ",
+                                                      kFormatVersion, ": use a newer claimstore"));
   }
   if (version < kFormatVersion && writable) {
     std::string encoded;
@@ -366,8 +376,8 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
                                                          rocksdb::Env* env) {
   auto database = std::unique_ptr<Database>(new Database());
   database->path_ = path;
-  database->fs_ = std::make_shared<DatabaseFileSystem>(env != nullptr ? env->GetFileSystem()
-                                                                     : rocksdb::FileSystem::Default());
+  database->fs_ = std::make_shared<DatabaseFileSystem>(
+      env != nullptr ? env->GetFileSystem() : rocksdb::FileSystem::Default());
   database->env_ = rocksdb::NewCompositeEnv(database->fs_);
   rocksdb::DBOptions db_options = DatabaseOptions(options, database->env_.get());
   database->errors_ = std::make_shared<ErrorPolicy>();
@@ -386,7 +396,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
       return absl::InternalError("cannot create a directory for the secondary instance");
     }
     database->secondary_dir_ = pattern;
-    db_options.max_open_files = -1;  // required by secondary instances
+    db_options.max_open_files = -1;         // required by secondary instances
     if (!has_feed) descriptors.pop_back();  // feed() is null
     SetInfoLog(database->secondary_dir_, &db_options);
     CS_RETURN_IF_ERROR(WithSuspectFiles(
@@ -398,8 +408,9 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
     db_options.create_missing_column_families = true;  // the feed of a version-1 database
     SetInfoLog(path, &db_options);
     CS_RETURN_IF_ERROR(WithSuspectFiles(
-        path, FromRocksDB(rocksdb::DB::Open(db_options, path, descriptors, &database->handles_, &raw),
-                          absl::StrCat("opening ", path))));
+        path,
+        FromRocksDB(rocksdb::DB::Open(db_options, path, descriptors, &database->handles_, &raw),
+                    absl::StrCat("opening ", path))));
   }
   database->db_.reset(raw);
   CS_RETURN_IF_ERROR(CheckFormatVersion(path, raw, database->meta(), !options.read_only));
@@ -407,8 +418,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
 }
 
 absl::StatusOr<std::unique_ptr<Store>> OpenStoreWithEnv(absl::string_view path,
-                                                        const Options& options,
-                                                        rocksdb::Env* env) {
+                                                        const Options& options, rocksdb::Env* env) {
   CS_ASSIGN_OR_RETURN(std::unique_ptr<Database> database,
                       Database::Open(std::string(path), options, env));
   if (options.read_only) return ReadOnlyStore::Create(std::move(database));

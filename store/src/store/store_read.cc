@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "db/rocksdb_status.h"
 #include "index/index_queries.h"
 #include "index/keys.h"
-#include "db/rocksdb_status.h"
 #include "store/snapshot_reads.h"
+#include "store/store_impl.h"
 #include "util/status_macros.h"
 #include "util/store_errors.h"
-#include "store/store_impl.h"
 
 namespace claimstore::internal {
 
@@ -88,18 +88,18 @@ absl::StatusOr<ListPage> StoreImpl::List(const ListOptions& options) const {
 }
 
 absl::StatusOr<ClaimKeys> StoreImpl::ClaimsReservedFor(absl::string_view consumer_uid) const {
-  return FindReservations(consumer_uid,
-                          [&](const std::string& prefix, KeyVisitor visit) -> absl::StatusOr<uint64_t> {
-                            CS_ASSIGN_OR_RETURN(const Pin pin, published_.ScanConsumers(prefix, visit));
-                            return pin.revision;
-                          });
+  return FindReservations(
+      consumer_uid, [&](const std::string& prefix, KeyVisitor visit) -> absl::StatusOr<uint64_t> {
+        CS_ASSIGN_OR_RETURN(const Pin pin, published_.ScanConsumers(prefix, visit));
+        return pin.revision;
+      });
 }
 
 absl::StatusOr<DeviceHoldings> StoreImpl::ClaimsUsingDevice(const DeviceQuery& query) const {
   return FindHoldings(query,
                       [&](const std::string& prefix, KeyVisitor visit) -> absl::StatusOr<uint64_t> {
                         CS_ASSIGN_OR_RETURN(const Pin pin, published_.ScanDevices(prefix, visit));
-                            return pin.revision;
+                        return pin.revision;
                       });
 }
 

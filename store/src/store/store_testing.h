@@ -7,9 +7,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "claimstore/store.h"
-
 #include "bulk/bulk_load.h"
+#include "claimstore/store.h"
 
 namespace rocksdb {
 class Env;
@@ -21,8 +20,7 @@ namespace claimstore::internal {
 // injection tests' file system). `env` must outlive the store. Creating a
 // new database still goes through the process's own file system.
 absl::StatusOr<std::unique_ptr<Store>> OpenStoreWithEnv(absl::string_view path,
-                                                        const Options& options,
-                                                        rocksdb::Env* env);
+                                                        const Options& options, rocksdb::Env* env);
 
 // SetBulkTableFileBytesForTesting: bulk/bulk_load.h.
 

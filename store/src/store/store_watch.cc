@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "db/rocksdb_status.h"
 #include "feed/feed.h"
 #include "index/keys.h"
-#include "db/rocksdb_status.h"
+#include "store/store_impl.h"
 #include "util/status_macros.h"
 #include "util/store_errors.h"
-#include "store/store_impl.h"
 
 namespace claimstore {
 
@@ -114,8 +114,8 @@ absl::Status StoreImpl::OpenFeed() {
                                    "staging"));
   }
   if (batch.Count() > 0) {
-    CS_RETURN_IF_ERROR(
-        FromRocksDB(db_->db()->Write(write_options_, &batch), absl::StrCat("opening the change feed of ", db_->path())));
+    CS_RETURN_IF_ERROR(FromRocksDB(db_->db()->Write(write_options_, &batch),
+                                   absl::StrCat("opening the change feed of ", db_->path())));
   }
   feed_dropped_ = feed_compact_.revision;
   hub_.Reset(revision_, feed_compact_.revision);
@@ -144,7 +144,8 @@ absl::StatusOr<FeedPoint> StoreImpl::CompactTarget(uint64_t revision, uint64_t t
   const auto total_at = [&](uint64_t r) -> absl::StatusOr<uint64_t> {
     return r == c.revision ? c.total_bytes : reader.TotalAt(r);
   };
-  uint64_t target = std::max(c.revision, std::min(revision_, revision > keep ? revision - keep : 0));
+  uint64_t target =
+      std::max(c.revision, std::min(revision_, revision > keep ? revision - keep : 0));
   CS_ASSIGN_OR_RETURN(uint64_t at, total_at(target));
   if (total - at > keep_bytes && target < revision_) {
     // The first revision from which the rest fits: in (target, revision_].
@@ -181,7 +182,6 @@ absl::Status StoreImpl::StageCompaction(uint64_t revision, rocksdb::WriteBatch* 
   return FromRocksDB(batch->Put(db_->meta(), kFeedCompactKey, EncodeFeedPoint(*compact)),
                      "staging the feed's compaction");
 }
-
 
 std::vector<EventPtr> StoreImpl::EventsOf(absl::Span<const RecordChange> changes) const {
   std::vector<EventPtr> events;

@@ -19,19 +19,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "state/allocated_state.h"
 #include "claimstore/claim_generated.h"
+#include "db/rocksdb_status.h"
 #include "index/device_rule.h"
-#include "record/fb_strings.h"
 #include "index/keys.h"
+#include "record/fb_strings.h"
 #include "record/record_edit.h"
 #include "record/record_factory.h"
 #include "rocksdb/transaction_log.h"
-#include "db/rocksdb_status.h"
-#include "util/status_macros.h"
-#include "util/store_errors.h"
+#include "state/allocated_state.h"
 #include "store/store_impl.h"
 #include "store/store_testing.h"
+#include "util/status_macros.h"
+#include "util/store_errors.h"
 
 namespace claimstore::internal {
 namespace {
@@ -82,13 +82,13 @@ absl::StatusOr<std::vector<WriteResult>> StoreImpl::WriteEach(
     const ClaimRecord& record = record_of(i);
     ClaimKey key{std::string(record.claim_namespace()), std::string(record.name())};
     if (key.claim_namespace.empty() || key.name.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "item ", i, ": metadata.namespace and metadata.name: Required value"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("item ", i, ": metadata.namespace and metadata.name: Required value"));
     }
     mutations.push_back(MutateOne{i, mutate});
     std::string record_key = RecordKey(key.claim_namespace, key.name);
-    write.steps.push_back(WriteStep{std::move(record_key), std::move(key), &kNone,
-                                    MutateFn(mutations.back()), {}});
+    write.steps.push_back(
+        WriteStep{std::move(record_key), std::move(key), &kNone, MutateFn(mutations.back()), {}});
   }
   writes_.Submit(&write);
   if (!write.status.ok()) return write.status;
@@ -135,8 +135,11 @@ absl::Status StoreImpl::ApplyMirrored(absl::Span<const MirroredClaim> claims, ui
   for (const MirroredClaim& c : claims) {
     CS_RETURN_IF_ERROR(RequireKey(c.key));
     mutations.push_back(MirrorOne{&c});
-    write.steps.push_back(WriteStep{RecordKey(c.key.claim_namespace, c.key.name), c.key, &kNone,
-                                    MutateFn(mutations.back()), {}});
+    write.steps.push_back(WriteStep{RecordKey(c.key.claim_namespace, c.key.name),
+                                    c.key,
+                                    &kNone,
+                                    MutateFn(mutations.back()),
+                                    {}});
   }
   writes_.Submit(&write);
   return write.status;
@@ -199,9 +202,9 @@ void StoreImpl::StopWrites(const absl::Status& s, absl::string_view what) {
     resume_at_ = absl::InfinitePast();
     return;
   }
-  write_error_ = absl::UnavailableError(absl::StrCat("the store takes no more writes after a failed ",
-                                                     what, " (", s.message(),
-                                                     "); reopen it to recover"));
+  write_error_ =
+      absl::UnavailableError(absl::StrCat("the store takes no more writes after a failed ", what,
+                                          " (", s.message(), "); reopen it to recover"));
 }
 
 StoreImpl::Outlook StoreImpl::ResumeOutlook() const {
@@ -234,13 +237,15 @@ absl::Status StoreImpl::CheckWritable() {
   if (now < resume_at_) return Unshared(write_error_);
   resume_at_ = now + kResumeEvery;
   switch (ResumeOutlook()) {
-    case Outlook::kLater: return Unshared(write_error_);
+    case Outlook::kLater:
+      return Unshared(write_error_);
     case Outlook::kNever:
       write_error_ = absl::UnavailableError(absl::StrCat(
           "the store takes no more writes after a failed commit (", write_error_.message(),
           "): RocksDB left a flush unfinished; reopen it to recover"));
       return Unshared(write_error_);
-    case Outlook::kNow: break;
+    case Outlook::kNow:
+      break;
   }
   // RocksDB stopped writes at the failure (a hard error). Resume flushes
   // the memtables into new table files and starts a new write-ahead log,
@@ -288,8 +293,8 @@ absl::Status StoreImpl::PrepareMemtables() {
   AppendUint64(revision_, &encoded);
   rocksdb::WriteOptions past_log;
   past_log.disableWAL = true;
-  CS_RETURN_IF_ERROR(FromRocksDB(db_->db()->Put(past_log, db_->meta(), kRevisionKey, encoded),
-                                 WritingTo()));
+  CS_RETURN_IF_ERROR(
+      FromRocksDB(db_->db()->Put(past_log, db_->meta(), kRevisionKey, encoded), WritingTo()));
   memtables_empty_ = false;
   return absl::OkStatus();
 }
@@ -311,8 +316,8 @@ absl::StatusOr<bool> StoreImpl::OnFailedLog() const {
   return db_->fs().WriteFailed(db_->path() + wal->PathName());
 }
 
-void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group,
-                                rocksdb::WriteBatch* batch, uint64_t revision) {
+void StoreImpl::WriteAndPublish(absl::Span<PendingWrite* const> group, rocksdb::WriteBatch* batch,
+                                uint64_t revision) {
   std::string encoded;
   AppendUint64(revision, &encoded);
   absl::Status s =
@@ -372,8 +377,8 @@ absl::Status StoreImpl::Apply(PendingWrite* w, rocksdb::WriteBatch* batch, uint6
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<ClaimRecord>> StoreImpl::CurrentRecord(
-    const std::string& record_key, const ClaimKey& key) const {
+absl::StatusOr<std::optional<ClaimRecord>> StoreImpl::CurrentRecord(const std::string& record_key,
+                                                                    const ClaimKey& key) const {
   if (const std::optional<ClaimRecord>* staged = staged_.FindRecord(record_key);
       staged != nullptr) {
     return *staged;
@@ -428,8 +433,7 @@ absl::Status StoreImpl::StageWrite(const WriteStep& step, const ClaimRecord* cur
   CS_RETURN_IF_ERROR(PrepareRecord(
       current != nullptr && !mutation.as_state ? &current->table() : nullptr, &bytes, &after,
       mirrored.has_value() ? RecordChecks::kIdentityOnly : RecordChecks::kValidate));
-  IndexEntries before =
-      current != nullptr ? ComputeIndexEntries(current->table()) : IndexEntries{};
+  IndexEntries before = current != nullptr ? ComputeIndexEntries(current->table()) : IndexEntries{};
   if (!mirrored.has_value()) {
     for (const std::string& device_key : Minus(after.devices, before.devices)) {
       CS_RETURN_IF_ERROR(CheckDeviceConflict(key, device_key));
@@ -446,23 +450,23 @@ absl::Status StoreImpl::StageWrite(const WriteStep& step, const ClaimRecord* cur
   ClaimRecord stamped = RecordFactory::FromBuilt(StampRevisions(bytes, create, next, version));
   if (step.capacity != nullptr) CS_RETURN_IF_ERROR(CheckCapacity(key, stamped, *step.capacity));
   std::string record_key = RecordKey(key.claim_namespace, key.name);
-  CS_RETURN_IF_ERROR(FromRocksDB(
-      batch->Put(db_->records(), record_key,
-                 rocksdb::Slice(stamped.bytes().data(), stamped.bytes().size())),
-      "staging"));
+  CS_RETURN_IF_ERROR(
+      FromRocksDB(batch->Put(db_->records(), record_key,
+                             rocksdb::Slice(stamped.bytes().data(), stamped.bytes().size())),
+                  "staging"));
   CS_RETURN_IF_ERROR(StageIndexChanges(before, after, batch));
   if (FeedOn()) {
-    CS_RETURN_IF_ERROR(StageEvent(current != nullptr ? WatchEventType::kModified
-                                                     : WatchEventType::kAdded,
-                                  record_key, next, stamped, current, batch));
+    CS_RETURN_IF_ERROR(
+        StageEvent(current != nullptr ? WatchEventType::kModified : WatchEventType::kAdded,
+                   record_key, next, stamped, current, batch));
   }
   *revision = std::max(*revision, next);
   *result = WriteResult{next, true};
   staged_.SetRecord(record_key, stamped);
   std::optional<ClaimRecord> previous;
   if (current != nullptr) previous = *current;
-  changes->push_back({std::move(record_key), std::move(stamped), std::move(before), std::move(after),
-                      next, std::move(previous)});
+  changes->push_back({std::move(record_key), std::move(stamped), std::move(before),
+                      std::move(after), next, std::move(previous)});
   return absl::OkStatus();
 }
 

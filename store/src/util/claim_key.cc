@@ -1,7 +1,8 @@
+#include "claimstore/claim_key.h"
+
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "claimstore/claim_key.h"
 
 namespace claimstore {
 

@@ -11,8 +11,12 @@ namespace {
 constexpr char kHex[] = "0123456789abcdef";
 
 void AppendUnicodeEscape(uint32_t code, std::string* out) {
-  char buf[6] = {'\\', 'u', kHex[(code >> 12) & 0xF], kHex[(code >> 8) & 0xF],
-                 kHex[(code >> 4) & 0xF], kHex[code & 0xF]};
+  char buf[6] = {'\\',
+                 'u',
+                 kHex[(code >> 12) & 0xF],
+                 kHex[(code >> 8) & 0xF],
+                 kHex[(code >> 4) & 0xF],
+                 kHex[code & 0xF]};
   out->append(buf, 6);
 }
 
@@ -60,8 +64,7 @@ namespace {
 bool IsLineOrParagraphSeparator(absl::string_view s, size_t i) {
   // U+2028 and U+2029 are E2 80 A8 and E2 80 A9.
   return i + 2 < s.size() && static_cast<uint8_t>(s[i]) == 0xE2 &&
-         static_cast<uint8_t>(s[i + 1]) == 0x80 &&
-         (static_cast<uint8_t>(s[i + 2]) & 0xFE) == 0xA8;
+         static_cast<uint8_t>(s[i + 1]) == 0x80 && (static_cast<uint8_t>(s[i + 2]) & 0xFE) == 0xA8;
 }
 
 // Bytes that need a look inside a JSON string: the quote, the backslash,
@@ -88,9 +91,7 @@ void AppendGoJsonString(absl::string_view s, std::string* out) {
   out->push_back('"');
   size_t run_start = 0;
   size_t i = 0;
-  const auto flush = [&](size_t end) {
-    out->append(s.data() + run_start, end - run_start);
-  };
+  const auto flush = [&](size_t end) { out->append(s.data() + run_start, end - run_start); };
   while (i < s.size()) {
     while (i < s.size() && !IsSpecial(s[i])) ++i;
     if (i == s.size()) break;
@@ -98,14 +99,30 @@ void AppendGoJsonString(absl::string_view s, std::string* out) {
     if (c < 0x80) {
       flush(i);
       switch (c) {
-        case '"': out->append("\\\""); break;
-        case '\\': out->append("\\\\"); break;
-        case '\b': out->append("\\b"); break;
-        case '\f': out->append("\\f"); break;
-        case '\n': out->append("\\n"); break;
-        case '\r': out->append("\\r"); break;
-        case '\t': out->append("\\t"); break;
-        default: AppendUnicodeEscape(c, out); break;
+        case '"':
+          out->append("\\\"");
+          break;
+        case '\\':
+          out->append("\\\\");
+          break;
+        case '\b':
+          out->append("\\b");
+          break;
+        case '\f':
+          out->append("\\f");
+          break;
+        case '\n':
+          out->append("\\n");
+          break;
+        case '\r':
+          out->append("\\r");
+          break;
+        case '\t':
+          out->append("\\t");
+          break;
+        default:
+          AppendUnicodeEscape(c, out);
+          break;
       }
       run_start = ++i;
       continue;
@@ -119,9 +136,7 @@ void AppendGoJsonString(absl::string_view s, std::string* out) {
     }
     if (len == 3 && IsLineOrParagraphSeparator(s, i)) {
       flush(i);
-      AppendUnicodeEscape(static_cast<uint8_t>(s[i + 2]) == 0xA8 ? 0x2028
-                                                                 : 0x2029,
-                          out);
+      AppendUnicodeEscape(static_cast<uint8_t>(s[i + 2]) == 0xA8 ? 0x2028 : 0x2029, out);
       run_start = i += 3;
       continue;
     }
@@ -136,10 +151,8 @@ namespace {
 // An iterative RFC 8259 checker that optionally writes the compacted value.
 class Compactor {
  public:
-  Compactor(absl::string_view in, std::string* out, int max_depth,
-            bool utf8_validated)
-      : in_(in), out_(out), max_depth_(max_depth),
-        utf8_validated_(utf8_validated) {}
+  Compactor(absl::string_view in, std::string* out, int max_depth, bool utf8_validated)
+      : in_(in), out_(out), max_depth_(max_depth), utf8_validated_(utf8_validated) {}
 
   absl::Status Run() {
     SkipSpace();
@@ -156,8 +169,7 @@ class Compactor {
   enum class Container : uint8_t { kObject, kArray };
 
   absl::Status Error() const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid JSON at byte ", pos_, ": ", error_));
+    return absl::InvalidArgumentError(absl::StrCat("invalid JSON at byte ", pos_, ": ", error_));
   }
 
   bool Fail(const char* message) {
@@ -289,8 +301,7 @@ class Compactor {
   }
 
   static bool IsHexDigit(char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
-           (c >= 'A' && c <= 'F');
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
   }
 
   bool ParseString() {
@@ -318,8 +329,8 @@ class Compactor {
             if (!IsHexDigit(in_[k])) return Fail("invalid \\u escape");
           }
           pos_ += 6;
-        } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' ||
-                   e == 'n' || e == 'r' || e == 't') {
+        } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
+                   e == 'r' || e == 't') {
           pos_ += 2;
         } else {
           return Fail("invalid escape in string");
@@ -335,9 +346,7 @@ class Compactor {
       if (IsLineOrParagraphSeparator(in_, pos_)) {
         flush();
         if (out_ != nullptr) {
-          AppendUnicodeEscape(
-              static_cast<uint8_t>(in_[pos_ + 2]) == 0xA8 ? 0x2028 : 0x2029,
-              out_);
+          AppendUnicodeEscape(static_cast<uint8_t>(in_[pos_ + 2]) == 0xA8 ? 0x2028 : 0x2029, out_);
         }
         run_start = pos_ += 3;
         continue;
@@ -360,21 +369,19 @@ class Compactor {
   const char* error_ = "";
 };
 
-void AppendNewlineAndIndent(absl::string_view indent, int depth,
-                            std::string* out) {
+void AppendNewlineAndIndent(absl::string_view indent, int depth, std::string* out) {
   out->push_back('\n');
   for (int i = 0; i < depth; ++i) out->append(indent.data(), indent.size());
 }
 
 }  // namespace
 
-absl::Status CompactJson(absl::string_view in, std::string* out,
-                         int max_depth, bool utf8_validated) {
+absl::Status CompactJson(absl::string_view in, std::string* out, int max_depth,
+                         bool utf8_validated) {
   return Compactor(in, out, max_depth, utf8_validated).Run();
 }
 
-void IndentJson(absl::string_view json, absl::string_view indent,
-                std::string* out) {
+void IndentJson(absl::string_view json, absl::string_view indent, std::string* out) {
   out->reserve(out->size() + json.size() * 2);
   int depth = 0;
   bool need_indent = false;  // an opened container has not had a member yet

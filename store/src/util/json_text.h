@@ -38,15 +38,13 @@ void AppendGoJsonString(absl::string_view s, std::string* out);
 // sequence (as Go's decoder judges it), or npos when all of `s` is valid.
 size_t FirstInvalidUtf8(absl::string_view s);
 
-absl::Status CompactJson(absl::string_view in, std::string* out,
-                         int max_depth = kMaxJsonDepth,
+absl::Status CompactJson(absl::string_view in, std::string* out, int max_depth = kMaxJsonDepth,
                          bool utf8_validated = false);
 
 // Appends `json`, which must be valid JSON, re-indented the way Go's
 // json.MarshalIndent(v, "", indent) prints it: one member or element per
 // line, `": "` after keys, empty objects and arrays kept as `{}` and `[]`.
-void IndentJson(absl::string_view json, absl::string_view indent,
-                std::string* out);
+void IndentJson(absl::string_view json, absl::string_view indent, std::string* out);
 
 }  // namespace claimstore::internal
 

@@ -11,10 +11,10 @@
 
 // Evaluates `expr` (an absl::Status) and returns it from the enclosing
 // function when it is not OK.
-#define CS_RETURN_IF_ERROR(expr)                    \
-  do {                                              \
-    ::absl::Status cs_status_ = (expr);             \
-    if (!cs_status_.ok()) return cs_status_;        \
+#define CS_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status cs_status_ = (expr);      \
+    if (!cs_status_.ok()) return cs_status_; \
   } while (0)
 
 // `CS_ASSIGN_OR_RETURN(auto x, F());` assigns the value of an

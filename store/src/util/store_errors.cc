@@ -55,7 +55,8 @@ absl::Status RequireKey(const ClaimKey& key, absl::string_view what) {
   if (key.claim_namespace.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ".claim_namespace: Required value"));
   }
-  if (key.name.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ".name: Required value"));
+  if (key.name.empty())
+    return absl::InvalidArgumentError(absl::StrCat(what, ".name: Required value"));
   return absl::OkStatus();
 }
 
@@ -78,8 +79,8 @@ absl::Status CorruptClaim(const ClaimKey& key, const absl::Status& why) {
 }
 
 absl::Status RevisionMismatch(const ClaimKey& key, absl::string_view what, uint64_t current) {
-  absl::Status s = absl::AbortedError(absl::StrCat("claim ", key.ToString(), " has changed: ",
-                                                   what, "; current revision ", current));
+  absl::Status s = absl::AbortedError(absl::StrCat("claim ", key.ToString(), " has changed: ", what,
+                                                   "; current revision ", current));
   s.SetPayload(kRevisionPayloadUrl, absl::Cord(absl::StrCat(current)));
   return s;
 }
@@ -100,13 +101,14 @@ absl::Status FeedCompacted(uint64_t revision, uint64_t compact) {
 }
 
 absl::Status NoSpaceError(absl::string_view context) {
-  absl::Status s =
-      absl::ResourceExhaustedError(absl::StrCat(context, ": no space left on device"));
+  absl::Status s = absl::ResourceExhaustedError(absl::StrCat(context, ": no space left on device"));
   s.SetPayload(kNoSpacePayloadUrl, absl::Cord());
   return s;
 }
 
-absl::Status ReadOnlyError() { return absl::FailedPreconditionError("the store is open read-only"); }
+absl::Status ReadOnlyError() {
+  return absl::FailedPreconditionError("the store is open read-only");
+}
 
 absl::Status Unshared(const absl::Status& s) {
   absl::Status copy(s.code(), s.message());

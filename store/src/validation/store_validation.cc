@@ -1,7 +1,7 @@
 #include "validation/store_validation.h"
 
-#include "absl/strings/str_cat.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "record/fb_strings.h"
 #include "record/record_edit.h"
@@ -28,8 +28,7 @@ absl::Status ValidateKey(const fb::ClaimRecord* current, const fb::ClaimRecord& 
 
 }  // namespace
 
-absl::Status ValidateStoreWrite(const fb::ClaimRecord* current,
-                                const fb::ClaimRecord& updated) {
+absl::Status ValidateStoreWrite(const fb::ClaimRecord* current, const fb::ClaimRecord& updated) {
   CS_RETURN_IF_ERROR(ValidateKey(current, updated));
   return ValidationStatus(ValidateStatusTables(current, updated));
 }
@@ -55,15 +54,16 @@ std::optional<std::string> DropStaleDeviceStatuses(const fb::ClaimRecord* curren
       old->allocation() == nullptr || old->allocation()->results() == nullptr) {
     return std::nullopt;
   }
-  const auto key = [](absl::string_view driver, absl::string_view pool,
-                      absl::string_view device, const flatbuffers::String* share) {
+  const auto key = [](absl::string_view driver, absl::string_view pool, absl::string_view device,
+                      const flatbuffers::String* share) {
     return absl::StrCat(driver, "\x1f", pool, "\x1f", device, "\x1f", share != nullptr ? "1" : "0",
                         View(share));
   };
   absl::flat_hash_set<std::string> still_allocated, deallocated;
   if (status->allocation() != nullptr && status->allocation()->results() != nullptr) {
     for (const auto* r : *status->allocation()->results()) {
-      still_allocated.insert(key(View(r->driver()), View(r->pool()), View(r->device()), r->share_id()));
+      still_allocated.insert(
+          key(View(r->driver()), View(r->pool()), View(r->device()), r->share_id()));
     }
   }
   for (const auto* r : *old->allocation()->results()) {
@@ -73,7 +73,8 @@ std::optional<std::string> DropStaleDeviceStatuses(const fb::ClaimRecord* curren
   StatusEdit edit;
   edit.devices = StatusEdit::Part::kReplace;
   for (const auto* d : *status->devices()) {
-    if (!deallocated.contains(key(View(d->driver()), View(d->pool()), View(d->device()), d->share_id()))) {
+    if (!deallocated.contains(
+            key(View(d->driver()), View(d->pool()), View(d->device()), d->share_id()))) {
       edit.new_devices.push_back(d);
     }
   }

@@ -22,8 +22,7 @@ namespace claimstore::internal {
 // namespace and name present and unchanged, then every status rule
 // (ValidateClaimStatus). Returns InvalidArgument (FailedPrecondition for an
 // update rule) listing the errors, with the structured list as payload.
-absl::Status ValidateStoreWrite(const fb::ClaimRecord* current,
-                                const fb::ClaimRecord& updated);
+absl::Status ValidateStoreWrite(const fb::ClaimRecord* current, const fb::ClaimRecord& updated);
 
 struct ValidatorOptions {
   // Walk the items of a list over its limit too (one TooMany error and the

@@ -14,10 +14,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "claimstore/claim_generated.h"
-#include "record/fb_strings.h"
-#include "k8s/k8s_formats.h"
 #include "k8s/claim_limits.h"
+#include "k8s/k8s_formats.h"
 #include "k8s/quantity.h"
+#include "record/fb_strings.h"
 #include "validation/store_validation.h"
 
 namespace claimstore {
@@ -73,8 +73,8 @@ struct Path {
 
 // A device as the API server keys it: driver, pool, device and shareID (an
 // absent shareID is distinct from every value).
-using DeviceKey = std::tuple<absl::string_view, absl::string_view, absl::string_view, bool,
-                             absl::string_view>;
+using DeviceKey =
+    std::tuple<absl::string_view, absl::string_view, absl::string_view, bool, absl::string_view>;
 
 constexpr char kRequestRefDetail[] =
     "must be the name of a request in the claim or the name of a request and a "
@@ -121,16 +121,15 @@ class Validator {
  private:
   // Errors ------------------------------------------------------------------
 
-  void Add(const char* rule, Type type, const Path& field, std::string value,
-           std::string detail, bool update_rule = false) {
-    errors_.push_back(FieldError{type, field.ToString(), std::move(value), std::move(detail),
-                                 rule, update_rule, IsIdentityRule(rule)});
+  void Add(const char* rule, Type type, const Path& field, std::string value, std::string detail,
+           bool update_rule = false) {
+    errors_.push_back(FieldError{type, field.ToString(), std::move(value), std::move(detail), rule,
+                                 update_rule, IsIdentityRule(rule)});
   }
   void Required(const char* rule, const Path& field, std::string detail = "") {
     Add(rule, Type::kRequired, field, "", std::move(detail));
   }
-  void Invalid(const char* rule, const Path& field, absl::string_view value,
-               std::string detail) {
+  void Invalid(const char* rule, const Path& field, absl::string_view value, std::string detail) {
     Add(rule, Type::kInvalid, field, GoQuote(value), std::move(detail));
   }
   void TooMany(const char* rule, const Path& field, size_t actual, size_t limit) {
@@ -278,14 +277,14 @@ class Validator {
   }
 
   static std::string ConsumerKey(const fb::ResourceClaimConsumerReference& r) {
-    return absl::StrCat(View(r.api_group()), "\x1f", View(r.resource()), "\x1f",
-                        View(r.name()), "\x1f", View(r.uid()));
+    return absl::StrCat(View(r.api_group()), "\x1f", View(r.resource()), "\x1f", View(r.name()),
+                        "\x1f", View(r.uid()));
   }
 
   // status.devices ----------------------------------------------------------------
 
-  static DeviceKey KeyOf(absl::string_view driver, absl::string_view pool,
-                         absl::string_view device, const flatbuffers::String* share) {
+  static DeviceKey KeyOf(absl::string_view driver, absl::string_view pool, absl::string_view device,
+                         const flatbuffers::String* share) {
     return DeviceKey{driver, pool, device, share != nullptr, View(share)};
   }
   static std::string DeviceId(const DeviceKey& k) {
@@ -301,7 +300,8 @@ class Validator {
     absl::flat_hash_set<DeviceKey> allocated;
     if (status->allocation() != nullptr && status->allocation()->results() != nullptr) {
       for (const auto* r : *status->allocation()->results()) {
-        allocated.insert(KeyOf(View(r->driver()), View(r->pool()), View(r->device()), r->share_id()));
+        allocated.insert(
+            KeyOf(View(r->driver()), View(r->pool()), View(r->device()), r->share_id()));
       }
     }
     const absl::flat_hash_map<DeviceKey, const fb::AllocatedDeviceStatus*> before = OldDevices();
@@ -310,8 +310,8 @@ class Validator {
       const fb::AllocatedDeviceStatus* d = devices->Get(i);
       const Path item = field.Index(i);
       // Ratcheting: an entry the write leaves as it was is not re-validated.
-      if (auto it = before.find(KeyOf(View(d->driver()), View(d->pool()), View(d->device()),
-                                      d->share_id()));
+      if (auto it = before.find(
+              KeyOf(View(d->driver()), View(d->pool()), View(d->device()), d->share_id()));
           it != before.end() && DeviceStatusEq(it->second, d)) {
         continue;
       }
@@ -319,9 +319,11 @@ class Validator {
       PoolName(View(d->pool()), item.Child("pool"));
       DeviceName(View(d->device()), item.Child("device"));
       ShareId(d->share_id(), item.Child("shareID"));
-      const DeviceKey key = KeyOf(View(d->driver()), View(d->pool()), View(d->device()), d->share_id());
+      const DeviceKey key =
+          KeyOf(View(d->driver()), View(d->pool()), View(d->device()), d->share_id());
       if (!allocated.contains(key)) {
-        Invalid("devices.allocated", item, DeviceId(key), "must be an allocated device in the claim");
+        Invalid("devices.allocated", item, DeviceId(key),
+                "must be an allocated device in the claim");
       }
       Conditions(d->conditions(), item.Child("conditions"));
       if (d->data() != nullptr) RawObject("devices.data", d->data(), item.Child("data"));
@@ -329,7 +331,8 @@ class Validator {
     }
     for (size_t i = 0; i < devices->size(); ++i) {
       const fb::AllocatedDeviceStatus* d = devices->Get(i);
-      const DeviceKey key = KeyOf(View(d->driver()), View(d->pool()), View(d->device()), d->share_id());
+      const DeviceKey key =
+          KeyOf(View(d->driver()), View(d->pool()), View(d->device()), d->share_id());
       if (!seen.insert(key).second) Duplicate("devices.unique", field.Index(i), DeviceId(key));
     }
   }
@@ -366,7 +369,8 @@ class Validator {
            StrEq(a->reason(), b->reason()) && StrEq(a->message(), b->message());
   }
 
-  static bool DeviceStatusEq(const fb::AllocatedDeviceStatus* a, const fb::AllocatedDeviceStatus* b) {
+  static bool DeviceStatusEq(const fb::AllocatedDeviceStatus* a,
+                             const fb::AllocatedDeviceStatus* b) {
     const fb::NetworkDeviceData* na = a->network_data();
     const fb::NetworkDeviceData* nb = b->network_data();
     const bool network_equal =
@@ -375,8 +379,7 @@ class Validator {
                            StrEq(na->hardware_address(), nb->hardware_address()) &&
                            StrListEq(na->ips(), nb->ips())));
     return network_equal && (a->conditions() == nullptr) == (b->conditions() == nullptr) &&
-           ListEq(a->conditions(), b->conditions(), ConditionEq) &&
-           PtrStrEq(a->data(), b->data());
+           ListEq(a->conditions(), b->conditions(), ConditionEq) && PtrStrEq(a->data(), b->data());
   }
 
   void Conditions(const flatbuffers::Vector<flatbuffers::Offset<fb::Condition>>* conditions,
@@ -403,7 +406,8 @@ class Validator {
             absl::StrCat(c->observed_generation()), "must be greater than or equal to zero");
       }
       if (!c->last_transition_time().has_value()) {
-        Required("conditions.last_transition_time", item.Child("lastTransitionTime"), "must be set");
+        Required("conditions.last_transition_time", item.Child("lastTransitionTime"),
+                 "must be set");
       }
       const absl::string_view reason = View(c->reason());
       if (reason.empty()) {
@@ -411,7 +415,8 @@ class Validator {
       } else {
         EachInvalid("conditions.reason", item.Child("reason"), reason,
                     internal::IsValidConditionReason(reason));
-        if (reason.size() > kMaxReason) TooLong("conditions.reason", item.Child("reason"), kMaxReason);
+        if (reason.size() > kMaxReason)
+          TooLong("conditions.reason", item.Child("reason"), kMaxReason);
       }
       if (View(c->message()).size() > kMaxMessage) {
         TooLong("conditions.message", item.Child("message"), kMaxMessage);
@@ -494,7 +499,8 @@ class Validator {
     ShareId(r.share_id(), item.Child("shareID"));
     if (const auto* tolerations = r.tolerations(); tolerations != nullptr) {
       const Path list = item.Child("tolerations");
-      for (size_t i = 0; i < tolerations->size(); ++i) Toleration(*tolerations->Get(i), list.Index(i));
+      for (size_t i = 0; i < tolerations->size(); ++i)
+        Toleration(*tolerations->Get(i), list.Index(i));
     }
     BindingConditions(r, item);
     if (const auto* skip = r.skip_node_operations(); skip != nullptr) {
@@ -534,7 +540,8 @@ class Validator {
     };
     bool over = false;
     absl::flat_hash_set<absl::string_view> binding_set;
-    for (const List& list : {List{binding, "bindingConditions"}, List{failure, "bindingFailureConditions"}}) {
+    for (const List& list :
+         {List{binding, "bindingConditions"}, List{failure, "bindingFailureConditions"}}) {
       const Path field = item.Child(list.name);
       if (Size(list.values) > kMaxBindingConditions) {
         TooMany("bindingConditions.max", field, list.values->size(), kMaxBindingConditions);
@@ -600,7 +607,8 @@ class Validator {
     const auto* terms = s.node_selector_terms();
     const Path terms_field = field.Child("nodeSelectorTerms");
     if (Size(terms) == 0) {
-      return Required("nodeSelector.terms", terms_field, "must have at least one node selector term");
+      return Required("nodeSelector.terms", terms_field,
+                      "must have at least one node selector term");
     }
     for (size_t i = 0; i < terms->size(); ++i) {
       const fb::NodeSelectorTerm* term = terms->Get(i);
@@ -716,7 +724,8 @@ class Validator {
            StrListEq(a->binding_failure_conditions(), b->binding_failure_conditions()) &&
            ListEq(a->consumed_capacity(), b->consumed_capacity(),
                   [](const fb::QuantityEntry* x, const fb::QuantityEntry* y) {
-                    return StrEq(x->key(), y->key()) && QuantityEq(View(x->value()), View(y->value()));
+                    return StrEq(x->key(), y->key()) &&
+                           QuantityEq(View(x->value()), View(y->value()));
                   }) &&
            StrListEq(a->skip_node_operations(), b->skip_node_operations());
   }
@@ -754,13 +763,20 @@ class Validator {
 
 const char* FieldError::TypeName(Type type) {
   switch (type) {
-    case Type::kRequired: return "Required value";
-    case Type::kInvalid: return "Invalid value";
-    case Type::kDuplicate: return "Duplicate value";
-    case Type::kTooMany: return "Too many";
-    case Type::kTooLong: return "Too long";
-    case Type::kNotSupported: return "Unsupported value";
-    case Type::kForbidden: return "Forbidden";
+    case Type::kRequired:
+      return "Required value";
+    case Type::kInvalid:
+      return "Invalid value";
+    case Type::kDuplicate:
+      return "Duplicate value";
+    case Type::kTooMany:
+      return "Too many";
+    case Type::kTooLong:
+      return "Too long";
+    case Type::kNotSupported:
+      return "Unsupported value";
+    case Type::kForbidden:
+      return "Forbidden";
   }
   return "Invalid value";
 }
@@ -773,26 +789,60 @@ std::string FieldError::ToString() const {
 }
 
 const std::vector<std::string>& ValidationRules() {
-  static const auto* rules = new std::vector<std::string>{
-      "reservedFor.max", "reservedFor.required", "reservedFor.unique",
-      "reservedFor.needs_allocation", "reservedFor.no_add_while_deleting",
-      "devices.allocated", "devices.unique", "devices.data",
-      "conditions.max", "conditions.type", "conditions.type_unique", "conditions.status",
-      "conditions.observed_generation", "conditions.last_transition_time",
-      "conditions.reason", "conditions.message",
-      "networkData.interfaceName", "networkData.hardwareAddress", "networkData.ips.max",
-      "networkData.ips.format", "networkData.ips.unique",
-      "allocation.immutable", "results.max", "request.format", "request.in_spec",
-      "driver.format", "pool.format", "device.format", "shareID.format",
-      "tolerations.key", "tolerations.operator", "tolerations.effect",
-      "bindingConditions.max", "bindingConditions.format", "bindingConditions.unique",
-      "bindingConditions.no_overlap", "bindingConditions.both_or_neither",
-      "skipNodeOperations.values", "skipNodeOperations.unique",
-      "config.max", "config.source", "config.requests.max", "config.requests.format",
-      "config.requests.unique", "config.opaque", "config.parameters",
-      "nodeSelector.terms", "nodeSelector.operator", "nodeSelector.key", "nodeSelector.values",
-      "nodeSelector.field_values", "nodeSelector.field_operator", "nodeSelector.field_key",
-      "nodeSelector.node_name"};
+  static const auto* rules = new std::vector<std::string>{"reservedFor.max",
+                                                          "reservedFor.required",
+                                                          "reservedFor.unique",
+                                                          "reservedFor.needs_allocation",
+                                                          "reservedFor.no_add_while_deleting",
+                                                          "devices.allocated",
+                                                          "devices.unique",
+                                                          "devices.data",
+                                                          "conditions.max",
+                                                          "conditions.type",
+                                                          "conditions.type_unique",
+                                                          "conditions.status",
+                                                          "conditions.observed_generation",
+                                                          "conditions.last_transition_time",
+                                                          "conditions.reason",
+                                                          "conditions.message",
+                                                          "networkData.interfaceName",
+                                                          "networkData.hardwareAddress",
+                                                          "networkData.ips.max",
+                                                          "networkData.ips.format",
+                                                          "networkData.ips.unique",
+                                                          "allocation.immutable",
+                                                          "results.max",
+                                                          "request.format",
+                                                          "request.in_spec",
+                                                          "driver.format",
+                                                          "pool.format",
+                                                          "device.format",
+                                                          "shareID.format",
+                                                          "tolerations.key",
+                                                          "tolerations.operator",
+                                                          "tolerations.effect",
+                                                          "bindingConditions.max",
+                                                          "bindingConditions.format",
+                                                          "bindingConditions.unique",
+                                                          "bindingConditions.no_overlap",
+                                                          "bindingConditions.both_or_neither",
+                                                          "skipNodeOperations.values",
+                                                          "skipNodeOperations.unique",
+                                                          "config.max",
+                                                          "config.source",
+                                                          "config.requests.max",
+                                                          "config.requests.format",
+                                                          "config.requests.unique",
+                                                          "config.opaque",
+                                                          "config.parameters",
+                                                          "nodeSelector.terms",
+                                                          "nodeSelector.operator",
+                                                          "nodeSelector.key",
+                                                          "nodeSelector.values",
+                                                          "nodeSelector.field_values",
+                                                          "nodeSelector.field_operator",
+                                                          "nodeSelector.field_key",
+                                                          "nodeSelector.node_name"};
   return *rules;
 }
 
@@ -814,15 +864,15 @@ std::vector<FieldError> ValidateClaimStatus(const ClaimRecord* current,
 
 absl::Status ValidationStatus(const std::vector<FieldError>& errors) {
   if (errors.empty()) return absl::OkStatus();
-  const bool update = std::any_of(errors.begin(), errors.end(),
-                                  [](const FieldError& e) { return e.update_rule; });
+  const bool update =
+      std::any_of(errors.begin(), errors.end(), [](const FieldError& e) { return e.update_rule; });
   std::vector<std::string> lines;
   for (const FieldError& e : errors) lines.push_back(e.ToString());
   std::string message = errors.size() == 1
                             ? lines[0]
                             : absl::StrCat(errors.size(), " errors: ", absl::StrJoin(lines, "; "));
-  absl::Status status = update ? absl::FailedPreconditionError(message)
-                               : absl::InvalidArgumentError(message);
+  absl::Status status =
+      update ? absl::FailedPreconditionError(message) : absl::InvalidArgumentError(message);
   // The payload: one error per line, fields separated by \x1f.
   std::string payload;
   for (const FieldError& e : errors) {

@@ -30,8 +30,7 @@ class MutationWrites : public Store {
                                        const Preconditions& pre,
                                        absl::Span<const DeviceCapacity> capacity) final;
   absl::StatusOr<WriteResult> Deallocate(const ClaimKey& key, const Preconditions& pre) final;
-  absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key,
-                                              const DeviceStatuses& statuses,
+  absl::StatusOr<WriteResult> SetDeviceStatus(const ClaimKey& key, const DeviceStatuses& statuses,
                                               const Preconditions& pre) final;
 
  protected:

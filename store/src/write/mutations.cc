@@ -79,7 +79,8 @@ absl::Status CheckPreconditions(const ClaimKey& key, const Preconditions& pre,
                             current->mod_revision());
   }
   if (pre.uid.has_value() && *pre.uid != current->uid()) {
-    return RevisionMismatch(key, absl::StrCat("expected uid ", *pre.uid, ", found ", current->uid()),
+    return RevisionMismatch(key,
+                            absl::StrCat("expected uid ", *pre.uid, ", found ", current->uid()),
                             current->mod_revision());
   }
   return absl::OkStatus();
@@ -121,14 +122,13 @@ absl::StatusOr<Mutation> AddConsumer(const ClaimKey& key, const ConsumerRef& con
     }
   }
   if (c.deletion_timestamp().has_value()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("claim ", key.ToString(),
-                     " is being deleted: new reservedFor entries may not be added"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "claim ", key.ToString(), " is being deleted: new reservedFor entries may not be added"));
   }
   if (edit.consumers.size() >= kMaxReservedFor) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("claim ", key.ToString(), " is reserved for ", edit.consumers.size(),
-                     " consumers already, the most there may be"));
+    return absl::ResourceExhaustedError(absl::StrCat("claim ", key.ToString(), " is reserved for ",
+                                                     edit.consumers.size(),
+                                                     " consumers already, the most there may be"));
   }
   edit.add_consumer = &consumer;
   return Write(RebuildRecord(c, edit));
@@ -170,9 +170,9 @@ absl::StatusOr<Mutation> ClearAllocation(const ClaimKey& key, const ClaimRecord*
   if (!IsAllocated(c)) return Mutation{};
   const auto* reserved = c.status()->reserved_for();
   if (reserved != nullptr && reserved->size() > 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("claim ", key.ToString(), " is still reserved for ", reserved->size(),
-                     " consumer(s): it cannot be deallocated"));
+    return absl::FailedPreconditionError(absl::StrCat("claim ", key.ToString(),
+                                                      " is still reserved for ", reserved->size(),
+                                                      " consumer(s): it cannot be deallocated"));
   }
   StatusEdit edit;
   edit.allocation = StatusEdit::Part::kClear;
@@ -180,8 +180,7 @@ absl::StatusOr<Mutation> ClearAllocation(const ClaimKey& key, const ClaimRecord*
   return Write(RebuildRecord(c, edit));
 }
 
-absl::StatusOr<Mutation> MergeDeviceStatuses(const ClaimKey& key,
-                                             const DeviceStatuses& statuses,
+absl::StatusOr<Mutation> MergeDeviceStatuses(const ClaimKey& key, const DeviceStatuses& statuses,
                                              const ClaimRecord* current) {
   if (current == nullptr) return ClaimNotFound(key);
   const fb::ClaimRecord& c = current->table();

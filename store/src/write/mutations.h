@@ -74,8 +74,7 @@ absl::StatusOr<Mutation> ClearAllocation(const ClaimKey& key, const ClaimRecord*
 // SetDeviceStatus: each entry replaces the one of the same
 // driver/pool/device/shareID, or is appended. (Entries that name no
 // allocated device are refused by validation, after the mutation.)
-absl::StatusOr<Mutation> MergeDeviceStatuses(const ClaimKey& key,
-                                             const DeviceStatuses& statuses,
+absl::StatusOr<Mutation> MergeDeviceStatuses(const ClaimKey& key, const DeviceStatuses& statuses,
                                              const ClaimRecord* current);
 
 // A claim of a Kubernetes watch stream (Store::ApplyClusterEvents): nothing
@@ -108,8 +107,8 @@ absl::Status RequireConsumer(const ConsumerRef& consumer);
 
 // How PrepareRecord checks a record.
 enum class RecordChecks {
-  kValidate,        // every rule; what a write leaves unchanged ratchets
-  kIdentityOnly,    // a load with validation off: identity rules only
+  kValidate,      // every rule; what a write leaves unchanged ratchets
+  kIdentityOnly,  // a load with validation off: identity rules only
 };
 
 // What a write of `*bytes` over a claim now `old_table` (null: absent)

@@ -49,8 +49,7 @@ void StagedWrites::SetRecord(const std::string& record_key, std::optional<ClaimR
 
 void StagedWrites::SetDevice(const std::string& device_key, bool present) {
   auto [it, inserted] = devices_.try_emplace(device_key, present);
-  undo_devices_.emplace_back(device_key,
-                             inserted ? std::nullopt : std::optional<bool>(it->second));
+  undo_devices_.emplace_back(device_key, inserted ? std::nullopt : std::optional<bool>(it->second));
   it->second = present;
 }
 
