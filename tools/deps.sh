@@ -13,6 +13,8 @@ packages=(
   g++ cmake ninja-build git ca-certificates
   # the asan-ubsan preset: clang, its sanitizers and libFuzzer (compiler-rt)
   clang libclang-rt-14-dev
+  # the formatting check (ctest cxx_format)
+  clang-format
   # the library's dependencies
   librocksdb-dev libflatbuffers-dev flatbuffers-compiler libabsl-dev libsimdjson-dev
   # the claimstore tool's command line (header-only), and its -o yaml
