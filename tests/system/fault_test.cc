@@ -11,6 +11,8 @@
 //   - each kind of file RocksDB writes failing for a stretch (a full disk,
 //     a failing one): the process never dies, writes resume once the disk
 //     is back, nothing acknowledged is lost.
+#include <pthread.h>
+
 #include <atomic>
 #include <filesystem>
 #include <functional>
@@ -20,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
@@ -872,6 +875,90 @@ TEST_F(FailingWriterTest, ALogFailingRightAfterASwitchIsLeftBehindToo) {
 TEST_F(FailingWriterTest, AFlushQueuedWhenTheLogFailsLeavesNoRecoveryWaitingForever) {
   SlowFlushStartEnv slow(env_.get(), absl::Milliseconds(20));
   FailTheLogFromEachCall(&slow, 40, absl::Milliseconds(60));
+}
+
+// Whether the calling thread is one of RocksDB's compaction threads (its
+// thread pools name theirs "rocksdb:low", "rocksdb:high", ...).
+bool InCompactionThread() {
+  char name[16] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return std::string_view(name) == "rocksdb:low";
+}
+
+// A compaction that is running when the disk fills, and fails while the
+// store resumes. RocksDB 7.8 takes any background error during a resume for
+// the resume's own: its flush may then neither install nor roll back its
+// memtables, and no later flush can take them (writes stopped for good,
+// "reopen it to recover"; full_disk_test met this in 1 of 50 runs on a
+// loaded machine). The store resumes only when no compaction runs. Each
+// round met the dead end in about 1 of 4 runs before that.
+TEST_F(FailingWriterTest, ACompactionFailingWhileTheStoreResumesLeavesNoFlushUnfinished) {
+  for (int round = 0; round < 5 && !HasFailure(); ++round) {
+    const std::string what = absl::StrCat("round ", round);
+    std::filesystem::remove_all(db_path());
+    std::filesystem::copy(template_, db_path(), std::filesystem::copy_options::recursive);
+    // The first table write of a compaction, once armed, waits for `go`.
+    std::atomic<bool> armed{false}, held{false};
+    absl::Notification go;
+    fs_->SetWriteHook([&](Writer writer) {
+      if (writer != Writer::kTable || !armed.load() || !InCompactionThread()) return;
+      if (held.exchange(true)) return;
+      go.WaitForNotificationWithTimeout(absl::Seconds(30));
+    });
+    ClaimModel model = base_;
+    std::vector<std::pair<ModelOp, bool>> history;
+    {
+      // Memtables large enough that the commits below switch none: no
+      // flush runs (and fails, and waits out its error) when the disk fills.
+      Options options = SmallOptions(true);
+      options.write_buffer_bytes = 64 << 10;
+      absl::StatusOr<std::unique_ptr<Store>> store =
+          internal::OpenStoreWithEnv(db_path(), options, env_.get());
+      ASSERT_THAT(store, IsOk()) << what;
+      int i = 0;
+      const auto put = [&] {
+        const ModelOp op{ModelOp::Kind::kPut, absl::StrCat("c", i % kClaims),
+                         absl::StrCat("uid-", i)};
+        ++i;
+        ClaimModel next = model;
+        const ModelOutcome want = next.Apply(op);
+        const ModelOutcome got = RunOnStore(**store, op);
+        history.emplace_back(op, got != want);
+        if (got == want) model = std::move(next);
+        return got.code;
+      };
+      armed = true;
+      while (i < 5000 && !held.load()) ASSERT_EQ(put(), absl::StatusCode::kOk) << what;
+      ASSERT_TRUE(held.load()) << what << ": no compaction began in " << i << " calls";
+      absl::SleepFor(absl::Milliseconds(200));  // a flush of the calls above ends
+      // The disk fills: a commit fails on the log, and the compaction is
+      // let go to fail too; its failure frees its output, so the disk has
+      // room again while it waits out its error (a second).
+      fs_->FailWriter(Writer::kWal, Error::kNoSpace);
+      EXPECT_EQ(put(), absl::StatusCode::kResourceExhausted) << what;
+      fs_->FailWriter(Writer::kAll, Error::kNoSpace);
+      std::thread release([&] {
+        absl::SleepFor(absl::Milliseconds(100));
+        go.Notify();
+        absl::SleepFor(absl::Milliseconds(300));
+        fs_->Heal();
+      });
+      // The next commit comes while the compaction runs: the store must
+      // not resume then.
+      EXPECT_EQ(put(), absl::StatusCode::kResourceExhausted) << what;
+      release.join();
+      absl::StatusCode resumed = absl::StatusCode::kResourceExhausted;
+      for (int attempt = 0; attempt < 250 && resumed == absl::StatusCode::kResourceExhausted;
+           ++attempt) {
+        resumed = put();
+        if (resumed != absl::StatusCode::kOk) absl::SleepFor(absl::Milliseconds(20));
+      }
+      EXPECT_EQ(resumed, absl::StatusCode::kOk)
+          << what << ": writes did not resume once the disk had room";
+      fs_->SetWriteHook(nullptr);
+    }
+    EXPECT_FALSE(CheckReopened(what, history, model)) << what << ": a failed write came back";
+  }
 }
 
 void FailingWriterTest::FailTheLogFromEachCall(rocksdb::Env* env, size_t calls,

@@ -99,9 +99,16 @@ TEST_P(FullDiskTest, WritesFailClearlyReadsGoOnAndWritesResumeWhenSpaceReturns) 
     EXPECT_THAT(s, StatusIs(absl::StatusCode::kResourceExhausted, db));
   }
   ASSERT_FALSE(acknowledged.empty());
+  // Reads go on while the disk is full (on a loaded machine the reader may
+  // not have run yet: it gets up to 30 s).
+  const uint64_t reads_before = reads.load();
+  const auto read_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (reads.load() <= reads_before && std::chrono::steady_clock::now() < read_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   stop = true;
   reader.join();
-  EXPECT_GT(reads.load(), 0u);
+  EXPECT_GT(reads.load(), reads_before) << "no read went on while the disk was full";
   std::printf("left %llu bytes: %zu writes acknowledged, %d failed for want of space\n",
               static_cast<unsigned long long>(left), acknowledged.size(), failures);
 

@@ -293,7 +293,20 @@ uint64_t FaultFileSystem::WritesTo(Writer writer) const {
   return writes_to_[static_cast<size_t>(writer)];
 }
 
+void FaultFileSystem::SetWriteHook(std::function<void(Writer)> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  write_hook_ = std::move(hook);
+}
+
 IOStatus FaultFileSystem::Inject(Op op, std::string_view path) {
+  if (op == Op::kWrite) {
+    std::function<void(Writer)> hook;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hook = write_hook_;
+    }
+    if (hook) hook(WriterOf(path));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!powered_) return IOStatus::IOError("power cut");
   ++counts_[static_cast<size_t>(op)];

@@ -22,6 +22,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,6 +68,10 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   // Writes (appends) to `writer`'s files since the last FailWriter or
   // Heal, failed or not.
   uint64_t WritesTo(Writer writer) const;
+
+  // Called before each write (append) to a file, with the file's writer,
+  // outside the file system's lock: a test may hold a background job there.
+  void SetWriteHook(std::function<void(Writer)> hook);
 
   // Reads of files whose path contains `part` are neither counted nor
   // failed (empty: none spared). See BulkLoadUnderIoErrorsIsAllOrNothing.
@@ -129,6 +134,7 @@ class FaultFileSystem : public rocksdb::FileSystemWrapper {
   uint64_t armed_count_ = 0;  // operations that count towards armed_n_
   std::string armed_suffix_;
   std::string spared_reads_;
+  std::function<void(Writer)> write_hook_;
   bool writer_failing_ = false;
   Writer failing_writer_ = Writer::kAll;
   Error writer_error_ = Error::kNoSpace;

@@ -80,8 +80,8 @@ struct ReadPoint {
 //  - RocksDB's own recovery from a full disk (a thread of its file manager
 //    that polls the free space and resumes) is off: the store resumes from
 //    its write leader (StoreImpl::CheckWritable), so that no recovery runs
-//    beside a commit or a close, and only once RocksDB can move past a
-//    failed write-ahead log.
+//    beside a commit, a close or a compaction, and only once RocksDB can
+//    move past a failed write-ahead log.
 //  - It remembers a memtable switch that failed (a log that could not be
 //    created: the directory removed, no inode left). RocksDB 7.8 then keeps
 //    a reference to column families it never gives back (#12176, fixed in

@@ -213,12 +213,18 @@ StoreImpl::Outlook StoreImpl::ResumeOutlook() const {
   // failed sync of the directory, #11872): a flush of what came after them
   // then waits for them forever. Memtables that wait for a flush with
   // none running and none pending are such.
+  // Nor may a compaction run: RocksDB takes any background error during a
+  // resume for the resume's own, so a compaction failing meanwhile (the
+  // disk is full) makes the resume's flush give up its memtables without
+  // rolling them back, the same dead end. One that starts while the
+  // database is stopped ends at once, but holds its slot for a second.
   rocksdb::DB* db = db_->db();
-  uint64_t running = 0;
-  if (!db->GetIntProperty(rocksdb::DB::Properties::kNumRunningFlushes, &running)) {
+  uint64_t flushes = 0, compactions = 0;
+  if (!db->GetIntProperty(rocksdb::DB::Properties::kNumRunningFlushes, &flushes) ||
+      !db->GetIntProperty(rocksdb::DB::Properties::kNumRunningCompactions, &compactions)) {
     return Outlook::kNever;
   }
-  if (running > 0) return Outlook::kLater;
+  if (flushes > 0 || compactions > 0) return Outlook::kLater;
   for (rocksdb::ColumnFamilyHandle* family : db_->families()) {
     uint64_t immutable = 0, pending = 0;
     if (!db->GetIntProperty(family, rocksdb::DB::Properties::kNumImmutableMemTable, &immutable) ||
