@@ -1,47 +1,14 @@
 // SharedStore: the shared mode (Options::etcd_endpoints). etcd holds the
 // authoritative claims and device holdings (etcd_layout.h); this process
-// keeps a local StoreImpl as a mirror of them, fed by an etcd watch, and
-// every read is the mirror's.
-//
-// A write runs the same mutation (mutations.h) and checks (PrepareRecord,
-// the device rule, capacity limits) as the local write path, on the claim
-// as the mirror holds it, then commits one etcd Txn that compares what the
-// result depends on: the claim's mod revision (absent: create revision
-// 0), for each device it newly takes exclusively that neither the
-// device's exclusive nor its shares key exists, for each device whose
-// shares it changes that the shares key holds the list it extended (and no
-// exclusive key). The Txn puts the claim and the holding keys it changes
-// and deletes those it frees. When a compare fails, the Txn's failure
-// branch reads every compared key, and the write runs again on those
-// values: a refusal (a precondition, a rule, a held device, a capacity) is
-// only ever reported on what etcd held at one revision, never on what the
-// mirror had not caught up with.
-//
-// Unknown outcomes (the connection lost after the Txn was sent, a leader
-// change): every write carries a token in the claim's value; the write
-// reads the claim back and finds its token (it landed) or not (then it is
-// run again: a lost Txn that lands later fails its compare of the claim's
-// mod revision, so that no write lands twice). If etcd cannot be reached
-// to resolve it within the deadline, the write returns Unavailable with
-// "outcome unknown".
-//
-// Read-your-writes: a write returns once the mirror has applied its
-// revision.
-//
-// The mirror: a follower thread watches the prefix from the revision the
-// mirror has applied + 1 and applies each watch response's claims in one
-// atomic local write that also stores the etcd revision as the store
-// revision (StoreImpl::ApplyMirrored): a restart resumes from there. When
-// etcd has compacted past it, the follower re-lists the claims at one
-// revision and replaces the mirror's claims with them.
-//
-// The change feed (Watch) is etcd's history of the claims
-// (shared_watcher.h).
-//
-// Not in this mode yet (FailedPrecondition): bulk loads, PutAll and
-// ApplyClusterEvents.
-//
-// Thread-safety: as Store.
+// keeps a local StoreImpl as their mirror, fed by a follower thread's etcd
+// watch, and every read is the mirror's. A write (shared_write.cc) runs the
+// local mutations and checks on the claim as known, then commits one Txn
+// that compares what the result depends on; a failed compare's reads feed
+// the next attempt, a refusal is only made on what etcd held, an unknown
+// outcome is resolved from etcd's history by the write's token, and the
+// write returns once the mirror shows it. Not in this mode yet
+// (FailedPrecondition): bulk loads, PutAll and ApplyClusterEvents.
+// Design: docs/shared-mode.md. Thread-safety: as Store.
 #ifndef CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
 #define CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
 
@@ -110,6 +77,8 @@ class SharedStore final : public MutationWrites {
   absl::Status Backup(absl::string_view dir) override;
 
  private:
+  // One write's attempts (shared_write.cc).
+  class WriteOp;
   // The claim as one source had it.
   struct Current {
     std::optional<ClaimRecord> record;  // with etcd's revisions
@@ -128,7 +97,7 @@ class SharedStore final : public MutationWrites {
               const Options& options);
   StoreImpl* mirror() const { return mirror_impl_; }
 
-  // The write: see the file comment.
+  // The write (shared_write.cc).
   absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre, MutateFn mutate,
                                     const std::vector<CapacityLimit>* capacity) override;
   // What became of a Txn whose outcome etcd did not report.
@@ -145,6 +114,18 @@ class SharedStore final : public MutationWrites {
   absl::StatusOr<Outcome> ResolveOutcome(const ClaimKey& key, const ClaimRecord* old,
                                          uint64_t read_revision, absl::string_view token,
                                          Mutation::Kind kind);
+  // ResolveOutcome's steps. Where etcd's history must be read from (empty:
+  // `now`, the claim as etcd holds it, decided it into *out); the history
+  // from `from` on, up to a sentinel put now; whether one event of it
+  // decides the outcome (compared_mod: the Txn compared a mod revision).
+  absl::StatusOr<std::optional<uint64_t>> HistoryToRead(const ClaimKey& key, const ClaimRecord* old,
+                                                        uint64_t read_revision,
+                                                        absl::string_view token, Current* now,
+                                                        Outcome* out);
+  absl::StatusOr<Outcome> ReadHistory(const ClaimKey& key, const ClaimRecord* old, uint64_t from,
+                                      absl::string_view token, Mutation::Kind kind);
+  bool EventDecides(const ClaimKey& key, const mvccpb::Event& e, bool compared_mod,
+                    Mutation::Kind kind, absl::string_view token, Outcome* out) const;
   // The claim as etcd holds it now (a linearizable read).
   absl::StatusOr<Current> ReadClaim(const ClaimKey& key);
   // The claim of a KeyValue (revisions stamped from it), and the token of
