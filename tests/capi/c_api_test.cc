@@ -678,7 +678,7 @@ TEST(CApiFullDisk, AFullDiskIsNoSpaceAndWritesResume) {
   claimstore_free(record);
   std::filesystem::remove(fs.path() + "/ballast");
   code = CLAIMSTORE_RESOURCE_EXHAUSTED;
-  for (int attempt = 0; attempt < 100 && code != CLAIMSTORE_OK; ++attempt) {
+  for (int attempt = 0; attempt < 250 && code != CLAIMSTORE_OK; ++attempt) {
     err = nullptr;
     code = put(i, &err);
     if (code != CLAIMSTORE_OK) {

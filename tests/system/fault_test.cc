@@ -733,10 +733,10 @@ class FailingWriterTest : public IoErrorTest {
         call(ops[i]);
         if (i % 16 == 15) (void)(*store)->Compact();  // flushes, MANIFEST records
       }
-      // Space returned: writes resume by themselves within a few retries,
+      // Space returned: writes resume by themselves within a second or two,
       // unless the store said it needs a reopen.
       if (!run.reopen_needed) {
-        for (int attempt = 0; attempt < 100 && !run.resumed; ++attempt) {
+        for (int attempt = 0; attempt < 250 && !run.resumed; ++attempt) {
           run.resumed = call({ModelOp::Kind::kPut, "c0", absl::StrCat("uid-probe-", attempt)});
           if (!run.resumed) absl::SleepFor(absl::Milliseconds(20));
         }
@@ -1003,7 +1003,7 @@ void FailingWriterTest::FailTheLogFromEachCall(rocksdb::Env* env, size_t calls,
       absl::SleepFor(full_for);
       fs_->Heal();
       bool resumed = false;
-      for (int attempt = 0; attempt < 50 && !resumed && !HasFailure(); ++attempt) {
+      for (int attempt = 0; attempt < 250 && !resumed && !HasFailure(); ++attempt) {
         resumed = call({ModelOp::Kind::kPut, "c0", absl::StrCat("uid-again-", attempt)});
         if (!resumed) absl::SleepFor(absl::Milliseconds(20));
       }
@@ -1041,7 +1041,7 @@ TEST_F(FailingWriterTest, BulkLoadsWhileTheirTableFilesFailAreRefusedThenLand) {
         }
         EXPECT_EQ(StateOf(**store), before) << what;
         absl::Status landed;
-        for (int attempt = 0; attempt < 50; ++attempt) {
+        for (int attempt = 0; attempt < 250; ++attempt) {
           landed = BulkLoadInto(**store, loaded);
           if (landed.ok() || absl::IsUnavailable(landed)) break;
           absl::SleepFor(absl::Milliseconds(20));
