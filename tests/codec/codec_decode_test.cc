@@ -1,7 +1,11 @@
 // Decoding: every input form, presence, and strict errors naming the path.
+#include <simdjson.h>
+
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "claimstore/claim_generated.h"
@@ -115,7 +119,7 @@ TEST(DecodeFormsTest, ErrorEventStopsWithItsMessage) {
   EXPECT_THAT(DecodeError(events),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        absl::StrCat(
-                           "document 1 (byte ", first.size(),
+                           "line 2, column 1 (document 1, byte ", first.size(),
                            "): the watch stream carries an ERROR event: ", R"({"kind":"Status")")));
 }
 
@@ -356,7 +360,9 @@ TEST(DecodeErrorsTest, MalformedJson) {
   EXPECT_THAT(DecodeClaim(""), StatusIs(absl::StatusCode::kInvalidArgument, "no JSON value"));
   EXPECT_THAT(DecodeClaim("   \n"), StatusIs(absl::StatusCode::kInvalidArgument, "no JSON value"));
   EXPECT_THAT(DecodeClaim("[]"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "expected an object"));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "expected a ResourceClaim object, a List or a watch event; found a JSON "
+                       "array"));
   EXPECT_THAT(DecodeClaim("42"), StatusIs(absl::StatusCode::kInvalidArgument, "document 0"));
   EXPECT_THAT(DecodeClaim(R"({"status":{"reservedFor":[{"uid":"a"} {"uid":"b"}]}})"),
               StatusIs(absl::StatusCode::kInvalidArgument, "status.reservedFor"));
@@ -377,11 +383,13 @@ TEST(DecodeErrorsTest, InvalidUtf8NamesTheByte) {
   const std::string claim = "{\"metadata\":{\"name\":\"a\xff\"}}";  // 0xff at byte 22
   EXPECT_THAT(DecodeClaim(claim),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "document 0 (byte 22): malformed JSON: invalid UTF-8 (byte 0xff begins no "
+                       "line 1, column 23 (document 0, byte 22): malformed JSON: invalid UTF-8 "
+                       "(byte 0xff begins no "
                        "character)"));
   const std::string good = ClaimWithStatus("{}");
   const std::string lines = absl::StrCat(good, "\n", good, "\n", claim, "\n");
-  const std::string at_line = absl::StrCat("document 2 (byte ", 2 * (good.size() + 1) + 22, "): ");
+  const std::string at_line =
+      absl::StrCat("line 3, column 23 (document 2, byte ", 2 * (good.size() + 1) + 22, "): ");
   EXPECT_THAT(DecodeError(lines), StatusIs(absl::StatusCode::kInvalidArgument, at_line));
   EXPECT_EQ(internal::DecodeClaimsStreaming(lines, [](DecodedClaim) { return absl::OkStatus(); }),
             DecodeError(lines));
@@ -390,10 +398,128 @@ TEST(DecodeErrorsTest, InvalidUtf8NamesTheByte) {
   const size_t bad = list.find('\xff');
   EXPECT_THAT(DecodeError(list),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       absl::StrCat("document 0 (byte ", bad,
+                       absl::StrCat("line 1, column ", bad + 1, " (document 0, byte ", bad,
                                     "): items[1]: malformed JSON: invalid UTF-8")));
   EXPECT_EQ(internal::DecodeClaimsStreaming(list, [](DecodedClaim) { return absl::OkStatus(); }),
             DecodeError(list));
+}
+
+// Issue 41: what a refusal says is in the user's words, at a line and
+// column: what was expected and what was found, never the parser's.
+TEST(DecodeErrorsTest, ATopLevelValueThatIsNoObjectIsNamed) {
+  const std::string expected = "expected a ResourceClaim object, a List or a watch event; found ";
+  for (const auto& [input, found] : std::vector<std::pair<std::string, std::string>>{
+           {"42", "a JSON number"},
+           {"\"a claim\"", "a JSON string"},
+           {"true", "a JSON boolean"},
+           {"null", "null"},
+           {"[{}]", "a JSON array"},
+       }) {
+    EXPECT_THAT(DecodeError(input),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         absl::StrCat("line 1, column 1 (document 0, byte 0): ", expected, found)))
+        << input;
+  }
+  const std::string good = ClaimWithStatus("{}");
+  EXPECT_THAT(DecodeError(absl::StrCat(good, "\n  [1]\n")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       absl::StrCat("line 2, column 3 (document 1, byte ", good.size() + 3,
+                                    "): ", expected, "a JSON array")));
+}
+
+TEST(DecodeErrorsTest, PlainTextIsNotJsonInPlainWords) {
+  for (const char* text : {"hello world\n", "claims:\n  - name: a\n", "# a comment\n"}) {
+    const absl::Status s = DecodeError(text);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_TRUE(absl::StartsWith(s.message(), "line 1, column 1 (document 0, byte 0): ")) << s;
+  }
+}
+
+TEST(DecodeErrorsTest, AUtf8ByteOrderMarkIsSkipped) {
+  const std::string bom = "\xEF\xBB\xBF";
+  const std::string claim = ClaimWithStatus("{}", "with-bom");
+  absl::StatusOr<ClaimRecord> one = DecodeClaim(bom + claim);
+  ASSERT_THAT(one, IsOk());
+  EXPECT_EQ(one->name(), "with-bom");
+  const std::string list =
+      absl::StrCat(bom, R"({"kind":"List","apiVersion":"v1","items":[)", claim, ",", claim, "]}");
+  int seen = 0;
+  ASSERT_THAT(DecodeClaims(list,
+                           [&](DecodedClaim) {
+                             ++seen;
+                             return absl::OkStatus();
+                           }),
+              IsOk());
+  EXPECT_EQ(seen, 2);
+  // Errors after it count its bytes, not its column.
+  EXPECT_THAT(DecodeError(bom + "[]"), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                "line 1, column 1 (document 0, byte 3)"));
+}
+
+TEST(DecodeErrorsTest, Utf16InputIsNamedAsSuch) {
+  const std::string claim = ClaimWithStatus("{}");
+  std::string le = "\xFF\xFE", be = "\xFE\xFF", le_no_bom;
+  for (char c : claim) {
+    le += {c, '\0'};
+    be += {'\0', c};
+    le_no_bom += {c, '\0'};
+  }
+  EXPECT_THAT(DecodeError(le), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        "the input is UTF-16 (little-endian); claims are read "
+                                        "as UTF-8: convert it first, e.g. iconv -f UTF-16 -t "
+                                        "UTF-8"));
+  EXPECT_THAT(DecodeError(be),
+              StatusIs(absl::StatusCode::kInvalidArgument, "the input is UTF-16 (big-endian)"));
+  EXPECT_THAT(DecodeError(le_no_bom),
+              StatusIs(absl::StatusCode::kInvalidArgument, "the input is UTF-16 (little-endian)"));
+}
+
+// No refusal of the decoder carries the parser's own wording (simdjson's
+// messages name its API: "get_bool()", "tape", ...): every kind of broken
+// input, on the whole-input and the piecewise paths.
+TEST(DecodeErrorsTest, NoRefusalUsesTheParsersWords) {
+  const std::string good = ClaimWithStatus("{}");
+  const std::vector<std::string> inputs = {
+      "42",
+      "[1,2",
+      "{",
+      "}",
+      "{\"metadata\":",
+      R"({"metadata":{"name":"a})",
+      R"({"metadata":{"name":"a"},})",
+      R"({"metadata" {"name":"a"}})",
+      "{\"metadata\":{\"name\":\"a\x01\"}}",
+      R"({"metadata":{"name":"a\q"}})",
+      R"({"metadata":{"generation":1.2.3}})",
+      R"({"metadata":{"generation":tru}})",
+      R"({"metadata":{"generation":nul}})",
+      "hello",
+      "{\"a\":1}}",
+      good + "\n{",
+      good + "\n42",
+      good + " x",
+      "{\"metadata\":{\"name\":\"a\xff\"}}",
+      std::string(20000, '[') + std::string(20000, ']'),
+      absl::StrCat(R"({"kind":"List","apiVersion":"v1","items":[)", good, " ", good, "]}"),
+      absl::StrCat(R"({"kind":"List","apiVersion":"v1","items":[)", good, ",]}"),
+      absl::StrCat(R"({"type":"ADDED","object":)", good),
+  };
+  std::vector<std::string> parser_words = {"simdjson", "get_", "tape", "TAPE", "SCALAR_DOCUMENT"};
+  for (int code = 1; code < simdjson::NUM_ERROR_CODES; ++code) {
+    parser_words.push_back(simdjson::error_message(static_cast<simdjson::error_code>(code)));
+  }
+  for (const std::string& input : inputs) {
+    const absl::Status whole = DecodeError(input);
+    const absl::Status piecewise =
+        internal::DecodeClaimsStreaming(input, [](DecodedClaim) { return absl::OkStatus(); });
+    for (const absl::Status& s : {whole, piecewise}) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << input.substr(0, 80) << ": " << s;
+      for (const std::string& word : parser_words) {
+        EXPECT_THAT(std::string(s.message()), ::testing::Not(::testing::HasSubstr(word)))
+            << input.substr(0, 80);
+      }
+    }
+  }
 }
 
 TEST(DecodeErrorsTest, JsonLinesErrorsNameTheDocumentAndOffset) {
@@ -402,7 +528,7 @@ TEST(DecodeErrorsTest, JsonLinesErrorsNameTheDocumentAndOffset) {
       absl::StrCat(good, "\n", ClaimWithStatus(R"({"reservedFor":[{"uid":1}]})"), "\n");
   EXPECT_THAT(DecodeError(lines),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       absl::StrCat("document 1 (byte ", good.size() + 1,
+                       absl::StrCat("line 2, column 1 (document 1, byte ", good.size() + 1,
                                     "): status.reservedFor[0].uid: expected a string")));
 }
 

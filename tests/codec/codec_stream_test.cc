@@ -162,7 +162,8 @@ TEST(CodecStreamTest, ItemsNeedACommaBetweenThemAndNoneAfterTheLast) {
   const std::string input = head + a + " " + b + "]}";
   EXPECT_EQ(internal::DecodeClaimsStreaming(input, [](DecodedClaim) { return absl::OkStatus(); })
                 .message(),
-            absl::StrCat("document 0 (byte ", head.size() + a.size() + 1,
+            absl::StrCat("line 1, column ", head.size() + a.size() + 2, " (document 0, byte ",
+                         head.size() + a.size() + 1,
                          "): malformed JSON: items[0]: expected ',' or ']' after it"));
   // Space and newlines around the separators are fine on both paths.
   ExpectSamePaths(head + " " + a + " ,\n " + b + " \n]}");
@@ -178,7 +179,7 @@ TEST(CodecStreamTest, SyntaxErrorsNameTheirDocument) {
       "\n" +
       bad;
   const absl::Status s = DecodeClaims(input, [](DecodedClaim) { return absl::OkStatus(); });
-  EXPECT_TRUE(absl::StartsWith(s.message(), "document 1 (byte 80): ")) << s;
+  EXPECT_TRUE(absl::StartsWith(s.message(), "line 2, column 1 (document 1, byte 80): ")) << s;
   EXPECT_THAT(s.message(), ::testing::HasSubstr("malformed JSON")) << s;
   // The same error on the piecewise path (which has passed document 0 on to
   // its sink first: claims before an error may differ, the error may not).

@@ -5,17 +5,40 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "claimstore/codec.h"
 #include "codec/codec_internal.h"
 #include "codec/decode_status.h"
 #include "codec/document_reader.h"
+#include "util/status_macros.h"
 
 namespace claimstore {
+namespace {
 
-absl::Status DecodeClaims(absl::string_view input,
-                          absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
+constexpr absl::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
+// An input in UTF-16 (by its byte-order mark, or a NUL beside its first
+// character): named as such, for it is not UTF-8.
+absl::Status CheckNotUtf16(absl::string_view input) {
+  const auto starts = [&](absl::string_view prefix) { return absl::StartsWith(input, prefix); };
+  const char* order = nullptr;
+  if (starts("\xFF\xFE") || (input.size() >= 2 && input[0] != '\0' && input[1] == '\0')) {
+    order = "little-endian";
+  } else if (starts("\xFE\xFF") || (input.size() >= 2 && input[0] == '\0' && input[1] != '\0')) {
+    order = "big-endian";
+  }
+  if (order == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the input is UTF-16 (", order,
+                   "); claims are read as UTF-8: convert it first, e.g. iconv -f UTF-16 -t UTF-8"));
+}
+
+absl::Status DecodeUtf8(absl::string_view input, size_t skipped,
+                        absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
   if (input.size() > internal::kStreamingThreshold) {
-    return internal::DecodePiecewise(input, sink).ToStatus();
+    return internal::DecodePiecewise(input, sink).ToStatus(input, skipped);
   }
   uint64_t ordinal = 0;
   const internal::DecodeStatus s =
@@ -29,16 +52,27 @@ absl::Status DecodeClaims(absl::string_view input,
     // (the sink has seen its claims already) finds where it really is.
     const internal::DecodeStatus located =
         internal::DecodePiecewise(input, [](DecodedClaim) { return absl::OkStatus(); });
-    if (!located.ok()) return located.ToStatus();
+    if (!located.ok()) return located.ToStatus(input, skipped);
   }
-  return s.ToStatus();
+  return s.ToStatus(input, skipped);
+}
+
+}  // namespace
+
+absl::Status DecodeClaims(absl::string_view input,
+                          absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
+  CS_RETURN_IF_ERROR(CheckNotUtf16(input));
+  const size_t skipped = absl::ConsumePrefix(&input, kUtf8Bom) ? kUtf8Bom.size() : 0;
+  return DecodeUtf8(input, skipped, sink);
 }
 
 absl::Status DecodeClaimsConcurrently(absl::string_view input, int threads,
                                       absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
   if (threads <= 1 || input.size() < (size_t{1} << 20)) return DecodeClaims(input, sink);
+  CS_RETURN_IF_ERROR(CheckNotUtf16(input));
+  const size_t skipped = absl::ConsumePrefix(&input, kUtf8Bom) ? kUtf8Bom.size() : 0;
   const internal::DecodeStatus s = internal::DecodeConcurrently(input, threads, sink);
-  return s.ToStatus();
+  return s.ToStatus(input, skipped);
 }
 
 absl::StatusOr<ClaimRecord> DecodeClaim(absl::string_view json) {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace claimstore::internal {
 
@@ -48,9 +49,13 @@ class DecodeStatus {
   size_t document() const { return document_; }
   size_t offset() const { return offset_; }
 
-  // The error with its location written into the message:
-  // "document D (byte B): <message>".
+  // The error with its location written into the message: "document D
+  // (byte B): <message>"; given the input the offsets are of, "line L,
+  // column C (document D, byte B): <message>", the column counted in
+  // characters, the byte `skipped` later (a byte-order mark before the
+  // input).
   absl::Status ToStatus() const;
+  absl::Status ToStatus(absl::string_view input, size_t skipped = 0) const;
 
  private:
   explicit DecodeStatus(absl::Status error) : error_(std::move(error)) {}

@@ -81,6 +81,27 @@ class StateLease {
 thread_local std::vector<std::unique_ptr<ParseState>> StateLease::states_;
 thread_local size_t StateLease::depth_ = 0;
 
+// What a top-level value must be, and what it was instead.
+constexpr absl::string_view kExpectedDocument =
+    "expected a ResourceClaim object, a List or a watch event; found ";
+const char* FoundName(od::json_type type) {
+  switch (type) {
+    case od::json_type::array:
+      return "a JSON array";
+    case od::json_type::string:
+      return "a JSON string";
+    case od::json_type::number:
+      return "a JSON number";
+    case od::json_type::boolean:
+      return "a JSON boolean";
+    case od::json_type::null:
+      return "null";
+    case od::json_type::object:
+      return "an object";
+  }
+  return "a JSON value";
+}
+
 // Decodes one top-level JSON value: a claim, a list or a watch event.
 class DocumentDecoder {
  public:
@@ -92,6 +113,10 @@ class DocumentDecoder {
     static constexpr FieldNames<9> kNames = {"kind",  "apiVersion", "metadata", "spec",    "status",
                                              "items", "type",       "object",   "revision"};
     d_.fbb().Clear();
+    CS_ASSIGN_OR_RETURN(const od::json_type type, d_.Type(root));
+    if (type != od::json_type::object) {
+      return d_.Fail(absl::StrCat(kExpectedDocument, FoundName(type)));
+    }
     bool present = false;
     CS_RETURN_IF_ERROR(d_.ReadObject(
         root, kNames, Unknown::kError, [&](size_t i, od::value& f) { return OnMember(i, f); },
@@ -275,7 +300,7 @@ absl::Status Reserve(od::parser& parser, size_t size) {
   if (parser.capacity() < size || parser.max_depth() != kMaxJsonDepth) {
     if (auto e = parser.allocate(std::max<size_t>(size, 4096), kMaxJsonDepth)) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("cannot allocate the JSON parser: ", simdjson::error_message(e)));
+          absl::StrCat("cannot allocate the JSON parser: ", JsonErrorWords(e)));
     }
   }
   return absl::OkStatus();
@@ -296,15 +321,23 @@ DecodeStatus InvalidUtf8(absl::string_view text) {
       at);
 }
 
+// A top-level value that is no object: what it is instead.
+absl::Status NotADocument(od::document_reference doc) {
+  od::json_type type;
+  if (doc.type().get(type) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(absl::StrCat(kExpectedDocument, "text that is not JSON"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(kExpectedDocument, FoundName(type)));
+}
+
 // Decodes one top-level value, an error located at the document.
 DecodeStatus DecodeRoot(ClaimReader* decoder, od::document_reference doc, size_t document,
                         size_t offset, bool nested,
                         absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
   absl::Status s;
   od::value root;
-  if (auto e = doc.get_value().get(root)) {
-    s = absl::InvalidArgumentError(
-        absl::StrCat("expected a JSON object: ", simdjson::error_message(e)));
+  if (doc.get_value().get(root) != simdjson::SUCCESS) {
+    s = NotADocument(doc);
   } else {
     s = DocumentDecoder(decoder, document, nested, sink).Decode(root);
   }
@@ -332,7 +365,7 @@ DecodeStatus DecodeDocuments(const char* data, size_t size, bool nested,
   ClaimReader decoder(&state.fbb, &state.pool);
   if (nested) decoder.path().PushField("object");
   const auto malformed = [](simdjson::error_code e) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", simdjson::error_message(e)));
+    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", JsonErrorWords(e)));
   };
   // A batch simdjson refused: where, when the byte can be told.
   const auto unplaced = [&](simdjson::error_code e) {
@@ -424,6 +457,20 @@ absl::Status DecodeStatus::ToStatus() const {
   if (ok() || !located_) return error_;
   return absl::Status(error_.code(), absl::StrCat("document ", document_, " (byte ", offset_,
                                                   "): ", error_.message()));
+}
+
+absl::Status DecodeStatus::ToStatus(absl::string_view input, size_t skipped) const {
+  if (ok() || !located_ || offset_ > input.size()) return ToStatus();
+  const absl::string_view before = input.substr(0, offset_);
+  const size_t line_start = before.rfind('\n') + 1;  // npos + 1 == 0
+  const size_t line = 1 + static_cast<size_t>(std::count(before.begin(), before.end(), '\n'));
+  size_t column = 1;
+  for (char c : before.substr(line_start)) {
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++column;  // not a continuation byte
+  }
+  return absl::Status(error_.code(),
+                      absl::StrCat("line ", line, ", column ", column, " (document ", document_,
+                                   ", byte ", offset_ + skipped, "): ", error_.message()));
 }
 
 }  // namespace claimstore::internal

@@ -20,6 +20,45 @@ const char* TypeName(od::json_type type) {
   return "an unknown value";
 }
 
+const char* JsonErrorWords(simdjson::error_code error) {
+  switch (error) {
+    case simdjson::TAPE_ERROR:
+    case simdjson::INCOMPLETE_ARRAY_OR_OBJECT:
+      return "an object or array is not closed, or a comma, colon or bracket is missing or "
+             "misplaced";
+    case simdjson::DEPTH_ERROR:
+      return "values nested too deeply";
+    case simdjson::STRING_ERROR:
+      return "a string with a bad escape sequence";
+    case simdjson::UNCLOSED_STRING:
+      return "a string that is not closed";
+    case simdjson::UNESCAPED_CHARS:
+      return "a control character inside a string (it must be escaped)";
+    case simdjson::T_ATOM_ERROR:
+    case simdjson::F_ATOM_ERROR:
+    case simdjson::N_ATOM_ERROR:
+      return "a word that is not true, false or null (text needs quotes)";
+    case simdjson::NUMBER_ERROR:
+      return "a malformed number";
+    case simdjson::NUMBER_OUT_OF_RANGE:
+      return "a number out of range";
+    case simdjson::UTF8_ERROR:
+      return "invalid UTF-8";
+    case simdjson::EMPTY:
+      return "no JSON value";
+    case simdjson::TRAILING_CONTENT:
+      return "more text after the JSON value";
+    case simdjson::INCORRECT_TYPE:
+      return "a value of another type than expected";
+    case simdjson::CAPACITY:
+      return "a document too large to read at once";
+    case simdjson::MEMALLOC:
+      return "not enough memory to read it";
+    default:
+      return "text that is not well-formed JSON";
+  }
+}
+
 absl::Status JsonReader::Fail(absl::string_view detail) const {
   const std::string where = path_.ToString();
   return absl::InvalidArgumentError(where.empty() ? std::string(detail)
@@ -27,7 +66,7 @@ absl::Status JsonReader::Fail(absl::string_view detail) const {
 }
 
 absl::Status JsonReader::JsonFail(simdjson::error_code error) const {
-  return Fail(absl::StrCat("malformed JSON: ", simdjson::error_message(error)));
+  return Fail(absl::StrCat("malformed JSON: ", JsonErrorWords(error)));
 }
 
 absl::Status JsonReader::TypeFail(const char* expected, od::json_type got) const {

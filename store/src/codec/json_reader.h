@@ -89,6 +89,9 @@ class Path {
 
 // "an object", "a string", ... for type errors.
 const char* TypeName(od::json_type type);
+// What a simdjson error means, in a user's words ("a string that is not
+// closed"): no parser-internal wording reaches the user.
+const char* JsonErrorWords(simdjson::error_code error);
 
 class JsonReader {
  public:

@@ -413,7 +413,7 @@ DecodeStatus DecodeConcurrently(absl::string_view text, int threads, ClaimSink s
 }
 
 absl::Status DecodeClaimsStreaming(absl::string_view text, ClaimSink sink) {
-  return DecodePiecewise(text, sink).ToStatus();
+  return DecodePiecewise(text, sink).ToStatus(text);
 }
 
 }  // namespace claimstore::internal
