@@ -428,7 +428,7 @@ TEST(DecodeErrorsTest, ATopLevelValueThatIsNoObjectIsNamed) {
 }
 
 TEST(DecodeErrorsTest, PlainTextIsNotJsonInPlainWords) {
-  for (const char* text : {"hello world\n", "claims:\n  - name: a\n", "# a comment\n"}) {
+  for (const char* text : {"hello world\n", "claims:\n  - name: a\n", "- a\n"}) {
     const absl::Status s = DecodeError(text);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_TRUE(absl::StartsWith(s.message(), "line 1, column 1 (document 0, byte 0): ")) << s;

@@ -12,6 +12,7 @@
 #include "codec/codec_internal.h"
 #include "codec/decode_status.h"
 #include "codec/document_reader.h"
+#include "codec/yaml_reader.h"
 #include "util/status_macros.h"
 
 namespace claimstore {
@@ -63,6 +64,7 @@ absl::Status DecodeClaims(absl::string_view input,
                           absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
   CS_RETURN_IF_ERROR(CheckNotUtf16(input));
   const size_t skipped = absl::ConsumePrefix(&input, kUtf8Bom) ? kUtf8Bom.size() : 0;
+  if (internal::LooksLikeYaml(input)) return internal::DecodeYaml(input, skipped, sink);
   return DecodeUtf8(input, skipped, sink);
 }
 
@@ -71,6 +73,7 @@ absl::Status DecodeClaimsConcurrently(absl::string_view input, int threads,
   if (threads <= 1 || input.size() < (size_t{1} << 20)) return DecodeClaims(input, sink);
   CS_RETURN_IF_ERROR(CheckNotUtf16(input));
   const size_t skipped = absl::ConsumePrefix(&input, kUtf8Bom) ? kUtf8Bom.size() : 0;
+  if (internal::LooksLikeYaml(input)) return internal::DecodeYaml(input, skipped, sink);
   const internal::DecodeStatus s = internal::DecodeConcurrently(input, threads, sink);
   return s.ToStatus(input, skipped);
 }

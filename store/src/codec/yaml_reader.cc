@@ -1,0 +1,465 @@
+#include "codec/yaml_reader.h"
+
+#include <yaml.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "codec/decode_status.h"
+#include "codec/document_reader.h"
+#include "util/json_text.h"
+#include "util/status_macros.h"
+
+namespace claimstore::internal {
+namespace {
+
+constexpr int kMaxDepth = 10000;  // as the JSON decoder (and Go)
+constexpr absl::string_view kExpectedDocument =
+    "expected a ResourceClaim object, a List or a watch event; found ";
+
+absl::string_view Text(const yaml_event_t& e) {
+  return absl::string_view(reinterpret_cast<const char*>(e.data.scalar.value),
+                           e.data.scalar.length);
+}
+
+absl::string_view Chars(const char* s) {
+  return s == nullptr ? absl::string_view() : absl::string_view(s);
+}
+absl::string_view Chars(const yaml_char_t* s) { return Chars(reinterpret_cast<const char*>(s)); }
+
+// go-yaml v2's YAML 1.1 plain scalars (what sigs.k8s.io/yaml gives
+// Kubernetes): null, booleans, integers in any base, floats; else a string.
+bool IsNull(absl::string_view v) {
+  return v.empty() || v == "~" || v == "null" || v == "Null" || v == "NULL";
+}
+
+std::optional<bool> Boolean(absl::string_view v) {
+  for (absl::string_view t :
+       {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"}) {
+    if (v == t) return true;
+  }
+  for (absl::string_view f :
+       {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"}) {
+    if (v == f) return false;
+  }
+  return std::nullopt;
+}
+
+// An integer as Go's strconv.ParseInt(s, 0, 64) (then ParseUint) reads it
+// once underscores are gone: an optional sign, then 0x, 0o, 0b, a leading
+// 0 (octal) or decimal digits. Appends its decimal form.
+bool AppendInteger(absl::string_view v, std::string* out) {
+  std::string plain = absl::StrReplaceAll(v, {{"_", ""}});
+  absl::string_view s = plain;
+  bool negative = false;
+  if (absl::ConsumePrefix(&s, "-")) {
+    negative = true;
+  } else {
+    absl::ConsumePrefix(&s, "+");
+  }
+  int base = 10;
+  if (absl::ConsumePrefix(&s, "0x") || absl::ConsumePrefix(&s, "0X")) {
+    base = 16;
+  } else if (absl::ConsumePrefix(&s, "0o") || absl::ConsumePrefix(&s, "0O")) {
+    base = 8;
+  } else if (absl::ConsumePrefix(&s, "0b") || absl::ConsumePrefix(&s, "0B")) {
+    base = 2;
+  } else if (s.size() > 1 && s[0] == '0') {
+    base = 8;
+  }
+  if (s.empty()) return false;
+  uint64_t magnitude = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), magnitude, base);
+  if (ec != std::errc() || end != s.data() + s.size()) return false;
+  if (negative) {
+    if (magnitude > uint64_t{1} << 63) return false;
+    if (magnitude != 0) out->push_back('-');
+  }
+  absl::StrAppend(out, magnitude);
+  return true;
+}
+
+// yamlStyleFloat: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+bool IsYamlFloat(absl::string_view s) {
+  size_t i = 0;
+  const auto digits = [&] {
+    const size_t from = i;
+    while (i < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return i > from;
+  };
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (!digits()) return false;
+  } else {
+    if (!digits()) return false;
+    if (i < s.size() && s[i] == '.') {
+      ++i;
+      digits();
+    }
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    if (!digits()) return false;
+  }
+  return i == s.size();
+}
+
+// A float as Go's encoding/json writes a float64: the shortest form that
+// reads back, fixed between 1e-6 and 1e21, else with an exponent.
+void AppendFloat(double d, std::string* out) {
+  char buf[64];
+  const double a = std::fabs(d);
+  const auto format = (a == 0 || (a >= 1e-6 && a < 1e21)) ? std::chars_format::fixed
+                                                          : std::chars_format::scientific;
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), d, format);
+  out->append(buf, end);
+}
+
+class YamlStream {
+ public:
+  YamlStream(absl::string_view input, size_t skipped,
+             absl::FunctionRef<absl::Status(DecodedClaim)> sink)
+      : input_(input), skipped_(skipped), sink_(sink) {
+    yaml_parser_initialize(&parser_);
+    yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(input.data()),
+                                 input.size());
+    yaml_parser_set_encoding(&parser_, YAML_UTF8_ENCODING);
+  }
+  ~YamlStream() { yaml_parser_delete(&parser_); }
+  YamlStream(const YamlStream&) = delete;
+  YamlStream& operator=(const YamlStream&) = delete;
+
+  absl::Status Decode();
+
+ private:
+  // One parser event, freed with it.
+  struct Event {
+    yaml_event_t e{};
+    bool parsed = false;
+    ~Event() {
+      if (parsed) yaml_event_delete(&e);
+    }
+  };
+
+  absl::Status Parse(Event* event);
+  absl::Status DecodeDocument(const yaml_event_t& root);
+  // The root mapping, its `items` (a sequence) decoded one at a time.
+  absl::Status DecodeMapping(const yaml_event_t& root);
+  absl::Status DecodeItems();
+  // A node (the rest of it, from its first event) as JSON.
+  absl::Status Node(const yaml_event_t& first, std::string* out, int depth);
+  absl::Status Sequence(std::string* out, int depth);
+  absl::Status Mapping(std::string* out, int depth);
+  absl::Status Scalar(const yaml_event_t& e, std::string* out);
+  absl::Status Key(const yaml_event_t& e, std::string* out);
+  // An error at `mark` (line and column from 0, in characters).
+  absl::Status At(const yaml_mark_t& mark, absl::string_view message) const;
+  size_t ByteAt(const yaml_mark_t& mark) const;
+  absl::Status Sink(DecodedClaim c);
+
+  yaml_parser_t parser_;
+  const absl::string_view input_;
+  const size_t skipped_;
+  absl::FunctionRef<absl::Status(DecodedClaim)> sink_;
+  std::map<std::string, std::string, std::less<>> anchors_;
+  size_t document_ = 0;
+  uint64_t ordinal_ = 0;
+};
+
+size_t YamlStream::ByteAt(const yaml_mark_t& mark) const {
+  size_t at = 0;
+  for (size_t line = 0; line < mark.line && at < input_.size(); ++line) {
+    const size_t nl = input_.find('\n', at);
+    if (nl == absl::string_view::npos) return input_.size();
+    at = nl + 1;
+  }
+  for (size_t col = 0; col < mark.column && at < input_.size(); ++col) {
+    ++at;
+    while (at < input_.size() && (static_cast<unsigned char>(input_[at]) & 0xC0) == 0x80) ++at;
+  }
+  return at;
+}
+
+absl::Status YamlStream::At(const yaml_mark_t& mark, absl::string_view message) const {
+  return absl::InvalidArgumentError(
+      absl::StrCat("line ", mark.line + 1, ", column ", mark.column + 1, " (document ", document_,
+                   ", byte ", ByteAt(mark) + skipped_, "): ", message));
+}
+
+absl::Status YamlStream::Parse(Event* event) {
+  if (yaml_parser_parse(&parser_, &event->e)) {
+    event->parsed = true;
+    return absl::OkStatus();
+  }
+  std::string problem = absl::StrCat("malformed YAML: ", Chars(parser_.problem));
+  if (parser_.context != nullptr) absl::StrAppend(&problem, " ", Chars(parser_.context));
+  return At(parser_.problem_mark, problem);
+}
+
+absl::Status YamlStream::Sink(DecodedClaim c) {
+  c.document = document_;
+  c.ordinal = ordinal_++;
+  return sink_(std::move(c));
+}
+
+absl::Status YamlStream::Decode() {
+  Event start;
+  CS_RETURN_IF_ERROR(Parse(&start));  // the stream's start
+  bool any = false;
+  for (;;) {
+    Event doc;
+    CS_RETURN_IF_ERROR(Parse(&doc));
+    if (doc.e.type == YAML_STREAM_END_EVENT) break;
+    Event root;
+    CS_RETURN_IF_ERROR(Parse(&root));
+    // An empty document (a `---` with nothing after it) is skipped, as
+    // Kubernetes' YAML reader does.
+    const bool empty = root.e.type == YAML_SCALAR_EVENT && root.e.data.scalar.length == 0 &&
+                       root.e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+                       root.e.data.scalar.tag == nullptr;
+    if (!empty) {
+      any = true;
+      CS_RETURN_IF_ERROR(DecodeDocument(root.e));
+    }
+    Event end;
+    CS_RETURN_IF_ERROR(Parse(&end));
+    anchors_.clear();
+    if (!empty) ++document_;
+  }
+  if (!any) return absl::InvalidArgumentError("no YAML document in the input");
+  return absl::OkStatus();
+}
+
+absl::Status YamlStream::DecodeDocument(const yaml_event_t& root) {
+  switch (root.type) {
+    case YAML_MAPPING_START_EVENT:
+      return DecodeMapping(root);
+    case YAML_SEQUENCE_START_EVENT:
+      return At(root.start_mark, absl::StrCat(kExpectedDocument, "a YAML sequence"));
+    case YAML_SCALAR_EVENT:
+      return At(root.start_mark, absl::StrCat(kExpectedDocument, "a YAML scalar (\"",
+                                              absl::CEscape(Text(root).substr(0, 40)), "\")"));
+    default:
+      return At(root.start_mark, absl::StrCat(kExpectedDocument, "an alias"));
+  }
+}
+
+absl::Status YamlStream::DecodeMapping(const yaml_event_t& root) {
+  const yaml_mark_t mark = root.start_mark;
+  std::string json = "{";
+  bool first = true;
+  for (;;) {
+    Event key;
+    CS_RETURN_IF_ERROR(Parse(&key));
+    if (key.e.type == YAML_MAPPING_END_EVENT) break;
+    if (!first) json.push_back(',');
+    first = false;
+    const size_t key_start = json.size();
+    CS_RETURN_IF_ERROR(Key(key.e, &json));
+    const bool items = absl::string_view(json).substr(key_start) == "\"items\"";
+    json.push_back(':');
+    Event value;
+    CS_RETURN_IF_ERROR(Parse(&value));
+    if (items && value.e.type == YAML_SEQUENCE_START_EVENT &&
+        value.e.data.sequence_start.anchor == nullptr) {
+      json.append("[]");  // the items go one at a time
+      CS_RETURN_IF_ERROR(DecodeItems());
+    } else {
+      CS_RETURN_IF_ERROR(Node(value.e, &json, 1));
+    }
+  }
+  json.push_back('}');
+  const DecodeStatus s = DecodeDocuments(json.data(), json.size(), /*nested=*/false,
+                                         [&](DecodedClaim c) { return Sink(std::move(c)); });
+  if (s.ok()) return absl::OkStatus();
+  return At(mark, s.error().message());
+}
+
+absl::Status YamlStream::DecodeItems() {
+  std::string item;
+  for (int64_t index = 0;; ++index) {
+    Event first;
+    CS_RETURN_IF_ERROR(Parse(&first));
+    if (first.e.type == YAML_SEQUENCE_END_EVENT) return absl::OkStatus();
+    const yaml_mark_t mark = first.e.start_mark;
+    item.clear();
+    CS_RETURN_IF_ERROR(Node(first.e, &item, 2));
+    const DecodeStatus s = DecodeListItem(item, document_, /*offset=*/0, /*item_offset=*/0, index,
+                                          [&](DecodedClaim c) { return Sink(std::move(c)); });
+    if (!s.ok()) return At(mark, s.error().message());
+  }
+}
+
+absl::Status YamlStream::Node(const yaml_event_t& first, std::string* out, int depth) {
+  if (depth > kMaxDepth) return At(first.start_mark, "values nested too deeply");
+  const size_t start = out->size();
+  const yaml_char_t* anchor = nullptr;
+  switch (first.type) {
+    case YAML_SCALAR_EVENT:
+      anchor = first.data.scalar.anchor;
+      CS_RETURN_IF_ERROR(Scalar(first, out));
+      break;
+    case YAML_SEQUENCE_START_EVENT:
+      anchor = first.data.sequence_start.anchor;
+      CS_RETURN_IF_ERROR(Sequence(out, depth));
+      break;
+    case YAML_MAPPING_START_EVENT:
+      anchor = first.data.mapping_start.anchor;
+      CS_RETURN_IF_ERROR(Mapping(out, depth));
+      break;
+    case YAML_ALIAS_EVENT: {
+      auto it = anchors_.find(Chars(first.data.alias.anchor));
+      if (it == anchors_.end()) {
+        return At(first.start_mark, absl::StrCat("an alias to an unknown anchor \"",
+                                                 Chars(first.data.alias.anchor), "\""));
+      }
+      out->append(it->second);
+      return absl::OkStatus();
+    }
+    default:
+      return At(first.start_mark, "malformed YAML: an unexpected event");
+  }
+  if (anchor != nullptr) anchors_[std::string(Chars(anchor))] = out->substr(start);
+  return absl::OkStatus();
+}
+
+absl::Status YamlStream::Sequence(std::string* out, int depth) {
+  out->push_back('[');
+  for (bool first = true;; first = false) {
+    Event e;
+    CS_RETURN_IF_ERROR(Parse(&e));
+    if (e.e.type == YAML_SEQUENCE_END_EVENT) break;
+    if (!first) out->push_back(',');
+    CS_RETURN_IF_ERROR(Node(e.e, out, depth + 1));
+  }
+  out->push_back(']');
+  return absl::OkStatus();
+}
+
+absl::Status YamlStream::Mapping(std::string* out, int depth) {
+  out->push_back('{');
+  for (bool first = true;; first = false) {
+    Event key;
+    CS_RETURN_IF_ERROR(Parse(&key));
+    if (key.e.type == YAML_MAPPING_END_EVENT) break;
+    if (!first) out->push_back(',');
+    CS_RETURN_IF_ERROR(Key(key.e, out));
+    out->push_back(':');
+    Event value;
+    CS_RETURN_IF_ERROR(Parse(&value));
+    CS_RETURN_IF_ERROR(Node(value.e, out, depth + 1));
+  }
+  out->push_back('}');
+  return absl::OkStatus();
+}
+
+absl::Status YamlStream::Key(const yaml_event_t& e, std::string* out) {
+  if (e.type == YAML_ALIAS_EVENT) {
+    return At(e.start_mark, "an alias as a mapping key is not supported");
+  }
+  if (e.type != YAML_SCALAR_EVENT) {
+    return At(e.start_mark, "a mapping key must be a scalar (JSON keys are strings)");
+  }
+  const absl::string_view v = Text(e);
+  if (e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && v == "<<") {
+    return At(e.start_mark, "merge keys (<<) are not supported");
+  }
+  // A key is a string: a plain one in the form its value would be written.
+  std::string text(v);
+  if (e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && e.data.scalar.tag == nullptr) {
+    std::string resolved;
+    if (Scalar(e, &resolved).ok() && !resolved.empty() && resolved[0] != '"') {
+      text = resolved;
+    }
+  }
+  AppendGoJsonString(text, out);
+  return absl::OkStatus();
+}
+
+absl::Status YamlStream::Scalar(const yaml_event_t& e, std::string* out) {
+  const absl::string_view v = Text(e);
+  const absl::string_view tag = Chars(e.data.scalar.tag);
+  const bool plain = e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+  if (!tag.empty() && tag != "!") {
+    if (tag == "tag:yaml.org,2002:str") {
+      AppendGoJsonString(v, out);
+      return absl::OkStatus();
+    }
+    if (tag != "tag:yaml.org,2002:int" && tag != "tag:yaml.org,2002:float" &&
+        tag != "tag:yaml.org,2002:bool" && tag != "tag:yaml.org,2002:null") {
+      return At(e.start_mark, absl::StrCat("the YAML tag ", tag, " is not supported"));
+    }
+  } else if (!plain || tag == "!") {
+    AppendGoJsonString(v, out);
+    return absl::OkStatus();
+  }
+  if (IsNull(v)) {
+    out->append("null");
+    return absl::OkStatus();
+  }
+  if (std::optional<bool> b = Boolean(v); b.has_value()) {
+    out->append(*b ? "true" : "false");
+    return absl::OkStatus();
+  }
+  const char c = v[0];
+  if (absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.') {
+    if (AppendInteger(v, out)) return absl::OkStatus();
+    const std::string plain_number = absl::StrReplaceAll(v, {{"_", ""}});
+    double d = 0;
+    if (IsYamlFloat(plain_number) && absl::SimpleAtod(plain_number, &d) && std::isfinite(d)) {
+      AppendFloat(d, out);
+      return absl::OkStatus();
+    }
+    absl::string_view special = v;
+    if (!absl::ConsumePrefix(&special, "-")) absl::ConsumePrefix(&special, "+");
+    for (absl::string_view s : {".inf", ".Inf", ".INF", ".nan", ".NaN", ".NAN"}) {
+      if (special == s) {
+        return At(e.start_mark, absl::StrCat("the number ", v, " has no JSON form"));
+      }
+    }
+  }
+  if (!tag.empty()) {
+    return At(e.start_mark, absl::StrCat("\"", absl::CEscape(v), "\" is not a ", tag.substr(18)));
+  }
+  AppendGoJsonString(v, out);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool LooksLikeYaml(absl::string_view input) {
+  const absl::string_view s = absl::StripLeadingAsciiWhitespace(input);
+  if (s.empty()) return false;
+  const char c = s[0];
+  if (c == '{' || c == '[' || c == '"' || absl::ascii_isdigit(static_cast<unsigned char>(c))) {
+    return false;
+  }
+  if (c == '-' && s.size() > 1 && absl::ascii_isdigit(static_cast<unsigned char>(s[1]))) {
+    return false;
+  }
+  const absl::string_view word = absl::StripTrailingAsciiWhitespace(s);
+  return !(word == "true" || word == "false" || word == "null");
+}
+
+absl::Status DecodeYaml(absl::string_view input, size_t skipped,
+                        absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
+  return YamlStream(input, skipped, sink).Decode();
+}
+
+}  // namespace claimstore::internal
