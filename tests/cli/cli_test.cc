@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "claimstore/codec.h"
 #include "claimstore/store.h"
+#include "kubectl_yaml.h"
 #include "testutil/test_util.h"
 
 namespace claimstore {
@@ -85,6 +86,46 @@ TEST_F(CliTest, GenerateRestoreDumpRestoreDumpIsIdentical) {
       0);
   EXPECT_EQ(ReadFile(dump2_path), dump1.out);
   EXPECT_EQ(Cli("verify").code, 0);
+}
+
+// Issue 41: the tool reads back what it writes as YAML: a whole dump, one
+// claim's get -o yaml; a refusal names the file, line and column.
+TEST_F(CliTest, RestoreReadsBackItsYamlDumpAndOneClaimsYaml) {
+  ASSERT_EQ(Cli("restore " + File("cluster.json", Cli("generate --claims 300 --seed 7").out)).code,
+            0);
+  const CliRun yaml = Cli("dump -o yaml");
+  ASSERT_EQ(yaml.code, 0) << yaml.err;
+  const std::string dump = File("backup.yaml", yaml.out);
+  const std::string copy = dir_.path() + "/copy";
+  const auto in_copy = [&](const std::string& args) {
+    const std::string out = dir_.path() + "/copy.out";
+    const int status = std::system(
+        absl::StrCat(CLAIMSTORE_CLI, " --db ", copy, " ", args, " >", out, " 2>&1").c_str());
+    return CliRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ""};
+  };
+  const CliRun restored = in_copy("restore " + dump);
+  ASSERT_EQ(restored.code, 0) << restored.out;
+  EXPECT_THAT(restored.out, HasSubstr("restored 300 claim(s) from 300 item(s)"));
+  // YAML writes maps sorted (as kubectl does), so the YAML dumps are equal
+  // byte for byte; the JSON ones but for the key order inside data.
+  EXPECT_EQ(in_copy("dump -o yaml").out, yaml.out);
+  EXPECT_EQ(in_copy("verify").code, 0);
+  // One claim's YAML restores alone.
+  std::filesystem::remove_all(copy);
+  const CliRun one = Cli("get claim-3 -n team-3 -o yaml");
+  ASSERT_EQ(one.code, 0) << one.err;
+  ASSERT_EQ(in_copy("restore " + File("one.yaml", one.out)).code, 0);
+  EXPECT_EQ(in_copy("get claim-3 -n team-3 -o yaml").out, one.out);
+  // A claim that does not decode: the file, the line and column of its item.
+  const std::string bad = File("bad.yaml",
+                               "apiVersion: v1\nkind: List\nitems:\n- kind: ResourceClaim\n"
+                               "  metadata: {name: a, namespace: b, generation: x}\n");
+  const CliRun refused = Cli("restore " + bad);
+  EXPECT_EQ(refused.code, 1) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr(absl::StrCat(
+                               bad,
+                               ": line 4, column 3 (document 0, byte 35): "
+                               "items[0].metadata.generation: expected an integer, got a string")));
 }
 
 TEST_F(CliTest, ExitCodesFollowTheKindOfError) {
@@ -727,6 +768,27 @@ TEST_F(CliTest, FollowAppliesAWatchStreamAsAStoreOfTheFinalListWouldHoldIt) {
   const CliRun watch = Cli("watch -A --from-revision 1 --until-revision 6");
   EXPECT_EQ(watch.code, 0) << watch.err;
   EXPECT_THAT(watch.out, HasSubstr("DELETED   follow               c"));
+}
+
+// kubectl get -w -o yaml --output-watch-events: documents separated by ---
+// (issue 41); the same events as above, the same outcome.
+TEST_F(CliTest, FollowReadsAYamlWatchStream) {
+  std::string stream;
+  for (const std::string& e :
+       {Event("ADDED", "a", 10, 1), Event("ADDED", "b", 7, 1), Event("ADDED", "c", 12, 1),
+        Event("MODIFIED", "a", 13, 2), Event("MODIFIED", "a", 13, 2), Event("MODIFIED", "b", 5, 9),
+        Bookmark(14), Event("DELETED", "c", 15, 1)}) {
+    if (!stream.empty()) stream += "---\n";
+    ASSERT_TRUE(::claimstore::cli::AppendYaml(e, &stream)) << e;
+  }
+  const CliRun run = Cli("follow -", stream);
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_THAT(run.out,
+              HasSubstr("followed 8 event(s): 5 applied, 2 not newer than the stored claim, "
+                        "1 bookmark(s); resourceVersion 15"));
+  const CliRun bad = Cli("follow -", "type: ADDED\nobject:\n  metadata: [\n");
+  EXPECT_EQ(bad.code, 1) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("-: event 0: line 4, column 1 (document 0, byte "));
 }
 
 TEST_F(CliTest, FollowRefusesWhatIsNotAWatchStreamAndKeepsWhatCameBefore) {

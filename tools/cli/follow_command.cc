@@ -1,7 +1,8 @@
 // claimstore follow: keeps the store in step with a cluster by applying a
 // Kubernetes watch stream of ResourceClaims as it arrives (what `kubectl get
 // resourceclaims -A -w -o json --output-watch-events` prints, indented
-// objects one after another, or the raw API's `?watch=1`, one per line).
+// objects one after another, or the raw API's `?watch=1`, one per line; or
+// -o yaml's documents, separated by ---).
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,10 +12,13 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
@@ -32,6 +36,7 @@ constexpr char kFollowUsage[] =
     "       claimstore follow --show-resource-version [--db DIR]\n"
     "Applies a Kubernetes watch stream of ResourceClaims as it arrives, e.g.\n"
     "  kubectl get resourceclaims -A -w -o json --output-watch-events | claimstore follow\n"
+    "  kubectl get resourceclaims -A -w -o yaml --output-watch-events | claimstore follow\n"
     "  kubectl get --raw '/apis/resource.k8s.io/v1/resourceclaims?watch=1&resourceVersion=R' \\\n"
     "    | claimstore follow\n"
     "An event whose resourceVersion is not newer than the stored claim's changes nothing\n"
@@ -88,6 +93,44 @@ class ObjectCutter {
   bool in_string_ = false, escaped_ = false;
 };
 
+// Cuts a YAML byte stream into its documents (kubectl get -w -o yaml
+// --output-watch-events writes `---` between events): a document is done
+// at the next `---` or `...` line, the last one at the end of the stream.
+class YamlCutter {
+ public:
+  void Feed(std::string_view bytes, std::vector<std::string>* out) {
+    for (char c : bytes) {
+      line_.push_back(c);
+      if (c == '\n') EndLine(out);
+    }
+  }
+  // The end of the stream: the last document.
+  void Finish(std::vector<std::string>* out) {
+    EndLine(out);
+    Emit(out);
+  }
+
+ private:
+  void EndLine(std::vector<std::string>* out) {
+    const absl::string_view line = absl::StripTrailingAsciiWhitespace(line_);
+    if (line == "---" || absl::StartsWith(line, "--- ") || line == "...") {
+      Emit(out);
+    } else {
+      current_ += line_;
+      if (!line.empty() && line[0] != '#') content_ = true;
+    }
+    line_.clear();
+  }
+  void Emit(std::vector<std::string>* out) {
+    if (content_) out->push_back(std::move(current_));
+    current_.clear();
+    content_ = false;
+  }
+
+  std::string line_, current_;
+  bool content_ = false;  // current_ has more than blank lines and comments
+};
+
 struct Counts {
   uint64_t events = 0, applied = 0, skipped = 0, bookmarks = 0;
 };
@@ -101,9 +144,14 @@ uint64_t ResourceVersion(const ClaimRecord& r) {
 
 // Applies one event document. Sets *gone for a 410; returns the exit code
 // of a failure (0: go on).
-int ApplyDocument(Store& store, const std::string& doc, size_t index, const std::string& input,
-                  Counts* counts, bool* gone) {
+int ApplyDocument(Store& store, const std::string& doc, bool yaml, size_t index,
+                  const std::string& input, Counts* counts, bool* gone) {
   const std::string where = absl::StrCat(input, ": event ", index);
+  if (yaml) {
+    absl::StatusOr<std::string> json = YamlToJson(doc);
+    if (!json.ok()) return Fail(json.status(), where);
+    return ApplyDocument(store, *json, /*yaml=*/false, index, input, counts, gone);
+  }
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (parser.parse(doc).get(root) != simdjson::SUCCESS || !root.is_object()) {
@@ -184,6 +232,8 @@ int Follow(const Context& context, const std::string& file, bool show) {
   absl::StatusOr<std::unique_ptr<Store>> store = OpenForWriting(context, /*create=*/true);
   if (!store.ok()) return Fail(store.status());
   ObjectCutter cutter;
+  YamlCutter yaml_cutter;
+  std::optional<bool> yaml;  // known at the first byte that is not white space
   Counts counts;
   std::vector<std::string> docs;
   char buffer[1 << 16];
@@ -197,18 +247,34 @@ int Follow(const Context& context, const std::string& file, bool show) {
           Fail(absl::UnavailableError(absl::StrCat("reading ", input, ": ", std::strerror(errno))));
       break;
     }
-    if (n == 0) {
-      if (cutter.InObject())
-        code = Fail(absl::InvalidArgumentError("the stream ends inside an event"), input);
-      break;
-    }
     docs.clear();
+    const std::string_view bytes(buffer, static_cast<size_t>(n));
+    if (!yaml.has_value()) {
+      const absl::string_view text =
+          absl::StripLeadingAsciiWhitespace(absl::string_view(bytes.data(), bytes.size()));
+      if (!text.empty()) yaml = text[0] != '{';
+    }
+    if (n == 0) {
+      if (yaml.value_or(false)) {
+        yaml_cutter.Finish(&docs);
+      } else if (cutter.InObject()) {
+        code = Fail(absl::InvalidArgumentError("the stream ends inside an event"), input);
+        break;
+      }
+    }
     // The events before a byte that is no event are applied first.
-    const bool well_formed = cutter.Feed(std::string_view(buffer, static_cast<size_t>(n)), &docs);
+    bool well_formed = true;
+    if (yaml.value_or(false)) {
+      yaml_cutter.Feed(bytes, &docs);
+    } else {
+      well_formed = cutter.Feed(bytes, &docs);
+    }
     for (const std::string& doc : docs) {
-      code = ApplyDocument(**store, doc, counts.events, input, &counts, &gone);
+      code =
+          ApplyDocument(**store, doc, yaml.value_or(false), counts.events, input, &counts, &gone);
       if (code != 0) break;
     }
+    if (n == 0) break;
     if (code != 0) break;
     if (!well_formed) {
       code = Fail(absl::InvalidArgumentError("expected a JSON object (a watch event)"),

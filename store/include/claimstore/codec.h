@@ -1,6 +1,7 @@
 // The JSON codec: ResourceClaims as Kubernetes writes them, in and out of
 // ClaimRecords, without losing anything claimstore keeps. DecodeClaims reads
-// every input form (a claim, a list, JSON lines, watch events); decoding is
+// every input form (a claim, a list, JSON lines, watch events), in JSON or
+// YAML (as kubectl -o yaml writes it); decoding is
 // strict (InvalidArgument naming the field path or the byte offset) and
 // checks types and shapes, not Kubernetes semantics (validation.h). Output
 // is the API form, as the API server writes it.
@@ -69,6 +70,13 @@ absl::Status DecodeClaims(absl::string_view input,
 // it may have been handed to `sink` already.
 absl::Status DecodeClaimsConcurrently(absl::string_view input, int threads,
                                       absl::FunctionRef<absl::Status(DecodedClaim)> sink);
+
+// The JSON of the one YAML document of `yaml`, as Kubernetes reads YAML
+// (sigs.k8s.io/yaml: YAML 1.1 plain scalars, string keys, aliases
+// expanded), for programs that read a YAML stream a document at a time;
+// DecodeClaims reads YAML input by the same rules. InvalidArgument naming
+// the line and column of what is not YAML, or not one document.
+absl::StatusOr<std::string> YamlToJson(absl::string_view yaml);
 
 struct EncodeOptions {
   // Indentation per level, as in Go's json.MarshalIndent (kubectl uses four

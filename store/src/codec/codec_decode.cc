@@ -78,6 +78,11 @@ absl::Status DecodeClaimsConcurrently(absl::string_view input, int threads,
   return s.ToStatus(input, skipped);
 }
 
+absl::StatusOr<std::string> YamlToJson(absl::string_view yaml) {
+  absl::ConsumePrefix(&yaml, kUtf8Bom);
+  return internal::YamlDocumentToJson(yaml);
+}
+
 absl::StatusOr<ClaimRecord> DecodeClaim(absl::string_view json) {
   std::optional<ClaimRecord> result;
   absl::Status s = DecodeClaims(json, [&](DecodedClaim claim) -> absl::Status {

@@ -146,6 +146,8 @@ class YamlStream {
   YamlStream& operator=(const YamlStream&) = delete;
 
   absl::Status Decode();
+  // The stream's one document as JSON.
+  absl::Status ToJson(std::string* out);
 
  private:
   // One parser event, freed with it.
@@ -243,6 +245,24 @@ absl::Status YamlStream::Decode() {
     if (!empty) ++document_;
   }
   if (!any) return absl::InvalidArgumentError("no YAML document in the input");
+  return absl::OkStatus();
+}
+
+absl::Status YamlStream::ToJson(std::string* out) {
+  Event start, doc;
+  CS_RETURN_IF_ERROR(Parse(&start));
+  CS_RETURN_IF_ERROR(Parse(&doc));
+  if (doc.e.type == YAML_STREAM_END_EVENT) {
+    return absl::InvalidArgumentError("no YAML document in the input");
+  }
+  Event root, end, next;
+  CS_RETURN_IF_ERROR(Parse(&root));
+  CS_RETURN_IF_ERROR(Node(root.e, out, 0));
+  CS_RETURN_IF_ERROR(Parse(&end));
+  CS_RETURN_IF_ERROR(Parse(&next));
+  if (next.e.type != YAML_STREAM_END_EVENT) {
+    return At(next.e.start_mark, "more than one YAML document");
+  }
   return absl::OkStatus();
 }
 
@@ -455,6 +475,13 @@ bool LooksLikeYaml(absl::string_view input) {
   }
   const absl::string_view word = absl::StripTrailingAsciiWhitespace(s);
   return !(word == "true" || word == "false" || word == "null");
+}
+
+absl::StatusOr<std::string> YamlDocumentToJson(absl::string_view yaml) {
+  std::string json;
+  CS_RETURN_IF_ERROR(
+      YamlStream(yaml, 0, [](DecodedClaim) { return absl::OkStatus(); }).ToJson(&json));
+  return json;
 }
 
 absl::Status DecodeYaml(absl::string_view input, size_t skipped,

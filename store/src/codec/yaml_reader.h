@@ -12,9 +12,11 @@
 #define CLAIMSTORE_SRC_CODEC_YAML_READER_H_
 
 #include <cstddef>
+#include <string>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "claimstore/codec.h"
 
@@ -30,6 +32,9 @@ bool LooksLikeYaml(absl::string_view input);
 // `kind: List` document's items are converted and decoded one at a time.
 absl::Status DecodeYaml(absl::string_view input, size_t skipped,
                         absl::FunctionRef<absl::Status(DecodedClaim)> sink);
+
+// The JSON of the one YAML document of `yaml`, by the same rules.
+absl::StatusOr<std::string> YamlDocumentToJson(absl::string_view yaml);
 
 }  // namespace claimstore::internal
 
