@@ -207,5 +207,34 @@ TEST(CodecYamlTest, ErrorsNameTheLineAndColumnInPlainWords) {
                                     "): items[2].metadata.name: expected a string")));
 }
 
+// Every refusal of YAML input says where (line and column) and carries no
+// JSON parser wording, though the JSON decoder reads the converted text.
+TEST(CodecYamlTest, EveryRefusalIsPlacedAndInTheUsersWords) {
+  const std::vector<std::string> inputs = {
+      "kind: ResourceClaim\nmetadata: [\n",
+      "kind: ResourceClaim\n  metadata: x\n bad\n",
+      "kind: ResourceClaim\nmetadata:\n  name: \"a\n",
+      "kind: ResourceClaim\nmetadata: {name: a, namespace: b}\nstatus: {reservedFor: 3}\n",
+      "kind: ResourceClaim\nmetadata: *nowhere\n",
+      "kind: ResourceClaim\n<<: {a: b}\n",
+      "kind: ResourceClaim\nmetadata: !!binary aGVsbG8=\n",
+      "kind: Pod\n",
+      "apiVersion: v1\nkind: List\nitems:\n- 42\n",
+      "apiVersion: v1\nkind: List\nitems:\n- kind: ResourceClaim\n  metadata: {name: [1]}\n",
+      "type: ADDED\nobject: [1]\n",
+      "- a\n",
+      "words\n",
+      "key: \t\x01\n",
+  };
+  for (const std::string& input : inputs) {
+    const absl::Status s = DecodeError(input);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << input << ": " << s;
+    EXPECT_TRUE(absl::StartsWith(s.message(), "line ")) << input << ": " << s;
+    for (const char* word : {"simdjson", "get_", "tape", "TAPE", "JSON document"}) {
+      EXPECT_THAT(std::string(s.message()), ::testing::Not(::testing::HasSubstr(word))) << input;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace claimstore

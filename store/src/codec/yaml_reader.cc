@@ -423,7 +423,9 @@ absl::Status YamlStream::Scalar(const yaml_event_t& e, std::string* out) {
     }
     if (tag != "tag:yaml.org,2002:int" && tag != "tag:yaml.org,2002:float" &&
         tag != "tag:yaml.org,2002:bool" && tag != "tag:yaml.org,2002:null") {
-      return At(e.start_mark, absl::StrCat("the YAML tag ", tag, " is not supported"));
+      std::string shown(tag);
+      absl::StrReplaceAll({{"tag:yaml.org,2002:", "!!"}}, &shown);
+      return At(e.start_mark, absl::StrCat("the YAML tag ", shown, " is not supported"));
     }
   } else if (!plain || tag == "!") {
     AppendGoJsonString(v, out);
