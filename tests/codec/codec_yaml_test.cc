@@ -207,6 +207,51 @@ TEST(CodecYamlTest, ErrorsNameTheLineAndColumnInPlainWords) {
                                     "): items[2].metadata.name: expected a string")));
 }
 
+// Large YAML through DecodeClaimsConcurrently: converted on a thread of its
+// own, decoded on the caller's, in input order; errors as DecodeClaims has
+// them (the conversion's, and the decoder's, whichever comes first).
+TEST(CodecYamlTest, ALargeInputIsConvertedBesideItsDecodingInOrder) {
+  std::vector<ClaimRecord> records;
+  for (uint64_t i = 0; i < 3000; ++i) records.push_back(*DecodeClaim(GenerateClaimJson(i)));
+  const std::string yaml = Yaml(EncodeClaimList(records, "1"));
+  ASSERT_GT(yaml.size(), size_t{1} << 20);
+  std::vector<std::string> sequential, pipelined;
+  ASSERT_THAT(DecodeClaims(yaml,
+                           [&](DecodedClaim c) {
+                             sequential.push_back(EncodeClaim(c.record));
+                             return absl::OkStatus();
+                           }),
+              IsOk());
+  uint64_t last = 0;
+  ASSERT_THAT(DecodeClaimsConcurrently(yaml, 2,
+                                       [&](DecodedClaim c) {
+                                         EXPECT_TRUE(pipelined.empty() || c.ordinal > last);
+                                         last = c.ordinal;
+                                         EXPECT_EQ(c.item, static_cast<int64_t>(pipelined.size()));
+                                         pipelined.push_back(EncodeClaim(c.record));
+                                         return absl::OkStatus();
+                                       }),
+              IsOk());
+  EXPECT_EQ(pipelined, sequential);
+  // A bad item early, a YAML syntax error late: the item's error.
+  std::string bad = yaml;
+  const size_t at = bad.find("    name: ", bad.size() / 10);
+  bad.replace(at, 10, "    name: [x]\n    x: ");
+  bad += "oops: [\n";
+  const absl::Status s1 = DecodeError(bad);
+  EXPECT_THAT(s1, StatusIs(absl::StatusCode::kInvalidArgument, "metadata.name: expected a string"));
+  EXPECT_EQ(DecodeClaimsConcurrently(bad, 2, [](DecodedClaim) { return absl::OkStatus(); }), s1);
+  // The sink's error stops both threads.
+  int seen = 0;
+  EXPECT_THAT(DecodeClaimsConcurrently(yaml, 2,
+                                       [&](DecodedClaim) {
+                                         return ++seen == 100 ? absl::AbortedError("enough")
+                                                              : absl::OkStatus();
+                                       }),
+              StatusIs(absl::StatusCode::kAborted, "enough"));
+  EXPECT_EQ(seen, 100);
+}
+
 // Every refusal of YAML input says where (line and column) and carries no
 // JSON parser wording, though the JSON decoder reads the converted text.
 TEST(CodecYamlTest, EveryRefusalIsPlacedAndInTheUsersWords) {

@@ -73,7 +73,7 @@ absl::Status DecodeClaimsConcurrently(absl::string_view input, int threads,
   if (threads <= 1 || input.size() < (size_t{1} << 20)) return DecodeClaims(input, sink);
   CS_RETURN_IF_ERROR(CheckNotUtf16(input));
   const size_t skipped = absl::ConsumePrefix(&input, kUtf8Bom) ? kUtf8Bom.size() : 0;
-  if (internal::LooksLikeYaml(input)) return internal::DecodeYaml(input, skipped, sink);
+  if (internal::LooksLikeYaml(input)) return internal::DecodeYamlPipelined(input, skipped, sink);
   const internal::DecodeStatus s = internal::DecodeConcurrently(input, threads, sink);
   return s.ToStatus(input, skipped);
 }

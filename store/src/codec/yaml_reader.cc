@@ -4,12 +4,16 @@
 
 #include <charconv>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -131,11 +135,71 @@ void AppendFloat(double d, std::string* out) {
   out->append(buf, end);
 }
 
+// The byte of `input` at `mark` (line and column from 0, in characters).
+size_t ByteAt(absl::string_view input, const yaml_mark_t& mark) {
+  size_t at = 0;
+  for (size_t line = 0; line < mark.line && at < input.size(); ++line) {
+    const size_t nl = input.find('\n', at);
+    if (nl == absl::string_view::npos) return input.size();
+    at = nl + 1;
+  }
+  for (size_t col = 0; col < mark.column && at < input.size(); ++col) {
+    ++at;
+    while (at < input.size() && (static_cast<unsigned char>(input[at]) & 0xC0) == 0x80) ++at;
+  }
+  return at;
+}
+
+// `error` at `mark` of `document` of `input` (`skipped` bytes before it).
+absl::Status Located(absl::string_view input, size_t skipped, size_t document,
+                     const yaml_mark_t& mark, const absl::Status& error) {
+  return absl::Status(
+      error.code(),
+      absl::StrCat("line ", mark.line + 1, ", column ", mark.column + 1, " (document ", document,
+                   ", byte ", ByteAt(input, mark) + skipped, "): ", error.message()));
+}
+
+// A document (item -1, its items left out) or a list item, converted.
+struct Converted {
+  std::string json;
+  size_t document = 0;
+  int64_t item = -1;
+  yaml_mark_t mark{};
+};
+using ConvertedSink = absl::FunctionRef<absl::Status(Converted)>;
+
+// Decodes what YamlStream converted, in its order, into the caller's sink.
+class ConvertedDecoder {
+ public:
+  ConvertedDecoder(absl::string_view input, size_t skipped,
+                   absl::FunctionRef<absl::Status(DecodedClaim)> sink)
+      : input_(input), skipped_(skipped), sink_(sink) {}
+
+  absl::Status Decode(const Converted& c) {
+    const auto sink = [&](DecodedClaim claim) {
+      claim.document = c.document;
+      claim.ordinal = ordinal_++;
+      return sink_(std::move(claim));
+    };
+    const DecodeStatus s =
+        c.item < 0
+            ? DecodeDocuments(c.json.data(), c.json.size(), /*nested=*/false, sink)
+            : DecodeListItem(c.json, c.document, /*offset=*/0, /*item_offset=*/0, c.item, sink);
+    if (s.ok()) return absl::OkStatus();
+    return Located(input_, skipped_, c.document, c.mark, s.error());
+  }
+
+ private:
+  const absl::string_view input_;
+  const size_t skipped_;
+  absl::FunctionRef<absl::Status(DecodedClaim)> sink_;
+  uint64_t ordinal_ = 0;
+};
+
 class YamlStream {
  public:
-  YamlStream(absl::string_view input, size_t skipped,
-             absl::FunctionRef<absl::Status(DecodedClaim)> sink)
-      : input_(input), skipped_(skipped), sink_(sink) {
+  YamlStream(absl::string_view input, size_t skipped, ConvertedSink emit)
+      : input_(input), skipped_(skipped), emit_(emit) {
     yaml_parser_initialize(&parser_);
     yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(input.data()),
                                  input.size());
@@ -170,39 +234,18 @@ class YamlStream {
   absl::Status Mapping(std::string* out, int depth);
   absl::Status Scalar(const yaml_event_t& e, std::string* out);
   absl::Status Key(const yaml_event_t& e, std::string* out);
-  // An error at `mark` (line and column from 0, in characters).
-  absl::Status At(const yaml_mark_t& mark, absl::string_view message) const;
-  size_t ByteAt(const yaml_mark_t& mark) const;
-  absl::Status Sink(DecodedClaim c);
+  // An error at `mark` of this document.
+  absl::Status At(const yaml_mark_t& mark, absl::string_view message) const {
+    return Located(input_, skipped_, document_, mark, absl::InvalidArgumentError(message));
+  }
 
   yaml_parser_t parser_;
   const absl::string_view input_;
   const size_t skipped_;
-  absl::FunctionRef<absl::Status(DecodedClaim)> sink_;
+  ConvertedSink emit_;
   std::map<std::string, std::string, std::less<>> anchors_;
   size_t document_ = 0;
-  uint64_t ordinal_ = 0;
 };
-
-size_t YamlStream::ByteAt(const yaml_mark_t& mark) const {
-  size_t at = 0;
-  for (size_t line = 0; line < mark.line && at < input_.size(); ++line) {
-    const size_t nl = input_.find('\n', at);
-    if (nl == absl::string_view::npos) return input_.size();
-    at = nl + 1;
-  }
-  for (size_t col = 0; col < mark.column && at < input_.size(); ++col) {
-    ++at;
-    while (at < input_.size() && (static_cast<unsigned char>(input_[at]) & 0xC0) == 0x80) ++at;
-  }
-  return at;
-}
-
-absl::Status YamlStream::At(const yaml_mark_t& mark, absl::string_view message) const {
-  return absl::InvalidArgumentError(
-      absl::StrCat("line ", mark.line + 1, ", column ", mark.column + 1, " (document ", document_,
-                   ", byte ", ByteAt(mark) + skipped_, "): ", message));
-}
 
 absl::Status YamlStream::Parse(Event* event) {
   if (yaml_parser_parse(&parser_, &event->e)) {
@@ -212,12 +255,6 @@ absl::Status YamlStream::Parse(Event* event) {
   std::string problem = absl::StrCat("malformed YAML: ", Chars(parser_.problem));
   if (parser_.context != nullptr) absl::StrAppend(&problem, " ", Chars(parser_.context));
   return At(parser_.problem_mark, problem);
-}
-
-absl::Status YamlStream::Sink(DecodedClaim c) {
-  c.document = document_;
-  c.ordinal = ordinal_++;
-  return sink_(std::move(c));
 }
 
 absl::Status YamlStream::Decode() {
@@ -305,24 +342,17 @@ absl::Status YamlStream::DecodeMapping(const yaml_event_t& root) {
     }
   }
   json.push_back('}');
-  const DecodeStatus s = DecodeDocuments(json.data(), json.size(), /*nested=*/false,
-                                         [&](DecodedClaim c) { return Sink(std::move(c)); });
-  if (s.ok()) return absl::OkStatus();
-  return At(mark, s.error().message());
+  return emit_(Converted{std::move(json), document_, -1, mark});
 }
 
 absl::Status YamlStream::DecodeItems() {
-  std::string item;
   for (int64_t index = 0;; ++index) {
     Event first;
     CS_RETURN_IF_ERROR(Parse(&first));
     if (first.e.type == YAML_SEQUENCE_END_EVENT) return absl::OkStatus();
-    const yaml_mark_t mark = first.e.start_mark;
-    item.clear();
-    CS_RETURN_IF_ERROR(Node(first.e, &item, 2));
-    const DecodeStatus s = DecodeListItem(item, document_, /*offset=*/0, /*item_offset=*/0, index,
-                                          [&](DecodedClaim c) { return Sink(std::move(c)); });
-    if (!s.ok()) return At(mark, s.error().message());
+    Converted item{std::string(), document_, index, first.e.start_mark};
+    CS_RETURN_IF_ERROR(Node(first.e, &item.json, 2));
+    CS_RETURN_IF_ERROR(emit_(std::move(item)));
   }
 }
 
@@ -481,14 +511,65 @@ bool LooksLikeYaml(absl::string_view input) {
 
 absl::StatusOr<std::string> YamlDocumentToJson(absl::string_view yaml) {
   std::string json;
-  CS_RETURN_IF_ERROR(
-      YamlStream(yaml, 0, [](DecodedClaim) { return absl::OkStatus(); }).ToJson(&json));
+  CS_RETURN_IF_ERROR(YamlStream(yaml, 0, [](Converted) { return absl::OkStatus(); }).ToJson(&json));
   return json;
 }
 
 absl::Status DecodeYaml(absl::string_view input, size_t skipped,
                         absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
-  return YamlStream(input, skipped, sink).Decode();
+  ConvertedDecoder decoder(input, skipped, sink);
+  return YamlStream(input, skipped, [&](Converted c) { return decoder.Decode(c); }).Decode();
+}
+
+absl::Status DecodeYamlPipelined(absl::string_view input, size_t skipped,
+                                 absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
+  // Converted documents and items wait here, at most kQueued of them.
+  constexpr size_t kQueued = 256;
+  std::mutex mu;
+  std::condition_variable changed;
+  std::deque<Converted> queue;
+  bool done = false, cancelled = false;
+  absl::Status converted;  // the converter's end, once done
+  std::thread converter([&] {
+    const absl::Status s =
+        YamlStream(input, skipped, [&](Converted c) -> absl::Status {
+          std::unique_lock<std::mutex> lock(mu);
+          changed.wait(lock, [&] { return queue.size() < kQueued || cancelled; });
+          if (cancelled) return absl::CancelledError();
+          queue.push_back(std::move(c));
+          changed.notify_all();
+          return absl::OkStatus();
+        }).Decode();
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    converted = s;
+    changed.notify_all();
+  });
+  ConvertedDecoder decoder(input, skipped, sink);
+  absl::Status result;
+  for (;;) {
+    Converted c;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      changed.wait(lock, [&] { return !queue.empty() || done; });
+      if (queue.empty()) {
+        result = converted;
+        break;
+      }
+      c = std::move(queue.front());
+      queue.pop_front();
+      changed.notify_all();
+    }
+    result = decoder.Decode(c);
+    if (!result.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      cancelled = true;
+      changed.notify_all();
+      break;
+    }
+  }
+  converter.join();
+  return result;
 }
 
 }  // namespace claimstore::internal

@@ -33,6 +33,11 @@ bool LooksLikeYaml(absl::string_view input);
 absl::Status DecodeYaml(absl::string_view input, size_t skipped,
                         absl::FunctionRef<absl::Status(DecodedClaim)> sink);
 
+// DecodeYaml on two threads: one converts the YAML (libyaml's parser), the
+// caller's decodes what it converted and calls `sink`, in input order.
+absl::Status DecodeYamlPipelined(absl::string_view input, size_t skipped,
+                                 absl::FunctionRef<absl::Status(DecodedClaim)> sink);
+
 // The JSON of the one YAML document of `yaml`, by the same rules.
 absl::StatusOr<std::string> YamlDocumentToJson(absl::string_view yaml);
 
