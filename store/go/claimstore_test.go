@@ -966,3 +966,27 @@ func TestNoLeakOverOpenCloseAndReads(t *testing.T) {
 		t.Errorf("resident memory grew by %d MiB", (after-before)>>20)
 	}
 }
+
+// Decode reads YAML as it reads JSON (kubectl get -o yaml, documents
+// separated by ---), and a refusal names the YAML's line and column.
+func TestDecodeReadsYaml(t *testing.T) {
+	backup := []byte("apiVersion: v1\nkind: List\nitems:\n" +
+		"- apiVersion: resource.k8s.io/v1\n  kind: ResourceClaim\n" +
+		"  metadata: {name: a, namespace: ns, uid: u-a}\n  status: {}\n" +
+		"- apiVersion: resource.k8s.io/v1\n  kind: ResourceClaim\n" +
+		"  metadata: {name: b, namespace: ns, uid: u-b, generation: 0x10}\n  status: {}\n")
+	decoded, err := claimstore.Decode(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(decoded) != 2 || decoded[0].Claim.Name() != "a" || decoded[1].Claim.Name() != "b" {
+		t.Fatalf("decoded %d claims: %+v", len(decoded), decoded)
+	}
+	bad := bytes.Replace(backup, []byte("name: b"), []byte("name: [b]"), 1)
+	_, err = claimstore.Decode(bad)
+	if !errors.Is(err, claimstore.ErrInvalid) ||
+		!strings.Contains(err.Error(), "line 8, column 3 (document 0, byte ") ||
+		!strings.Contains(err.Error(), "items[1].metadata.name: expected a string") {
+		t.Fatalf("a bad item: %v", err)
+	}
+}

@@ -795,8 +795,9 @@ type DecodedClaim struct {
 }
 
 // Decode reads every claim of any input form: one ResourceClaim, a list,
-// kubectl's List, JSON lines, watch events. ErrInvalid naming the field
-// path or byte offset.
+// kubectl's List, JSON lines, watch events, in JSON or in YAML (as kubectl
+// -o yaml writes it, documents separated by ---). ErrInvalid naming the
+// line and column, and the field path.
 func Decode(input []byte) ([]DecodedClaim, error) {
 	var r *C.claimstore_records_t
 	var e *C.claimstore_error_t
