@@ -132,8 +132,8 @@ void Report(benchmark::State& state, size_t n) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
 }
 
-void BM_ToolRestore_Claimstore(benchmark::State& state, size_t n) {
-  const std::string input = Input(n);
+// claimstore restore of `input` (n claims) into an empty database.
+void MeasureRestore(benchmark::State& state, size_t n, const std::string& input) {
   const std::string db = Dir() + "/tool-claimstore.db";
   Peak peak;
   for (auto _ : state) {
@@ -149,6 +149,10 @@ void BM_ToolRestore_Claimstore(benchmark::State& state, size_t n) {
   fs::remove_all(db);
   Report(state, n);
   ReportPeak(state, peak);
+}
+
+void BM_ToolRestore_Claimstore(benchmark::State& state, size_t n) {
+  MeasureRestore(state, n, Input(n));
 }
 
 // --replace over a database holding n other claims (the same keys, another
@@ -205,21 +209,7 @@ std::string DumpInput(size_t n, const std::string& format) {
 // quarter of JSON's rate).
 void BM_ToolRestoreDump(benchmark::State& state, size_t n, const std::string& format) {
   const std::string input = DumpInput(n, format);
-  const std::string db = Dir() + "/tool-dump.db";
-  Peak peak;
-  for (auto _ : state) {
-    state.PauseTiming();
-    fs::remove_all(db);
-    state.ResumeTiming();
-    if (!RunMeasured(state,
-                     absl::StrCat(CLAIMSTORE_CLI, " --db ", db, " restore ", input, " >/dev/null"),
-                     &peak)) {
-      return;
-    }
-  }
-  fs::remove_all(db);
-  Report(state, n);
-  ReportPeak(state, peak);
+  MeasureRestore(state, n, input);
   state.counters["input_MB"] = static_cast<double>(fs::file_size(input)) / (1 << 20);
 }
 

@@ -25,9 +25,19 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "simdjson.h"
+#include "util/yaml_scalar.h"
 
 namespace claimstore::cli {
 namespace {
+
+// go-yaml's own readings of plain scalars (util/yaml_scalar.h), which the
+// reader of YAML input shares.
+bool IsYamlStyleFloat(std::string_view s) {
+  return internal::IsYamlStyleFloat(absl::string_view(s.data(), s.size()));
+}
+bool ParsesAsGoInt(std::string_view s) {
+  return internal::ParsesAsGoInt(absl::string_view(s.data(), s.size()));
+}
 
 // Decodes the UTF-8 rune at s[*i] and advances *i (a bad byte is a rune of
 // its own: the codec never hands out invalid UTF-8).
@@ -74,61 +84,6 @@ bool GoYamlLess(std::string_view a, std::string_view b) {
     return ar[i] < br[i];
   }
   return ar.size() < br.size();
-}
-
-// Go's strconv.ParseInt/ParseUint(s, 0, 64) after go-yaml drops '_': a
-// sign, then 0x/0o/0b or a leading 0 (octal), then digits of that base.
-bool ParsesAsGoInt(std::string_view s) {
-  size_t i = 0;
-  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
-  int base = 10;
-  if (s.size() - i > 1 && s[i] == '0') {
-    const char p = absl::ascii_tolower(s[i + 1]);
-    if (p == 'x' || p == 'o' || p == 'b') {
-      base = p == 'x' ? 16 : p == 'o' ? 8 : 2;
-      i += 2;
-    } else {
-      base = 8;
-      i += 1;
-    }
-  }
-  if (i == s.size()) return base == 8;  // "0" itself
-  unsigned __int128 value = 0;
-  for (; i < s.size(); ++i) {
-    const char c = absl::ascii_tolower(s[i]);
-    const int d = IsDigit(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : 99;
-    if (d >= base) return false;
-    value = value * base + d;
-    if (value > UINT64_MAX) return false;
-  }
-  return true;
-}
-
-// go-yaml's yamlStyleFloat: ^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$
-bool IsYamlStyleFloat(std::string_view s) {
-  size_t i = 0;
-  const auto digits = [&] {
-    const size_t from = i;
-    while (i < s.size() && IsDigit(s[i])) ++i;
-    return i > from;
-  };
-  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    if (!digits()) return false;
-  } else {
-    if (!digits()) return false;
-    if (i < s.size() && s[i] == '.') {
-      ++i;
-      digits();
-    }
-  }
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
-    if (!digits()) return false;
-  }
-  return i == s.size();
 }
 
 // A number of 1..max_digits digits at s[*i]; false when there is none.

@@ -27,6 +27,7 @@
 #include "codec/document_reader.h"
 #include "util/json_text.h"
 #include "util/status_macros.h"
+#include "util/yaml_scalar.h"
 
 namespace claimstore::internal {
 namespace {
@@ -44,24 +45,6 @@ absl::string_view Chars(const char* s) {
   return s == nullptr ? absl::string_view() : absl::string_view(s);
 }
 absl::string_view Chars(const yaml_char_t* s) { return Chars(reinterpret_cast<const char*>(s)); }
-
-// go-yaml v2's YAML 1.1 plain scalars (what sigs.k8s.io/yaml gives
-// Kubernetes): null, booleans, integers in any base, floats; else a string.
-bool IsNull(absl::string_view v) {
-  return v.empty() || v == "~" || v == "null" || v == "Null" || v == "NULL";
-}
-
-std::optional<bool> Boolean(absl::string_view v) {
-  for (absl::string_view t :
-       {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"}) {
-    if (v == t) return true;
-  }
-  for (absl::string_view f :
-       {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"}) {
-    if (v == f) return false;
-  }
-  return std::nullopt;
-}
 
 // An integer as Go's strconv.ParseInt(s, 0, 64) (then ParseUint) reads it
 // once underscores are gone: an optional sign, then 0x, 0o, 0b, a leading
@@ -95,33 +78,6 @@ bool AppendInteger(absl::string_view v, std::string* out) {
   }
   absl::StrAppend(out, magnitude);
   return true;
-}
-
-// yamlStyleFloat: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
-bool IsYamlFloat(absl::string_view s) {
-  size_t i = 0;
-  const auto digits = [&] {
-    const size_t from = i;
-    while (i < s.size() && absl::ascii_isdigit(static_cast<unsigned char>(s[i]))) ++i;
-    return i > from;
-  };
-  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    if (!digits()) return false;
-  } else {
-    if (!digits()) return false;
-    if (i < s.size() && s[i] == '.') {
-      ++i;
-      digits();
-    }
-  }
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-    if (!digits()) return false;
-  }
-  return i == s.size();
 }
 
 // A float as Go's encoding/json writes a float64: the shortest form that
@@ -461,11 +417,11 @@ absl::Status YamlStream::Scalar(const yaml_event_t& e, std::string* out) {
     AppendGoJsonString(v, out);
     return absl::OkStatus();
   }
-  if (IsNull(v)) {
+  if (IsYamlNull(v)) {
     out->append("null");
     return absl::OkStatus();
   }
-  if (std::optional<bool> b = Boolean(v); b.has_value()) {
+  if (std::optional<bool> b = YamlBool(v); b.has_value()) {
     out->append(*b ? "true" : "false");
     return absl::OkStatus();
   }
@@ -474,7 +430,7 @@ absl::Status YamlStream::Scalar(const yaml_event_t& e, std::string* out) {
     if (AppendInteger(v, out)) return absl::OkStatus();
     const std::string plain_number = absl::StrReplaceAll(v, {{"_", ""}});
     double d = 0;
-    if (IsYamlFloat(plain_number) && absl::SimpleAtod(plain_number, &d) && std::isfinite(d)) {
+    if (IsYamlStyleFloat(plain_number) && absl::SimpleAtod(plain_number, &d) && std::isfinite(d)) {
       AppendFloat(d, out);
       return absl::OkStatus();
     }
