@@ -91,8 +91,8 @@ TEST_F(CliTest, GenerateRestoreDumpRestoreDumpIsIdentical) {
 // Issue 41: the tool reads back what it writes as YAML: a whole dump, one
 // claim's get -o yaml; a refusal names the file, line and column.
 TEST_F(CliTest, RestoreReadsBackItsYamlDumpAndOneClaimsYaml) {
-  ASSERT_EQ(Cli("restore " + File("cluster.json", Cli("generate --claims 300 --seed 7").out)).code,
-            0);
+  ASSERT_EQ(
+      Cli("restore " + File("cluster.json", Cli("generate --claims 10000 --seed 7").out)).code, 0);
   const CliRun yaml = Cli("dump -o yaml");
   ASSERT_EQ(yaml.code, 0) << yaml.err;
   const std::string dump = File("backup.yaml", yaml.out);
@@ -105,7 +105,7 @@ TEST_F(CliTest, RestoreReadsBackItsYamlDumpAndOneClaimsYaml) {
   };
   const CliRun restored = in_copy("restore " + dump);
   ASSERT_EQ(restored.code, 0) << restored.out;
-  EXPECT_THAT(restored.out, HasSubstr("restored 300 claim(s) from 300 item(s)"));
+  EXPECT_THAT(restored.out, HasSubstr("restored 10000 claim(s) from 10000 item(s)"));
   // YAML writes maps sorted (as kubectl does), so the YAML dumps are equal
   // byte for byte; the JSON ones but for the key order inside data.
   EXPECT_EQ(in_copy("dump -o yaml").out, yaml.out);
