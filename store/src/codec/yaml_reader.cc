@@ -15,6 +15,7 @@
 #include <system_error>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -386,15 +387,20 @@ absl::Status YamlStream::Key(const yaml_event_t& e, std::string* out) {
   if (e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && v == "<<") {
     return At(e.start_mark, "merge keys (<<) are not supported");
   }
-  // A key is a string: a plain one in the form its value would be written.
-  std::string text(v);
-  if (e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && e.data.scalar.tag == nullptr) {
+  // A key is a string: a plain one that reads as a null, a boolean or a
+  // number in the form that value is written. (Most keys are words.)
+  const bool plain = e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && e.data.scalar.tag == nullptr;
+  const char c = v.empty() ? '\0' : v[0];
+  const bool numeric =
+      absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.';
+  if (plain && (IsYamlNull(v) || YamlBool(v).has_value() || numeric)) {
     std::string resolved;
     if (Scalar(e, &resolved).ok() && !resolved.empty() && resolved[0] != '"') {
-      text = resolved;
+      AppendGoJsonString(resolved, out);
+      return absl::OkStatus();
     }
   }
-  AppendGoJsonString(text, out);
+  AppendGoJsonString(v, out);
   return absl::OkStatus();
 }
 
@@ -479,23 +485,34 @@ absl::Status DecodeYaml(absl::string_view input, size_t skipped,
 
 absl::Status DecodeYamlPipelined(absl::string_view input, size_t skipped,
                                  absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
-  // Converted documents and items wait here, at most kQueued of them.
-  constexpr size_t kQueued = 256;
+  // Converted documents and items go over in batches (a wake-up per item
+  // cost more than the work saved), at most kQueued batches waiting.
+  constexpr size_t kBatch = 128, kQueued = 8;
+  using Batch = std::vector<Converted>;
   std::mutex mu;
   std::condition_variable changed;
-  std::deque<Converted> queue;
+  std::deque<Batch> queue;
   bool done = false, cancelled = false;
   absl::Status converted;  // the converter's end, once done
   std::thread converter([&] {
-    const absl::Status s =
-        YamlStream(input, skipped, [&](Converted c) -> absl::Status {
-          std::unique_lock<std::mutex> lock(mu);
-          changed.wait(lock, [&] { return queue.size() < kQueued || cancelled; });
-          if (cancelled) return absl::CancelledError();
-          queue.push_back(std::move(c));
-          changed.notify_all();
-          return absl::OkStatus();
-        }).Decode();
+    Batch batch;
+    const auto hand_over = [&]() -> absl::Status {
+      std::unique_lock<std::mutex> lock(mu);
+      changed.wait(lock, [&] { return queue.size() < kQueued || cancelled; });
+      if (cancelled) return absl::CancelledError();
+      queue.push_back(std::move(batch));
+      batch.clear();
+      changed.notify_all();
+      return absl::OkStatus();
+    };
+    absl::Status s = YamlStream(input, skipped, [&](Converted c) -> absl::Status {
+                       batch.push_back(std::move(c));
+                       return batch.size() < kBatch ? absl::OkStatus() : hand_over();
+                     }).Decode();
+    if (!batch.empty() && !absl::IsCancelled(s)) {
+      const absl::Status handed = hand_over();
+      if (s.ok()) s = handed;
+    }
     std::lock_guard<std::mutex> lock(mu);
     done = true;
     converted = s;
@@ -503,8 +520,8 @@ absl::Status DecodeYamlPipelined(absl::string_view input, size_t skipped,
   });
   ConvertedDecoder decoder(input, skipped, sink);
   absl::Status result;
-  for (;;) {
-    Converted c;
+  for (bool stop = false; !stop;) {
+    Batch batch;
     {
       std::unique_lock<std::mutex> lock(mu);
       changed.wait(lock, [&] { return !queue.empty() || done; });
@@ -512,15 +529,17 @@ absl::Status DecodeYamlPipelined(absl::string_view input, size_t skipped,
         result = converted;
         break;
       }
-      c = std::move(queue.front());
+      batch = std::move(queue.front());
       queue.pop_front();
       changed.notify_all();
     }
-    result = decoder.Decode(c);
-    if (!result.ok()) {
+    for (const Converted& c : batch) {
+      result = decoder.Decode(c);
+      if (result.ok()) continue;
       std::lock_guard<std::mutex> lock(mu);
       cancelled = true;
       changed.notify_all();
+      stop = true;
       break;
     }
   }
