@@ -33,7 +33,7 @@
 namespace claimstore::internal {
 namespace {
 
-constexpr int kMaxDepth = 10000;  // as the JSON decoder (and Go)
+constexpr int kMaxDepth = 1000;  // recursion on the stack: 10,000 levels would overflow it
 constexpr absl::string_view kExpectedDocument =
     "expected a ResourceClaim object, a List or a watch event; found ";
 
