@@ -47,37 +47,21 @@ absl::string_view Chars(const char* s) {
 }
 absl::string_view Chars(const yaml_char_t* s) { return Chars(reinterpret_cast<const char*>(s)); }
 
-// An integer as Go's strconv.ParseInt(s, 0, 64) (then ParseUint) reads it
-// once underscores are gone: an optional sign, then 0x, 0o, 0b, a leading
-// 0 (octal) or decimal digits. Appends its decimal form.
-bool AppendInteger(absl::string_view v, std::string* out) {
-  std::string plain = absl::StrReplaceAll(v, {{"_", ""}});
-  absl::string_view s = plain;
-  bool negative = false;
-  if (absl::ConsumePrefix(&s, "-")) {
-    negative = true;
-  } else {
-    absl::ConsumePrefix(&s, "+");
+// Whether a plain scalar that starts with `c` may read as a number.
+bool MayBeNumber(char c) {
+  return absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.';
+}
+
+// The decimal form of an integer as Go's strconv.ParseInt(s, 0, 64), else
+// ParseUint, reads `plain` (underscores dropped): false when neither does.
+bool AppendInteger(absl::string_view plain, std::string* out) {
+  const std::optional<GoInt> n = ParseGoInt(plain);
+  if (!n.has_value()) return false;
+  if (n->negative) {
+    if (n->magnitude > uint64_t{1} << 63) return false;
+    if (n->magnitude != 0) out->push_back('-');
   }
-  int base = 10;
-  if (absl::ConsumePrefix(&s, "0x") || absl::ConsumePrefix(&s, "0X")) {
-    base = 16;
-  } else if (absl::ConsumePrefix(&s, "0o") || absl::ConsumePrefix(&s, "0O")) {
-    base = 8;
-  } else if (absl::ConsumePrefix(&s, "0b") || absl::ConsumePrefix(&s, "0B")) {
-    base = 2;
-  } else if (s.size() > 1 && s[0] == '0') {
-    base = 8;
-  }
-  if (s.empty()) return false;
-  uint64_t magnitude = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), magnitude, base);
-  if (ec != std::errc() || end != s.data() + s.size()) return false;
-  if (negative) {
-    if (magnitude > uint64_t{1} << 63) return false;
-    if (magnitude != 0) out->push_back('-');
-  }
-  absl::StrAppend(out, magnitude);
+  absl::StrAppend(out, n->magnitude);
   return true;
 }
 
@@ -188,7 +172,9 @@ class YamlStream {
   // A node (the rest of it, from its first event) as JSON.
   absl::Status Node(const yaml_event_t& first, std::string* out, int depth);
   absl::Status Sequence(std::string* out, int depth);
-  absl::Status Mapping(std::string* out, int depth);
+  // A mapping; `items_apart` (a document's root): an `items` sequence goes
+  // to emit_ item by item (DecodeItems), `[]` in its place.
+  absl::Status Mapping(std::string* out, int depth, bool items_apart = false);
   absl::Status Scalar(const yaml_event_t& e, std::string* out);
   absl::Status Key(const yaml_event_t& e, std::string* out);
   // An error at `mark` of this document.
@@ -275,31 +261,9 @@ absl::Status YamlStream::DecodeDocument(const yaml_event_t& root) {
 }
 
 absl::Status YamlStream::DecodeMapping(const yaml_event_t& root) {
-  const yaml_mark_t mark = root.start_mark;
-  std::string json = "{";
-  bool first = true;
-  for (;;) {
-    Event key;
-    CS_RETURN_IF_ERROR(Parse(&key));
-    if (key.e.type == YAML_MAPPING_END_EVENT) break;
-    if (!first) json.push_back(',');
-    first = false;
-    const size_t key_start = json.size();
-    CS_RETURN_IF_ERROR(Key(key.e, &json));
-    const bool items = absl::string_view(json).substr(key_start) == "\"items\"";
-    json.push_back(':');
-    Event value;
-    CS_RETURN_IF_ERROR(Parse(&value));
-    if (items && value.e.type == YAML_SEQUENCE_START_EVENT &&
-        value.e.data.sequence_start.anchor == nullptr) {
-      json.append("[]");  // the items go one at a time
-      CS_RETURN_IF_ERROR(DecodeItems());
-    } else {
-      CS_RETURN_IF_ERROR(Node(value.e, &json, 1));
-    }
-  }
-  json.push_back('}');
-  return emit_(Converted{std::move(json), document_, -1, mark});
+  Converted document{std::string(), document_, -1, root.start_mark};
+  CS_RETURN_IF_ERROR(Mapping(&document.json, 0, /*items_apart=*/true));
+  return emit_(std::move(document));
 }
 
 absl::Status YamlStream::DecodeItems() {
@@ -359,18 +323,26 @@ absl::Status YamlStream::Sequence(std::string* out, int depth) {
   return absl::OkStatus();
 }
 
-absl::Status YamlStream::Mapping(std::string* out, int depth) {
+absl::Status YamlStream::Mapping(std::string* out, int depth, bool items_apart) {
   out->push_back('{');
   for (bool first = true;; first = false) {
     Event key;
     CS_RETURN_IF_ERROR(Parse(&key));
     if (key.e.type == YAML_MAPPING_END_EVENT) break;
     if (!first) out->push_back(',');
+    const size_t key_start = out->size();
     CS_RETURN_IF_ERROR(Key(key.e, out));
+    const bool items = items_apart && absl::string_view(*out).substr(key_start) == "\"items\"";
     out->push_back(':');
     Event value;
     CS_RETURN_IF_ERROR(Parse(&value));
-    CS_RETURN_IF_ERROR(Node(value.e, out, depth + 1));
+    if (items && value.e.type == YAML_SEQUENCE_START_EVENT &&
+        value.e.data.sequence_start.anchor == nullptr) {
+      out->append("[]");  // the items go one at a time
+      CS_RETURN_IF_ERROR(DecodeItems());
+    } else {
+      CS_RETURN_IF_ERROR(Node(value.e, out, depth + 1));
+    }
   }
   out->push_back('}');
   return absl::OkStatus();
@@ -390,10 +362,7 @@ absl::Status YamlStream::Key(const yaml_event_t& e, std::string* out) {
   // A key is a string: a plain one that reads as a null, a boolean or a
   // number in the form that value is written. (Most keys are words.)
   const bool plain = e.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && e.data.scalar.tag == nullptr;
-  const char c = v.empty() ? '\0' : v[0];
-  const bool numeric =
-      absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.';
-  if (plain && (IsYamlNull(v) || YamlBool(v).has_value() || numeric)) {
+  if (plain && (IsYamlNull(v) || YamlBool(v).has_value() || MayBeNumber(v[0]))) {
     std::string resolved;
     if (Scalar(e, &resolved).ok() && !resolved.empty() && resolved[0] != '"') {
       AppendGoJsonString(resolved, out);
@@ -431,10 +400,9 @@ absl::Status YamlStream::Scalar(const yaml_event_t& e, std::string* out) {
     out->append(*b ? "true" : "false");
     return absl::OkStatus();
   }
-  const char c = v[0];
-  if (absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.') {
-    if (AppendInteger(v, out)) return absl::OkStatus();
+  if (MayBeNumber(v[0])) {
     const std::string plain_number = absl::StrReplaceAll(v, {{"_", ""}});
+    if (AppendInteger(plain_number, out)) return absl::OkStatus();
     double d = 0;
     if (IsYamlStyleFloat(plain_number) && absl::SimpleAtod(plain_number, &d) && std::isfinite(d)) {
       AppendFloat(d, out);

@@ -27,9 +27,10 @@ std::optional<bool> YamlBool(absl::string_view s) {
   return std::nullopt;
 }
 
-bool ParsesAsGoInt(absl::string_view s) {
+std::optional<GoInt> ParseGoInt(absl::string_view s) {
+  GoInt n;
   size_t i = 0;
-  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) n.negative = s[i++] == '-';
   int base = 10;
   if (s.size() - i > 1 && s[i] == '0') {
     const char p = absl::ascii_tolower(s[i + 1]);
@@ -41,17 +42,23 @@ bool ParsesAsGoInt(absl::string_view s) {
       i += 1;
     }
   }
-  if (i == s.size()) return base == 8;  // "0" itself
+  if (i == s.size()) {
+    if (base != 8) return std::nullopt;
+    return n;  // "0" itself
+  }
   unsigned __int128 value = 0;
   for (; i < s.size(); ++i) {
     const char c = absl::ascii_tolower(s[i]);
     const int d = IsDigit(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : 99;
-    if (d >= base) return false;
+    if (d >= base) return std::nullopt;
     value = value * base + d;
-    if (value > UINT64_MAX) return false;
+    if (value > UINT64_MAX) return std::nullopt;
   }
-  return true;
+  n.magnitude = static_cast<uint64_t>(value);
+  return n;
 }
+
+bool ParsesAsGoInt(absl::string_view s) { return ParseGoInt(s).has_value(); }
 
 bool IsYamlStyleFloat(absl::string_view s) {
   size_t i = 0;
