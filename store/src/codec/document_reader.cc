@@ -97,7 +97,7 @@ const char* FoundName(od::json_type type) {
     case od::json_type::null:
       return "null";
     case od::json_type::object:
-      return "an object";
+      break;
   }
   return "a JSON value";
 }
@@ -113,10 +113,6 @@ class DocumentDecoder {
     static constexpr FieldNames<9> kNames = {"kind",  "apiVersion", "metadata", "spec",    "status",
                                              "items", "type",       "object",   "revision"};
     d_.fbb().Clear();
-    CS_ASSIGN_OR_RETURN(const od::json_type type, d_.Type(root));
-    if (type != od::json_type::object) {
-      return d_.Fail(absl::StrCat(kExpectedDocument, FoundName(type)));
-    }
     bool present = false;
     CS_RETURN_IF_ERROR(d_.ReadObject(
         root, kNames, Unknown::kError, [&](size_t i, od::value& f) { return OnMember(i, f); },
@@ -321,23 +317,18 @@ DecodeStatus InvalidUtf8(absl::string_view text) {
       at);
 }
 
-// A top-level value that is no object: what it is instead.
-absl::Status NotADocument(od::document_reference doc) {
-  od::json_type type;
-  if (doc.type().get(type) != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError(absl::StrCat(kExpectedDocument, "text that is not JSON"));
-  }
-  return absl::InvalidArgumentError(absl::StrCat(kExpectedDocument, FoundName(type)));
-}
-
 // Decodes one top-level value, an error located at the document.
 DecodeStatus DecodeRoot(ClaimReader* decoder, od::document_reference doc, size_t document,
                         size_t offset, bool nested,
                         absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
   absl::Status s;
+  od::json_type type;
   od::value root;
-  if (doc.get_value().get(root) != simdjson::SUCCESS) {
-    s = NotADocument(doc);
+  if (doc.type().get(type) != simdjson::SUCCESS) {
+    s = absl::InvalidArgumentError(absl::StrCat(kExpectedDocument, "text that is not JSON"));
+  } else if (type != od::json_type::object || doc.get_value().get(root) != simdjson::SUCCESS) {
+    // A top-level value that is no object: what it is instead.
+    s = absl::InvalidArgumentError(absl::StrCat(kExpectedDocument, FoundName(type)));
   } else {
     s = DocumentDecoder(decoder, document, nested, sink).Decode(root);
   }
