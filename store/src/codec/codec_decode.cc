@@ -36,6 +36,13 @@ absl::Status CheckNotUtf16(absl::string_view input) {
                    "); claims are read as UTF-8: convert it first, e.g. iconv -f UTF-16 -t UTF-8"));
 }
 
+// Skips a UTF-8 byte-order mark at the start of *input and says how many
+// bytes it had; UTF-16 input is refused.
+absl::StatusOr<size_t> SkipByteOrderMark(absl::string_view* input) {
+  CS_RETURN_IF_ERROR(CheckNotUtf16(*input));
+  return absl::ConsumePrefix(input, kUtf8Bom) ? kUtf8Bom.size() : 0;
+}
+
 absl::Status DecodeUtf8(absl::string_view input, size_t skipped,
                         absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
   if (input.size() > internal::kStreamingThreshold) {
@@ -62,8 +69,7 @@ absl::Status DecodeUtf8(absl::string_view input, size_t skipped,
 
 absl::Status DecodeClaims(absl::string_view input,
                           absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
-  CS_RETURN_IF_ERROR(CheckNotUtf16(input));
-  const size_t skipped = absl::ConsumePrefix(&input, kUtf8Bom) ? kUtf8Bom.size() : 0;
+  CS_ASSIGN_OR_RETURN(const size_t skipped, SkipByteOrderMark(&input));
   if (internal::LooksLikeYaml(input)) return internal::DecodeYaml(input, skipped, sink);
   return DecodeUtf8(input, skipped, sink);
 }
@@ -71,8 +77,7 @@ absl::Status DecodeClaims(absl::string_view input,
 absl::Status DecodeClaimsConcurrently(absl::string_view input, int threads,
                                       absl::FunctionRef<absl::Status(DecodedClaim)> sink) {
   if (threads <= 1 || input.size() < (size_t{1} << 20)) return DecodeClaims(input, sink);
-  CS_RETURN_IF_ERROR(CheckNotUtf16(input));
-  const size_t skipped = absl::ConsumePrefix(&input, kUtf8Bom) ? kUtf8Bom.size() : 0;
+  CS_ASSIGN_OR_RETURN(const size_t skipped, SkipByteOrderMark(&input));
   if (internal::LooksLikeYaml(input)) return internal::DecodeYamlPipelined(input, skipped, sink);
   const internal::DecodeStatus s = internal::DecodeConcurrently(input, threads, sink);
   return s.ToStatus(input, skipped);
