@@ -240,6 +240,27 @@ func (c *Claim) Unvalidated() bool {
 
 func (c *Claim) status() (fbTable, bool) { return c.root.sub(8) }
 
+// SpecRequest is the name of one of spec.devices.requests and the names of
+// its firstAvailable sub-requests: what claimstore keeps of a claim's spec.
+type SpecRequest struct {
+	Name        string
+	Subrequests []string
+}
+
+// SpecRequests returns the spec's request names, in order (nil when the
+// claim was written without spec.devices.requests).
+func (c *Claim) SpecRequests() []SpecRequest {
+	ts := c.root.tables(7)
+	if ts == nil {
+		return nil
+	}
+	out := make([]SpecRequest, len(ts))
+	for i, t := range ts {
+		out[i] = SpecRequest{t.str(0), t.strings(1)}
+	}
+	return out
+}
+
 // Consumer is an entry of status.reservedFor.
 type Consumer struct {
 	APIGroup, Resource, Name, UID string

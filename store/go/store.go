@@ -527,6 +527,36 @@ func (s *Store) PutJSON(claimJSON []byte, pre Preconditions) (WriteResult, error
 	})
 }
 
+// ApplyClusterEventsJSON applies claims as a Kubernetes cluster has them
+// (what claimstore follow does): input is one ResourceClaim, a List, JSON
+// lines or watch events (a DELETED event deletes its claim), applied in one
+// atomic write, each validated whole with no rule about a change (the API
+// server ratified it) and skipped where the stored claim's resourceVersion
+// is as new; resourceVersion is stored as the stream's position
+// (Stats.FollowResourceVersion; it only moves forward). One result per
+// claim, Changed false for a skipped one. ErrInvalid naming the item and field
+// path, ErrConflict for a device another claim holds: nothing is written
+// then.
+func (s *Store) ApplyClusterEventsJSON(input []byte, resourceVersion uint64) ([]WriteResult, error) {
+	if !s.lock() {
+		return nil, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	var results *C.claimstore_write_result_t
+	var count C.size_t
+	var e *C.claimstore_error_t
+	if code := C.claimstore_apply_cluster_events_json(s.db, bytesSlice(input), C.uint64_t(resourceVersion),
+		&results, &count, &e); code != 0 {
+		return nil, fromC(code, e)
+	}
+	defer C.claimstore_free(unsafe.Pointer(results))
+	out := make([]WriteResult, count)
+	for i, r := range unsafe.Slice(results, count) {
+		out[i] = WriteResult{Revision: uint64(r.revision), Changed: r.changed != 0}
+	}
+	return out, nil
+}
+
 // Delete deletes the claim.
 func (s *Store) Delete(key Key, pre Preconditions) (WriteResult, error) {
 	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {

@@ -177,6 +177,74 @@ TEST_F(CApiTest, BadInputNamesTheFieldAndWritesNothing) {
   Take(err);
 }
 
+// claimstore follow's write: watch events applied as the cluster has them,
+// one result per claim, the stream's position stored; refused input
+// changes nothing.
+TEST_F(CApiTest, ApplyClusterEventsTakesTheClustersClaimsAtomically) {
+  auto with_rv = [](const std::string& name, const std::string& rv, const std::string& status) {
+    std::string json = ClaimJson("ns", name, status);
+    json.insert(json.find(R"("uid")"), R"("resourceVersion":")" + rv + R"(",)");
+    return json;
+  };
+  const std::string allocated =
+      R"({"allocation":{"devices":{"results":[{"request":"req","driver":"d.example.com","pool":"p","device":"gpu-0"}]}}})";
+  // The allocation names request "req": the spec has it.
+  auto with_spec = [](std::string json) {
+    json.insert(json.find(R"("status")"), R"("spec":{"devices":{"requests":[{"name":"req"}]}},)");
+    return json;
+  };
+  const std::string events = R"({"type":"ADDED","object":)" + with_rv("a", "10", "{}") + "}\n" +
+                             R"({"type":"MODIFIED","object":)" +
+                             with_spec(with_rv("a", "12", allocated)) + "}\n" +
+                             R"({"type":"ADDED","object":)" + with_rv("b", "11", "{}") + "}\n";
+  claimstore_write_result_t* results = nullptr;
+  size_t count = 0;
+  claimstore_error_t* err = nullptr;
+  ASSERT_EQ(claimstore_apply_cluster_events_json(db_, S(events), 12, &results, &count, &err),
+            CLAIMSTORE_OK)
+      << Take(err).message;
+  ASSERT_EQ(count, 3u);
+  EXPECT_EQ(results[0].changed, 1);
+  EXPECT_EQ(results[1].changed, 1);
+  EXPECT_GT(results[1].revision, results[0].revision);
+  claimstore_free(results);
+  claimstore_stats_t stats{};
+  ASSERT_EQ(claimstore_stats(db_, &stats, sizeof(stats), nullptr), CLAIMSTORE_OK);
+  EXPECT_EQ(stats.claims, 2u);
+  EXPECT_EQ(stats.follow_resource_version, 12u);
+
+  // A replay of an older version is skipped (unchanged), and the
+  // position only moves forward; results may be left out.
+  const std::string replay = with_rv("a", "10", "{}");
+  ASSERT_EQ(claimstore_apply_cluster_events_json(db_, S(replay), 5, &results, &count, nullptr),
+            CLAIMSTORE_OK);
+  ASSERT_EQ(count, 1u);
+  EXPECT_EQ(results[0].changed, 0);
+  claimstore_free(results);
+  // Deallocation without the API's transition rules (as the cluster has it).
+  const std::string deleted = R"({"type":"DELETED","object":)" + with_rv("b", "13", "{}") + "}\n" +
+                              with_rv("a", "14", "{}");
+  ASSERT_EQ(claimstore_apply_cluster_events_json(db_, S(deleted), 14, nullptr, nullptr, &err),
+            CLAIMSTORE_OK)
+      << Take(err).message;
+  ASSERT_EQ(claimstore_stats(db_, &stats, sizeof(stats), nullptr), CLAIMSTORE_OK);
+  EXPECT_EQ(stats.claims, 1u);
+  EXPECT_EQ(stats.follow_resource_version, 14u);
+  const uint64_t revision = stats.revision;
+
+  // One bad claim: nothing of the batch is written, the item and field named.
+  const std::string bad = with_rv("c", "15", "{}") + "\n" +
+                          with_rv("d", "16", R"({"reservedFor":[{"resource":"pods"}]})");
+  err = nullptr;
+  EXPECT_EQ(claimstore_apply_cluster_events_json(db_, S(bad), 16, &results, &count, &err),
+            CLAIMSTORE_INVALID_ARGUMENT);
+  EXPECT_THAT(Take(err).message, HasSubstr("status.reservedFor[0]"));
+  ASSERT_EQ(claimstore_stats(db_, &stats, sizeof(stats), nullptr), CLAIMSTORE_OK);
+  EXPECT_EQ(stats.claims, 1u);
+  EXPECT_EQ(stats.revision, revision);
+  EXPECT_EQ(stats.follow_resource_version, 14u);
+}
+
 TEST_F(CApiTest, ReservationsWithPreconditionsAndTheirErrors) {
   PutJson(ClaimJson("ns", "a",
                     R"({"allocation":{"devices":{"results":[{"request":"req",)"

@@ -321,6 +321,24 @@ int claimstore_put_json(claimstore_t* store, claimstore_slice_t json,
 int claimstore_delete(claimstore_t* store, claimstore_key_t key, claimstore_preconditions_t pre,
                       claimstore_write_result_t* result, claimstore_error_t** err);
 
+/* Follows a Kubernetes cluster (Store::ApplyClusterEvents): `json` holds
+ * claims as the API server has them, in any form claimstore_decode reads
+ * (one ResourceClaim, a List, JSON lines, watch events; a DELETED event
+ * deletes its claim); they are applied in one atomic write, validated
+ * whole with no rule about a change (the API server ratified it), skipped
+ * where the stored claim's resourceVersion is as new, and
+ * `resource_version` is stored as the stream's position
+ * (claimstore_stats_t.follow_resource_version; it only moves forward).
+ * *results (when `results` is not NULL) gets a malloc'd array of one
+ * result per claim, in input order (changed 0 for a skipped claim), to be
+ * freed with claimstore_free, and *results_count its length. INVALID_ARGUMENT
+ * naming the item and field path, ABORTED for a device another claim
+ * holds: nothing is written then. Thread-safe. */
+int claimstore_apply_cluster_events_json(claimstore_t* store, claimstore_slice_t json,
+                                         uint64_t resource_version,
+                                         claimstore_write_result_t** results,
+                                         size_t* results_count, claimstore_error_t** err);
+
 typedef struct claimstore_consumer_t {
   claimstore_slice_t api_group, resource, name, uid;
 } claimstore_consumer_t;

@@ -348,8 +348,8 @@ class Store {
   // deletion comes); otherwise the claim is written as
   // state, as a restore writes it (the API server validated the change:
   // validated whole, no rule about a change; the device rule holds), or
-  // deleted. Results in the order given (revision 0, unchanged, for events
-  // skipped). InvalidArgument ("item I (ns/name): ...") for an invalid
+  // deleted. Results in the order given (unchanged, with the claim's
+  // current revision, for events skipped). InvalidArgument ("item I (ns/name): ...") for an invalid
   // claim or a resourceVersion that is not a number, Aborted for a device
   // another claim holds: nothing is written then.
   virtual absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(

@@ -639,6 +639,36 @@ int claimstore_put_json(claimstore_t* store, claimstore_slice_t json,
   });
 }
 
+int claimstore_apply_cluster_events_json(claimstore_t* store, claimstore_slice_t json,
+                                         uint64_t resource_version,
+                                         claimstore_write_result_t** results, size_t* results_count,
+                                         claimstore_error_t** err) {
+  return Guard(err, [&]() -> absl::Status {
+    if (absl::Status s = Required(store, "store"); !s.ok()) return s;
+    if (results != nullptr) {
+      if (absl::Status s = Required(results_count, "results_count"); !s.ok()) return s;
+    }
+    std::vector<claimstore::ClusterEvent> events;
+    absl::Status s = claimstore::DecodeClaims(View(json), [&](claimstore::DecodedClaim c) {
+      events.push_back({std::move(c.record), c.event == claimstore::WatchEventType::kDeleted});
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+    absl::StatusOr<std::vector<claimstore::WriteResult>> r =
+        store->store->ApplyClusterEvents(events, resource_version);
+    if (!r.ok()) return r.status();
+    if (results != nullptr) {
+      auto* out = static_cast<claimstore_write_result_t*>(
+          std::malloc(std::max<size_t>(1, r->size()) * sizeof(claimstore_write_result_t)));
+      if (out == nullptr) throw std::bad_alloc();
+      for (size_t i = 0; i < r->size(); ++i) SetResult((*r)[i], &out[i]);
+      *results = out;
+      *results_count = r->size();
+    }
+    return absl::OkStatus();
+  });
+}
+
 int claimstore_delete(claimstore_t* store, claimstore_key_t key, claimstore_preconditions_t pre,
                       claimstore_write_result_t* result, claimstore_error_t** err) {
   return Write(store, result, err, [&](Store& s) { return s.Delete(Key(key), Pre(pre)); });

@@ -1,0 +1,424 @@
+package k8s
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"claimstore.dev/claimstore"
+)
+
+var _ fwk.ResourceClaimTracker = (*Tracker)(nil)
+
+// TrackerOptions configure a Tracker.
+type TrackerOptions struct {
+	// ConsumableCapacity is kube-scheduler's DRAConsumableCapacity feature
+	// gate: shares of shared devices and their consumed capacity are
+	// tracked apart from devices held whole. Off, every allocated device
+	// counts as held whole (as kube-scheduler does with the gate off).
+	ConsumableCapacity bool
+	// Logger receives what the tracker refuses (claims whose status
+	// claimstore's validation refuses, with the field path). Default:
+	// klog's background logger.
+	Logger *klog.Logger
+	// OnRefused, when set, is called (from the informer's goroutine) with
+	// every claim the store refused and why. The claim is left out of the
+	// tracker and the store as it was.
+	OnRefused func(claim *resourcev1.ResourceClaim, err error)
+}
+
+// A Tracker is kube-scheduler's ResourceClaimTracker over a claimstore
+// Store: the claims an informer delivers (Handler) are written to the store
+// and kept for the scheduler's questions, together with what the scheduler
+// assumes (AssumeClaimAfterAPICall) and what it is about to allocate
+// (SignalClaimPendingAllocation), all under one lock: every answer is
+// consistent, with no retry as kube-scheduler's own tracker needs.
+//
+// It follows kube-scheduler's DefaultDRAManager (k8s.io/kubernetes
+// v1.37.2) call for call; the differential test in store/go/k8s/upstreamtest
+// holds the two equal. Where they differ, on purpose:
+//   - Get of a missing claim is a Kubernetes NotFound (apierrors.IsNotFound);
+//   - a device two claims both list stays allocated until both let it go;
+//   - an informer object claimstore's validation refuses is left out and
+//     reported (TrackerOptions.OnRefused), never half applied;
+//   - GatherAllocatedState and ListAllAllocatedDevices return the same maps
+//     while nothing changed (constant time); the maps are never changed
+//     after they are returned, and callers must not change them either.
+//
+// A Tracker is safe for concurrent use by any number of goroutines.
+type Tracker struct {
+	store      *claimstore.Store
+	consumable bool
+	logger     klog.Logger
+	onRefused  func(*resourcev1.ResourceClaim, error)
+
+	mu      sync.RWMutex
+	claims  map[types.NamespacedName]*entry
+	pending map[types.UID]*pendingAllocation
+	counts  allocatedCounts
+	// changes counts every change of what the allocated state depends on;
+	// gathered and listed remember the count they were built at.
+	changes      uint64
+	gathered     *structured.AllocatedState
+	gatheredAt   uint64
+	listed       sets.Set[structured.DeviceID]
+	listedAt     uint64
+	hasGathered  bool
+	hasListed    bool
+	refusedCount uint64
+}
+
+// entry is one claim: the informer's version, and the one the scheduler
+// assumed after its API call, if any (latest is the one in effect).
+type entry struct {
+	api, latest *resourcev1.ResourceClaim
+	holdings    *holdings // of latest
+}
+
+type pendingAllocation struct {
+	claim    *resourcev1.ResourceClaim
+	holdings *holdings
+	sharers  int
+}
+
+// NewTracker returns a tracker that keeps its claims in store. The store's
+// claims are not read: the informer's initial list fills the tracker (and
+// rewrites the store).
+func NewTracker(store *claimstore.Store, opts TrackerOptions) *Tracker {
+	logger := klog.Background()
+	if opts.Logger != nil {
+		logger = *opts.Logger
+	}
+	return &Tracker{
+		store:      store,
+		consumable: opts.ConsumableCapacity,
+		logger:     logger,
+		onRefused:  opts.OnRefused,
+		claims:     map[types.NamespacedName]*entry{},
+		pending:    map[types.UID]*pendingAllocation{},
+		counts:     newAllocatedCounts(),
+	}
+}
+
+// Store returns the store the tracker writes to, for claimstore's own
+// questions (ClaimsUsingDevice, ClaimsReservedFor, Watch, ...).
+func (t *Tracker) Store() *claimstore.Store { return t.store }
+
+// Refused returns how many informer objects the store refused so far.
+func (t *Tracker) Refused() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.refusedCount
+}
+
+// Handler returns the event handler to register with a ResourceClaim
+// informer (resource.k8s.io/v1): informer.AddEventHandler(t.Handler()).
+func (t *Tracker) Handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.OnAdd(obj) },
+		UpdateFunc: func(_, obj any) { t.OnAdd(obj) },
+		DeleteFunc: t.OnDelete,
+	}
+}
+
+// OnAdd applies an informer's add or update: the claim is written to the
+// store, and replaces the tracker's version unless that one (an assumed
+// one, typically) has a resourceVersion at least as new.
+func (t *Tracker) OnAdd(obj any) {
+	claim, ok := obj.(*resourcev1.ResourceClaim)
+	if !ok {
+		t.logger.Error(nil, "claimstore tracker: not a ResourceClaim", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	if err := t.write(claim); err != nil {
+		t.refused(claim, err)
+		return
+	}
+	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+	h := holdingsOf(claim, t.consumable)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.claims[key]; e != nil {
+		newer, err := newerVersion(claim, e.latest)
+		if err != nil {
+			t.logger.Error(err, "claimstore tracker: update not applied", "claim", klog.KObj(claim))
+			return
+		}
+		if !newer {
+			return
+		}
+		t.setLatestLocked(e, claim, h)
+		e.api = claim
+		return
+	}
+	t.claims[key] = &entry{api: claim, latest: claim, holdings: h}
+	t.counts.add(h)
+	t.changedLocked(h != nil)
+}
+
+// OnDelete applies an informer's delete (a claim or a
+// cache.DeletedFinalStateUnknown holding one).
+func (t *Tracker) OnDelete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	claim, ok := obj.(*resourcev1.ResourceClaim)
+	if !ok {
+		t.logger.Error(nil, "claimstore tracker: not a ResourceClaim", "type", fmt.Sprintf("%T", obj))
+		return
+	}
+	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+	// The informer's delete is final whatever resourceVersion its object
+	// carries (a DeletedFinalStateUnknown's may be old): by key, as the
+	// informer drops it.
+	if _, err := t.store.Delete(claimstore.Key{Namespace: key.Namespace, Name: key.Name}, claimstore.Preconditions{}); err != nil &&
+		!errors.Is(err, claimstore.ErrNotFound) {
+		t.logger.Error(err, "claimstore tracker: delete not written to the store", "claim", klog.KObj(claim))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.claims[key]
+	if e == nil {
+		return
+	}
+	delete(t.claims, key)
+	t.counts.remove(e.holdings)
+	t.changedLocked(e.holdings != nil)
+}
+
+// write applies the informer's claim to the store as the cluster has it
+// (Store.ApplyClusterEventsJSON: validated whole, no rule about a change,
+// skipped when the store has it as new) and records its resourceVersion as
+// the stream's position.
+func (t *Tracker) write(claim *resourcev1.ResourceClaim) error {
+	b, err := json.Marshal(claim)
+	if err != nil {
+		return err
+	}
+	rv, _ := strconv.ParseUint(claim.ResourceVersion, 10, 64)
+	_, err = t.store.ApplyClusterEventsJSON(b, rv)
+	return err
+}
+
+func (t *Tracker) refused(claim *resourcev1.ResourceClaim, err error) {
+	t.mu.Lock()
+	t.refusedCount++
+	t.mu.Unlock()
+	t.logger.Error(err, "claimstore tracker: claim refused, left out", "claim", klog.KObj(claim))
+	if t.onRefused != nil {
+		t.onRefused(claim, err)
+	}
+}
+
+// setLatestLocked makes claim the version in effect for e.
+func (t *Tracker) setLatestLocked(e *entry, claim *resourcev1.ResourceClaim, h *holdings) {
+	if e.latest == claim {
+		return
+	}
+	e.latest = claim
+	if sameHoldings(e.holdings, h) {
+		// Most updates (reservations, device status) leave the allocation
+		// as it was: nothing allocated changed.
+		return
+	}
+	t.counts.remove(e.holdings)
+	e.holdings = h
+	t.counts.add(h)
+	t.changedLocked(true)
+}
+
+func (t *Tracker) changedLocked(allocated bool) {
+	if allocated {
+		t.changes++
+	}
+}
+
+// newerVersion reports whether claim's resourceVersion is newer than
+// stored's; both must be integers, as the API server's are.
+func newerVersion(claim, stored *resourcev1.ResourceClaim) (bool, error) {
+	n, err := strconv.ParseInt(claim.ResourceVersion, 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("resourceVersion %q of %s/%s: %w", claim.ResourceVersion, claim.Namespace, claim.Name, err)
+	}
+	s, err := strconv.ParseInt(stored.ResourceVersion, 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("resourceVersion %q of %s/%s: %w", stored.ResourceVersion, stored.Namespace, stored.Name, err)
+	}
+	return n > s, nil
+}
+
+func notFound(namespace, name string) error {
+	return apierrors.NewNotFound(resourcev1.Resource("resourceclaims"), namespace+"/"+name)
+}
+
+// Get returns the claim in effect (the assumed version, else the
+// informer's). A missing claim is a Kubernetes NotFound.
+func (t *Tracker) Get(namespace, claimName string) (*resourcev1.ResourceClaim, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	e := t.claims[types.NamespacedName{Namespace: namespace, Name: claimName}]
+	if e == nil {
+		return nil, notFound(namespace, claimName)
+	}
+	return e.latest, nil
+}
+
+// List returns every claim in effect, in no particular order.
+func (t *Tracker) List() ([]*resourcev1.ResourceClaim, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]*resourcev1.ResourceClaim, 0, len(t.claims))
+	for _, e := range t.claims {
+		out = append(out, e.latest)
+	}
+	return out, nil
+}
+
+// ListAllAllocatedDevices returns the devices the claims hold whole and
+// every device of a pending allocation. The same set while nothing
+// changed; it is never changed after it is returned.
+func (t *Tracker) ListAllAllocatedDevices() (sets.Set[structured.DeviceID], error) {
+	t.mu.RLock()
+	if t.hasListed && t.listedAt == t.changes {
+		s := t.listed
+		t.mu.RUnlock()
+		return s, nil
+	}
+	t.mu.RUnlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.hasListed || t.listedAt != t.changes {
+		t.listed, t.listedAt, t.hasListed = t.counts.listAll(t.pending), t.changes, true
+	}
+	return t.listed, nil
+}
+
+// GatherAllocatedState returns what is allocated: the claims' allocations
+// and the pending ones. The same maps while nothing changed (constant
+// time); they are never changed after they are returned.
+func (t *Tracker) GatherAllocatedState() (*structured.AllocatedState, error) {
+	t.mu.RLock()
+	if t.hasGathered && t.gatheredAt == t.changes {
+		s := t.gathered
+		t.mu.RUnlock()
+		return s, nil
+	}
+	t.mu.RUnlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.hasGathered || t.gatheredAt != t.changes {
+		t.gathered, t.gatheredAt, t.hasGathered = t.counts.gather(t.pending, t.consumable), t.changes, true
+	}
+	return t.gathered, nil
+}
+
+// SignalClaimPendingAllocation records that the scheduler is about to
+// write allocatedClaim's allocation; a second signal for the same uid adds
+// a sharer. Nothing is recorded when the claim in effect already is that
+// allocated claim.
+func (t *Tracker) SignalClaimPendingAllocation(claimUID types.UID, allocatedClaim *resourcev1.ResourceClaim) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.pending[claimUID]; p != nil {
+		p.sharers++
+		return nil
+	}
+	if allocatedClaim.Name != extendedResourceClaimName {
+		e := t.claims[types.NamespacedName{Namespace: allocatedClaim.Namespace, Name: allocatedClaim.Name}]
+		if e == nil {
+			return fmt.Errorf("look up assumed claim %s/%s, UID=%s: %w", allocatedClaim.Namespace,
+				allocatedClaim.Name, claimUID, notFound(allocatedClaim.Namespace, allocatedClaim.Name))
+		}
+		if e.latest.UID == claimUID && e.latest.Status.Allocation != nil {
+			return nil
+		}
+	}
+	h := holdingsOf(allocatedClaim, t.consumable)
+	t.pending[claimUID] = &pendingAllocation{claim: allocatedClaim, holdings: h, sharers: 1}
+	t.changedLocked(h != nil)
+	return nil
+}
+
+// extendedResourceClaimName is the name kube-scheduler gives the claim it
+// makes in memory for a pod's extended resources; it is never in the
+// tracker.
+const extendedResourceClaimName = "<extended-resources>"
+
+// GetPendingAllocation returns the pending allocation of claimUID, or nil.
+func (t *Tracker) GetPendingAllocation(claimUID types.UID) *resourcev1.AllocationResult {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if p := t.pending[claimUID]; p != nil && p.claim != nil {
+		return p.claim.Status.Allocation
+	}
+	return nil
+}
+
+// MaybeRemoveClaimPendingAllocation removes one sharer of claimUID's
+// pending allocation, and the allocation with its last sharer (or at once
+// with forceRemove). It reports whether the allocation went away.
+func (t *Tracker) MaybeRemoveClaimPendingAllocation(claimUID types.UID, forceRemove bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.pending[claimUID]
+	if p == nil {
+		return false
+	}
+	if forceRemove || p.sharers == 1 {
+		delete(t.pending, claimUID)
+		t.changedLocked(p.holdings != nil)
+		return true
+	}
+	p.sharers--
+	return false
+}
+
+// AssumeClaimAfterAPICall makes claim, as the API server returned it from
+// the scheduler's write, the version in effect until the informer delivers
+// it or a newer one. An error when the tracker has no such claim, or a
+// newer version of it.
+func (t *Tracker) AssumeClaimAfterAPICall(claim *resourcev1.ResourceClaim) error {
+	h := holdingsOf(claim, t.consumable)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.claims[types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}]
+	if e == nil {
+		return notFound(claim.Namespace, claim.Name)
+	}
+	n, err := strconv.ParseInt(claim.ResourceVersion, 10, 64)
+	if err != nil {
+		return fmt.Errorf("resourceVersion %q of %s/%s: %w", claim.ResourceVersion, claim.Namespace, claim.Name, err)
+	}
+	s, err := strconv.ParseInt(e.latest.ResourceVersion, 10, 64)
+	if err != nil {
+		return fmt.Errorf("resourceVersion %q of %s/%s: %w", e.latest.ResourceVersion, claim.Namespace, claim.Name, err)
+	}
+	if n < s {
+		return fmt.Errorf("ResourceClaim %s/%s is out of sync (stored: %d, assume: %d)", claim.Namespace, claim.Name, s, n)
+	}
+	t.setLatestLocked(e, claim, h)
+	return nil
+}
+
+// AssumedClaimRestore drops the assumed version of the claim: the
+// informer's is in effect again.
+func (t *Tracker) AssumedClaimRestore(namespace, claimName string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.claims[types.NamespacedName{Namespace: namespace, Name: claimName}]
+	if e == nil || e.latest == e.api {
+		return
+	}
+	t.setLatestLocked(e, e.api, holdingsOf(e.api, t.consumable))
+}
