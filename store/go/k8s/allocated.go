@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"maps"
 	"slices"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -79,11 +80,19 @@ func sameHoldings(a, b *holdings) bool {
 
 // allocatedCounts is the allocated state of the claims the tracker holds
 // (assumed versions where there are), kept as counts so that a device two
-// claims list stays allocated until both let it go.
+// claims list stays allocated until both let it go, and as the sets the
+// scheduler is handed. A set once handed out is never changed: the next
+// change copies it first (maps.Clone, a copy of the map's memory, where
+// kube-scheduler inserts every element anew on every call).
 type allocatedCounts struct {
 	dedicated map[structured.DeviceID]int
 	shared    map[structured.SharedDeviceID]int
 	capacity  structured.ConsumedCapacityCollection
+
+	devices       sets.Set[structured.DeviceID]       // keys of dedicated
+	shares        sets.Set[structured.SharedDeviceID] // keys of shared
+	devicesShared bool                                // devices was handed out
+	sharesShared  bool                                // shares was handed out
 }
 
 func newAllocatedCounts() allocatedCounts {
@@ -91,6 +100,21 @@ func newAllocatedCounts() allocatedCounts {
 		dedicated: map[structured.DeviceID]int{},
 		shared:    map[structured.SharedDeviceID]int{},
 		capacity:  structured.NewConsumedCapacityCollection(),
+		devices:   sets.New[structured.DeviceID](),
+		shares:    sets.New[structured.SharedDeviceID](),
+	}
+}
+
+// ownDevices and ownShares make the sets the tracker's own to change.
+func (a *allocatedCounts) ownDevices() {
+	if a.devicesShared {
+		a.devices, a.devicesShared = maps.Clone(a.devices), false
+	}
+}
+
+func (a *allocatedCounts) ownShares() {
+	if a.sharesShared {
+		a.shares, a.sharesShared = maps.Clone(a.shares), false
 	}
 }
 
@@ -99,10 +123,16 @@ func (a *allocatedCounts) add(h *holdings) {
 		return
 	}
 	for _, id := range h.dedicated {
-		a.dedicated[id]++
+		if a.dedicated[id]++; a.dedicated[id] == 1 {
+			a.ownDevices()
+			a.devices.Insert(id)
+		}
 	}
 	for _, id := range h.shared {
-		a.shared[id]++
+		if a.shared[id]++; a.shared[id] == 1 {
+			a.ownShares()
+			a.shares.Insert(id)
+		}
 	}
 	for _, c := range h.capacity {
 		a.capacity.Insert(c)
@@ -116,11 +146,15 @@ func (a *allocatedCounts) remove(h *holdings) {
 	for _, id := range h.dedicated {
 		if a.dedicated[id]--; a.dedicated[id] <= 0 {
 			delete(a.dedicated, id)
+			a.ownDevices()
+			a.devices.Delete(id)
 		}
 	}
 	for _, id := range h.shared {
 		if a.shared[id]--; a.shared[id] <= 0 {
 			delete(a.shared, id)
+			a.ownShares()
+			a.shares.Delete(id)
 		}
 	}
 	for _, c := range h.capacity {
@@ -128,40 +162,47 @@ func (a *allocatedCounts) remove(h *holdings) {
 	}
 }
 
-// gather builds a new AllocatedState: the claims' state plus what the
+// gather builds the AllocatedState: the claims' state plus what the
 // pending allocations hold, as kube-scheduler's own tracker computes it.
+// Without pending allocations the claims' sets are handed out as they are.
 func (a *allocatedCounts) gather(pending map[types.UID]*pendingAllocation, consumableCapacity bool) *structured.AllocatedState {
-	devices := make(sets.Set[structured.DeviceID], len(a.dedicated)+len(pending))
-	for id := range a.dedicated {
-		devices.Insert(id)
+	var pend []*holdings
+	for _, p := range pending {
+		if p.holdings != nil {
+			pend = append(pend, p.holdings)
+		}
 	}
-	shared := make(sets.Set[structured.SharedDeviceID], len(a.shared))
+	devices := a.devices
+	if len(pend) > 0 {
+		devices = maps.Clone(a.devices)
+		for _, h := range pend {
+			devices.Insert(h.dedicated...)
+		}
+	} else {
+		a.devicesShared = true
+	}
+	shares := sets.New[structured.SharedDeviceID]()
 	capacity := structured.NewConsumedCapacityCollection()
 	if consumableCapacity {
-		for id := range a.shared {
-			shared.Insert(id)
+		shares = a.shares
+		if len(pend) > 0 {
+			shares = maps.Clone(a.shares)
+		} else {
+			a.sharesShared = true
 		}
 		if len(a.capacity) > 0 {
 			capacity = a.capacity.Clone()
 		}
-	}
-	for _, p := range pending {
-		if p.holdings == nil {
-			continue
-		}
-		for _, id := range p.holdings.dedicated {
-			devices.Insert(id)
-		}
-		for _, id := range p.holdings.shared {
-			shared.Insert(id)
-		}
-		for _, c := range p.holdings.capacity {
-			capacity.Insert(c)
+		for _, h := range pend {
+			shares.Insert(h.shared...)
+			for _, c := range h.capacity {
+				capacity.Insert(c)
+			}
 		}
 	}
 	return &structured.AllocatedState{
 		AllocatedDevices:         devices,
-		AllocatedSharedDeviceIDs: shared,
+		AllocatedSharedDeviceIDs: shares,
 		AggregatedCapacity:       capacity,
 	}
 }
@@ -169,17 +210,19 @@ func (a *allocatedCounts) gather(pending map[types.UID]*pendingAllocation, consu
 // listAll builds ListAllAllocatedDevices' set: the devices the claims
 // hold whole, and every device of a pending allocation.
 func (a *allocatedCounts) listAll(pending map[types.UID]*pendingAllocation) sets.Set[structured.DeviceID] {
-	devices := make(sets.Set[structured.DeviceID], len(a.dedicated)+len(pending))
-	for id := range a.dedicated {
-		devices.Insert(id)
-	}
+	devices := a.devices
+	cloned := false
 	for _, p := range pending {
 		if p.holdings == nil {
 			continue
 		}
-		for _, id := range p.holdings.all {
-			devices.Insert(id)
+		if !cloned {
+			devices, cloned = maps.Clone(a.devices), true
 		}
+		devices.Insert(p.holdings.all...)
+	}
+	if !cloned {
+		a.devicesShared = true
 	}
 	return devices
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/ptr"
@@ -139,6 +140,9 @@ type pair struct {
 	ours     *csk8s.Tracker
 	step     int
 	what     string
+	// The state claimstore handed out at the previous step, and a copy of
+	// it then: handed-out maps never change.
+	handedOut, copied *structured.AllocatedState
 }
 
 func (p *pair) fail(format string, args ...any) {
@@ -207,6 +211,14 @@ func (p *pair) compare(m *model) {
 	if !apiequality.Semantic.DeepEqual(us.AggregatedCapacity, os.AggregatedCapacity) {
 		p.fail("AggregatedCapacity: upstream %v, claimstore %v", us.AggregatedCapacity, os.AggregatedCapacity)
 	}
+	if p.handedOut != nil && (!p.handedOut.AllocatedDevices.Equal(p.copied.AllocatedDevices) ||
+		!p.handedOut.AllocatedSharedDeviceIDs.Equal(p.copied.AllocatedSharedDeviceIDs) ||
+		!apiequality.Semantic.DeepEqual(p.handedOut.AggregatedCapacity, p.copied.AggregatedCapacity)) {
+		p.fail("the state claimstore handed out at the previous step changed since")
+	}
+	p.handedOut = os
+	p.copied = &structured.AllocatedState{AllocatedDevices: os.AllocatedDevices.Clone(),
+		AllocatedSharedDeviceIDs: os.AllocatedSharedDeviceIDs.Clone(), AggregatedCapacity: os.AggregatedCapacity.Clone()}
 	uids := map[types.UID]bool{"never-pending": true}
 	for uid := range m.pending {
 		uids[uid] = true
