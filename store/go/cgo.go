@@ -99,6 +99,15 @@ func (a *cArena) str(s string) C.claimstore_slice_t {
 	return C.claimstore_slice_t{data: (*C.char)(p), size: C.size_t(len(s))}
 }
 
+func (a *cArena) bytes(b []byte) C.claimstore_slice_t {
+	if len(b) == 0 {
+		return C.claimstore_slice_t{}
+	}
+	p := a.alloc(uintptr(len(b)), 1)
+	copy(unsafe.Slice((*byte)(p), len(b)), b)
+	return C.claimstore_slice_t{data: (*C.char)(p), size: C.size_t(len(b))}
+}
+
 func (a *cArena) key(k Key) C.claimstore_key_t {
 	return C.claimstore_key_t{claim_namespace: a.str(k.Namespace), name: a.str(k.Name)}
 }

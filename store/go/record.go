@@ -240,6 +240,18 @@ func (c *Claim) Unvalidated() bool {
 
 func (c *Claim) status() (fbTable, bool) { return c.root.sub(8) }
 
+// Object returns the rest of the Kubernetes object the record keeps
+// (metadata and spec without the status, as the writer encoded it: the
+// Kubernetes module's Tracker writes protobuf), or nil. A view into the
+// claim's buffer: do not change it.
+func (c *Claim) Object() []byte {
+	first, n, present := c.root.vec(11)
+	if !present || n == 0 {
+		return nil
+	}
+	return c.b[first : first+uint32(n) : first+uint32(n)]
+}
+
 // SpecRequest is the name of one of spec.devices.requests and the names of
 // its firstAvailable sub-requests: what claimstore keeps of a claim's spec.
 type SpecRequest struct {

@@ -537,16 +537,31 @@ func (s *Store) PutJSON(claimJSON []byte, pre Preconditions) (WriteResult, error
 // claim, Changed false for a skipped one. ErrInvalid naming the item and field
 // path, ErrConflict for a device another claim holds: nothing is written
 // then.
-func (s *Store) ApplyClusterEventsJSON(input []byte, resourceVersion uint64) ([]WriteResult, error) {
+//
+// objects, when not nil, holds one entry per claim of input: the rest of
+// its Kubernetes object (metadata and spec; nil: none) for the record to
+// keep (Claim.Object), at most 1.5 MiB each.
+func (s *Store) ApplyClusterEventsJSON(input []byte, objects [][]byte, resourceVersion uint64) ([]WriteResult, error) {
 	if !s.lock() {
 		return nil, ErrClosed
 	}
 	defer s.mu.RUnlock()
+	var arena cArena
+	defer arena.free()
+	var objs *C.claimstore_slice_t
+	if len(objects) > 0 {
+		arr := unsafe.Slice((*C.claimstore_slice_t)(arena.alloc(
+			uintptr(len(objects))*unsafe.Sizeof(C.claimstore_slice_t{}), 8)), len(objects))
+		for i, o := range objects {
+			arr[i] = arena.bytes(o)
+		}
+		objs = &arr[0]
+	}
 	var results *C.claimstore_write_result_t
 	var count C.size_t
 	var e *C.claimstore_error_t
-	if code := C.claimstore_apply_cluster_events_json(s.db, bytesSlice(input), C.uint64_t(resourceVersion),
-		&results, &count, &e); code != 0 {
+	if code := C.claimstore_apply_cluster_events_json(s.db, bytesSlice(input), objs, C.size_t(len(objects)),
+		C.uint64_t(resourceVersion), &results, &count, &e); code != 0 {
 		return nil, fromC(code, e)
 	}
 	defer C.claimstore_free(unsafe.Pointer(results))

@@ -200,8 +200,9 @@ TEST_F(CApiTest, ApplyClusterEventsTakesTheClustersClaimsAtomically) {
   claimstore_write_result_t* results = nullptr;
   size_t count = 0;
   claimstore_error_t* err = nullptr;
-  ASSERT_EQ(claimstore_apply_cluster_events_json(db_, S(events), 12, &results, &count, &err),
-            CLAIMSTORE_OK)
+  ASSERT_EQ(
+      claimstore_apply_cluster_events_json(db_, S(events), nullptr, 0, 12, &results, &count, &err),
+      CLAIMSTORE_OK)
       << Take(err).message;
   ASSERT_EQ(count, 3u);
   EXPECT_EQ(results[0].changed, 1);
@@ -216,7 +217,8 @@ TEST_F(CApiTest, ApplyClusterEventsTakesTheClustersClaimsAtomically) {
   // A replay of an older version is skipped (unchanged), and the
   // position only moves forward; results may be left out.
   const std::string replay = with_rv("a", "10", "{}");
-  ASSERT_EQ(claimstore_apply_cluster_events_json(db_, S(replay), 5, &results, &count, nullptr),
+  ASSERT_EQ(claimstore_apply_cluster_events_json(db_, S(replay), nullptr, 0, 5, &results, &count,
+                                                 nullptr),
             CLAIMSTORE_OK);
   ASSERT_EQ(count, 1u);
   EXPECT_EQ(results[0].changed, 0);
@@ -224,25 +226,72 @@ TEST_F(CApiTest, ApplyClusterEventsTakesTheClustersClaimsAtomically) {
   // Deallocation without the API's transition rules (as the cluster has it).
   const std::string deleted = R"({"type":"DELETED","object":)" + with_rv("b", "13", "{}") + "}\n" +
                               with_rv("a", "14", "{}");
-  ASSERT_EQ(claimstore_apply_cluster_events_json(db_, S(deleted), 14, nullptr, nullptr, &err),
-            CLAIMSTORE_OK)
+  ASSERT_EQ(
+      claimstore_apply_cluster_events_json(db_, S(deleted), nullptr, 0, 14, nullptr, nullptr, &err),
+      CLAIMSTORE_OK)
       << Take(err).message;
   ASSERT_EQ(claimstore_stats(db_, &stats, sizeof(stats), nullptr), CLAIMSTORE_OK);
   EXPECT_EQ(stats.claims, 1u);
   EXPECT_EQ(stats.follow_resource_version, 14u);
+
+  // A bookmark: no claims, the position alone.
+  ASSERT_EQ(
+      claimstore_apply_cluster_events_json(db_, S(""), nullptr, 0, 15, &results, &count, &err),
+      CLAIMSTORE_OK)
+      << Take(err).message;
+  EXPECT_EQ(count, 0u);
+  claimstore_free(results);
+  ASSERT_EQ(claimstore_stats(db_, &stats, sizeof(stats), nullptr), CLAIMSTORE_OK);
+  EXPECT_EQ(stats.follow_resource_version, 15u);
   const uint64_t revision = stats.revision;
 
   // One bad claim: nothing of the batch is written, the item and field named.
   const std::string bad = with_rv("c", "15", "{}") + "\n" +
                           with_rv("d", "16", R"({"reservedFor":[{"resource":"pods"}]})");
   err = nullptr;
-  EXPECT_EQ(claimstore_apply_cluster_events_json(db_, S(bad), 16, &results, &count, &err),
-            CLAIMSTORE_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      claimstore_apply_cluster_events_json(db_, S(bad), nullptr, 0, 16, &results, &count, &err),
+      CLAIMSTORE_INVALID_ARGUMENT);
   EXPECT_THAT(Take(err).message, HasSubstr("status.reservedFor[0]"));
   ASSERT_EQ(claimstore_stats(db_, &stats, sizeof(stats), nullptr), CLAIMSTORE_OK);
   EXPECT_EQ(stats.claims, 1u);
   EXPECT_EQ(stats.revision, revision);
-  EXPECT_EQ(stats.follow_resource_version, 14u);
+  EXPECT_EQ(stats.follow_resource_version, 15u);
+
+  // Objects kept with the claims: read back from the record, kept by a
+  // status write, and refused (naming the item) when too large.
+  const std::string kept = with_spec(with_rv("e", "17", allocated));
+  const std::string object = std::string(
+      "\x0a\x03"
+      "abc",
+      5);
+  const claimstore_slice_t objects[] = {S(object)};
+  ASSERT_EQ(
+      claimstore_apply_cluster_events_json(db_, S(kept), objects, 1, 17, nullptr, nullptr, &err),
+      CLAIMSTORE_OK)
+      << Take(err).message;
+  claimstore_consumer_t pod{claimstore_str(""), claimstore_str("pods"), claimstore_str("p"),
+                            claimstore_str("pod-uid")};
+  ASSERT_EQ(claimstore_reserve(db_, K("ns", "e"), pod, {}, nullptr, &err), CLAIMSTORE_OK)
+      << Take(err).message;
+  char* bytes = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(claimstore_get(db_, K("ns", "e"), &bytes, &size, nullptr, nullptr), CLAIMSTORE_OK);
+  EXPECT_EQ(Str(claimstore_record_object({bytes, size})), object);
+  claimstore_free(bytes);
+  const std::string huge(claimstore::kMaxObjectBytes + 1, 'x');
+  const claimstore_slice_t too_large[] = {S(huge)};
+  const std::string again = with_spec(with_rv("e", "18", allocated));
+  err = nullptr;
+  EXPECT_EQ(
+      claimstore_apply_cluster_events_json(db_, S(again), too_large, 1, 18, nullptr, nullptr, &err),
+      CLAIMSTORE_INVALID_ARGUMENT);
+  EXPECT_THAT(Take(err).message, HasSubstr("item 0 (ns/e): the kept object is"));
+  err = nullptr;
+  EXPECT_EQ(
+      claimstore_apply_cluster_events_json(db_, S(events), objects, 1, 18, nullptr, nullptr, &err),
+      CLAIMSTORE_INVALID_ARGUMENT);
+  EXPECT_THAT(Take(err).message, HasSubstr("objects: 1 for 3 claims"));
 }
 
 TEST_F(CApiTest, ReservationsWithPreconditionsAndTheirErrors) {

@@ -14,14 +14,38 @@ import (
 	"claimstore.dev/claimstore"
 )
 
+// ObjectOf returns what a record keeps of claim besides its status (the
+// Tracker writes it with every claim; Claim.Object reads it back): the
+// claim's metadata, without managedFields, and spec, as the API's
+// protobuf.
+func ObjectOf(claim *resourcev1.ResourceClaim) ([]byte, error) {
+	rest := resourcev1.ResourceClaim{ObjectMeta: claim.ObjectMeta, Spec: claim.Spec}
+	rest.ManagedFields = nil
+	return rest.Marshal()
+}
+
 // FromRecord returns the claim a claimstore record holds, as
-// resource.k8s.io/v1's type: the metadata claimstore keeps (name,
-// namespace, uid, resourceVersion, generation, creation and deletion
-// timestamps), the spec's request names, and the whole status. It reads
-// the record's fields directly (no JSON in between). An error means the
-// record holds a quantity that does not parse, which a record written by
-// claimstore never does.
+// resource.k8s.io/v1's type, its status read from the record's fields
+// directly (no JSON in between). Metadata and spec come from the object the
+// record keeps (ObjectOf) when it keeps one; otherwise they are what
+// claimstore keeps of them (name, namespace, uid, resourceVersion,
+// generation, creation and deletion timestamps; the spec's request names).
+// An error means the record holds a quantity or an object that does not
+// parse, which a record written by claimstore never does.
 func FromRecord(c *claimstore.Claim) (*resourcev1.ResourceClaim, error) {
+	if object := c.Object(); object != nil {
+		out := &resourcev1.ResourceClaim{}
+		if err := out.Unmarshal(object); err != nil {
+			return nil, fmt.Errorf("claim %s/%s: the kept object: %w", c.Namespace(), c.Name(), err)
+		}
+		out.TypeMeta = metav1.TypeMeta{Kind: "ResourceClaim", APIVersion: resourcev1.SchemeGroupVersion.String()}
+		status, err := StatusFromRecord(c)
+		if err != nil {
+			return nil, fmt.Errorf("claim %s/%s: %w", c.Namespace(), c.Name(), err)
+		}
+		out.Status = status
+		return out, nil
+	}
 	out := &resourcev1.ResourceClaim{
 		TypeMeta: metav1.TypeMeta{Kind: "ResourceClaim", APIVersion: resourcev1.SchemeGroupVersion.String()},
 		ObjectMeta: metav1.ObjectMeta{

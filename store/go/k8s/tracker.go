@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,6 +78,8 @@ type Tracker struct {
 	hasGathered  bool
 	hasListed    bool
 	refusedCount uint64
+
+	synced atomic.Bool // Run has loaded or listed the claims
 }
 
 // entry is one claim: the informer's version, and the one the scheduler
@@ -134,21 +137,35 @@ func (t *Tracker) Handler() cache.ResourceEventHandler {
 
 // OnAdd applies an informer's add or update: the claim is written to the
 // store, and replaces the tracker's version unless that one (an assumed
-// one, typically) has a resourceVersion at least as new.
+// one, typically) has a resourceVersion at least as new. (The store's
+// position to resume a watch from does not move: a shared informer's
+// events are not in resourceVersion order while it lists. Run moves it.)
 func (t *Tracker) OnAdd(obj any) {
 	claim, ok := obj.(*resourcev1.ResourceClaim)
 	if !ok {
 		t.logger.Error(nil, "claimstore tracker: not a ResourceClaim", "type", fmt.Sprintf("%T", obj))
 		return
 	}
-	if err := t.write(claim); err != nil {
+	t.add(claim, 0)
+}
+
+// add writes claim to the store (position: the watch position to record,
+// 0 for none) and applies it to the tracker unless the store refused it.
+func (t *Tracker) add(claim *resourcev1.ResourceClaim, position uint64) {
+	if err := t.write(claim, position); err != nil {
 		t.refused(claim, err)
 		return
 	}
-	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	h := holdingsOf(claim, t.consumable)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.applyLocked(claim, h)
+}
+
+// applyLocked makes claim (h: what it holds) the informer's version, and
+// the version in effect unless the one in effect is at least as new.
+func (t *Tracker) applyLocked(claim *resourcev1.ResourceClaim, h *holdings) {
+	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	if e := t.claims[key]; e != nil {
 		newer, err := newerVersion(claim, e.latest)
 		if err != nil {
@@ -178,16 +195,30 @@ func (t *Tracker) OnDelete(obj any) {
 		t.logger.Error(nil, "claimstore tracker: not a ResourceClaim", "type", fmt.Sprintf("%T", obj))
 		return
 	}
+	t.remove(claim, 0)
+}
+
+// remove deletes claim from the store and the tracker. The delete is
+// final whatever resourceVersion its object carries (a
+// DeletedFinalStateUnknown's may be old): by key, as an informer drops it;
+// with a position, a watch's DELETED event records it.
+func (t *Tracker) remove(claim *resourcev1.ResourceClaim, position uint64) {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
-	// The informer's delete is final whatever resourceVersion its object
-	// carries (a DeletedFinalStateUnknown's may be old): by key, as the
-	// informer drops it.
 	if _, err := t.store.Delete(claimstore.Key{Namespace: key.Namespace, Name: key.Name}, claimstore.Preconditions{}); err != nil &&
 		!errors.Is(err, claimstore.ErrNotFound) {
 		t.logger.Error(err, "claimstore tracker: delete not written to the store", "claim", klog.KObj(claim))
 	}
+	if position > 0 {
+		if _, err := t.store.ApplyClusterEventsJSON(nil, nil, position); err != nil {
+			t.logger.Error(err, "claimstore tracker: watch position not recorded", "resourceVersion", position)
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.deleteLocked(key)
+}
+
+func (t *Tracker) deleteLocked(key types.NamespacedName) {
 	e := t.claims[key]
 	if e == nil {
 		return
@@ -199,15 +230,19 @@ func (t *Tracker) OnDelete(obj any) {
 
 // write applies the informer's claim to the store as the cluster has it
 // (Store.ApplyClusterEventsJSON: validated whole, no rule about a change,
-// skipped when the store has it as new) and records its resourceVersion as
-// the stream's position.
-func (t *Tracker) write(claim *resourcev1.ResourceClaim) error {
+// skipped when the store has it as new), with its object (ObjectOf) so
+// that Run can resume from the store, and position as the watch position
+// (0: unchanged).
+func (t *Tracker) write(claim *resourcev1.ResourceClaim, position uint64) error {
 	b, err := json.Marshal(claim)
 	if err != nil {
 		return err
 	}
-	rv, _ := strconv.ParseUint(claim.ResourceVersion, 10, 64)
-	_, err = t.store.ApplyClusterEventsJSON(b, rv)
+	object, err := ObjectOf(claim)
+	if err != nil {
+		return err
+	}
+	_, err = t.store.ApplyClusterEventsJSON(b, [][]byte{object}, position)
 	return err
 }
 

@@ -311,6 +311,11 @@ claimstore_capacity_t claimstore_device_share_consumed_capacity(const claimstore
 /* --- Writes: each atomic, with optional preconditions; *result (when not
  * NULL) gets the revision. --- */
 
+/* The rest of the Kubernetes object a record keeps (see
+ * claimstore_apply_cluster_events_json), a view into `record`; empty when
+ * it keeps none or `record` is not a record. */
+claimstore_slice_t claimstore_record_object(claimstore_slice_t record);
+
 /* A whole record from ClaimRecord bytes (DATA_LOSS when they are not one),
  * or from one ResourceClaim's JSON. */
 int claimstore_put(claimstore_t* store, claimstore_slice_t record, claimstore_preconditions_t pre,
@@ -324,17 +329,23 @@ int claimstore_delete(claimstore_t* store, claimstore_key_t key, claimstore_prec
 /* Follows a Kubernetes cluster (Store::ApplyClusterEvents): `json` holds
  * claims as the API server has them, in any form claimstore_decode reads
  * (one ResourceClaim, a List, JSON lines, watch events; a DELETED event
- * deletes its claim); they are applied in one atomic write, validated
+ * deletes its claim; empty: none, the position alone, as a watch's
+ * bookmark moves it); they are applied in one atomic write, validated
  * whole with no rule about a change (the API server ratified it), skipped
  * where the stored claim's resourceVersion is as new, and
  * `resource_version` is stored as the stream's position
  * (claimstore_stats_t.follow_resource_version; it only moves forward).
+ * With `objects` (objects_count: one per claim, or 0 and NULL for none),
+ * claim i keeps objects[i] as the rest of its Kubernetes object (metadata
+ * and spec, opaque; at most 1.5 MiB; empty: none), read back with
+ * claimstore_record_object.
  * *results (when `results` is not NULL) gets a malloc'd array of one
  * result per claim, in input order (changed 0 for a skipped claim), to be
  * freed with claimstore_free, and *results_count its length. INVALID_ARGUMENT
  * naming the item and field path, ABORTED for a device another claim
  * holds: nothing is written then. Thread-safe. */
 int claimstore_apply_cluster_events_json(claimstore_t* store, claimstore_slice_t json,
+                                         const claimstore_slice_t* objects, size_t objects_count,
                                          uint64_t resource_version,
                                          claimstore_write_result_t** results,
                                          size_t* results_count, claimstore_error_t** err);

@@ -63,6 +63,10 @@ class ClaimRecord {
   // write leaves the claim valid.
   bool unvalidated() const;
 
+  // The rest of the Kubernetes object kept with the record (schema/claim.fbs
+  // `object`; empty when none).
+  absl::string_view object() const;
+
   // The root table, for reading fields in place.
   const fb::ClaimRecord& table() const;
 
@@ -79,6 +83,15 @@ class ClaimRecord {
   std::shared_ptr<const void> holder_;  // owns or pins the bytes
   absl::string_view bytes_;
 };
+
+// The largest Kubernetes object a record keeps (WithObject): the 1.5 MiB
+// etcd takes in one request.
+inline constexpr size_t kMaxObjectBytes = 1536 * 1024;
+
+// `record` with `object` kept as the rest of its Kubernetes object (empty:
+// none); revisions and status unchanged. InvalidArgument when `object` is
+// larger than kMaxObjectBytes.
+absl::StatusOr<ClaimRecord> WithObject(const ClaimRecord& record, absl::string_view object);
 
 }  // namespace claimstore
 

@@ -15,6 +15,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "claimstore/allocated.h"
@@ -620,6 +621,15 @@ claimstore_capacity_t claimstore_device_share_consumed_capacity(const claimstore
 
 // --- Writes ---
 
+claimstore_slice_t claimstore_record_object(claimstore_slice_t record) {
+  absl::StatusOr<ClaimRecord> r = ClaimRecord::FromBytes(String(record));
+  if (!r.ok()) return {};
+  const absl::string_view o = r->object();
+  if (o.empty()) return {};
+  // A view into the caller's bytes at the same offset.
+  return {record.data + (o.data() - r->bytes().data()), o.size()};
+}
+
 int claimstore_put(claimstore_t* store, claimstore_slice_t record, claimstore_preconditions_t pre,
                    claimstore_write_result_t* result, claimstore_error_t** err) {
   return Write(store, result, err, [&](Store& s) -> absl::StatusOr<claimstore::WriteResult> {
@@ -640,6 +650,7 @@ int claimstore_put_json(claimstore_t* store, claimstore_slice_t json,
 }
 
 int claimstore_apply_cluster_events_json(claimstore_t* store, claimstore_slice_t json,
+                                         const claimstore_slice_t* objects, size_t objects_count,
                                          uint64_t resource_version,
                                          claimstore_write_result_t** results, size_t* results_count,
                                          claimstore_error_t** err) {
@@ -649,11 +660,30 @@ int claimstore_apply_cluster_events_json(claimstore_t* store, claimstore_slice_t
       if (absl::Status s = Required(results_count, "results_count"); !s.ok()) return s;
     }
     std::vector<claimstore::ClusterEvent> events;
-    absl::Status s = claimstore::DecodeClaims(View(json), [&](claimstore::DecodedClaim c) {
-      events.push_back({std::move(c.record), c.event == claimstore::WatchEventType::kDeleted});
-      return absl::OkStatus();
-    });
-    if (!s.ok()) return s;
+    if (json.size > 0) {  // empty: no claims, the position alone (a bookmark)
+      absl::Status s = claimstore::DecodeClaims(View(json), [&](claimstore::DecodedClaim c) {
+        events.push_back({std::move(c.record), c.event == claimstore::WatchEventType::kDeleted});
+        return absl::OkStatus();
+      });
+      if (!s.ok()) return s;
+    }
+    if (objects_count > 0) {
+      if (objects == nullptr) return absl::InvalidArgumentError("objects is NULL");
+      if (objects_count != events.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("objects: ", objects_count, " for ", events.size(), " claims"));
+      }
+      for (size_t i = 0; i < events.size(); ++i) {
+        absl::StatusOr<ClaimRecord> kept =
+            claimstore::WithObject(events[i].record, View(objects[i]));
+        if (!kept.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("item ", i, " (", events[i].record.claim_namespace(), "/",
+                           events[i].record.name(), "): ", kept.status().message()));
+        }
+        events[i].record = *std::move(kept);
+      }
+    }
     absl::StatusOr<std::vector<claimstore::WriteResult>> r =
         store->store->ApplyClusterEvents(events, resource_version);
     if (!r.ok()) return r.status();

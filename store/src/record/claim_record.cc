@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "record/fb_strings.h"
+#include "record/record_edit.h"
 #include "record/record_factory.h"
 
 namespace claimstore {
@@ -91,5 +92,21 @@ uint64_t ClaimRecord::version() const {
 }
 
 bool ClaimRecord::unvalidated() const { return table().unvalidated(); }
+
+absl::string_view ClaimRecord::object() const {
+  const flatbuffers::Vector<uint8_t>* o = table().object();
+  if (o == nullptr) return {};
+  return absl::string_view(reinterpret_cast<const char*>(o->data()), o->size());
+}
+
+absl::StatusOr<ClaimRecord> WithObject(const ClaimRecord& record, absl::string_view object) {
+  if (object.size() > kMaxObjectBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the kept object is ", object.size(), " bytes; at most ", kMaxObjectBytes));
+  }
+  internal::StatusEdit edit;
+  edit.object = object;
+  return internal::RecordFactory::FromBuilt(internal::RebuildRecord(record.table(), edit));
+}
 
 }  // namespace claimstore

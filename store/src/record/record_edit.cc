@@ -179,9 +179,18 @@ std::string RebuildRecord(const fb::ClaimRecord& old, const StatusEdit& edit) {
   auto rv = copy.Str(old.resource_version());
   const fb::Revisions revisions =
       old.revisions() != nullptr ? *old.revisions() : fb::Revisions(0, 0, 0);
+  Offset<Vector<uint8_t>> object;
+  if (edit.object.has_value()) {
+    if (!edit.object->empty()) {
+      object = fbb.CreateVector(reinterpret_cast<const uint8_t*>(edit.object->data()),
+                                edit.object->size());
+    }
+  } else if (old.object() != nullptr) {
+    object = fbb.CreateVector(old.object()->data(), old.object()->size());
+  }
   auto root = fb::CreateClaimRecord(
       fbb, ns, name, uid, rv, old.generation(), old.creation_timestamp(), old.deletion_timestamp(),
-      spec_requests, status, &revisions, edit.unvalidated.value_or(old.unvalidated()));
+      spec_requests, status, &revisions, edit.unvalidated.value_or(old.unvalidated()), object);
   fb::FinishClaimRecordBuffer(fbb, root);
   return std::string(reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize());
 }

@@ -33,6 +33,9 @@ struct StatusEdit {
 
   // The record's unvalidated mark (schema/claim.fbs); nullopt copies old's.
   std::optional<bool> unvalidated;
+
+  // The kept Kubernetes object (schema/claim.fbs); nullopt copies old's.
+  std::optional<absl::string_view> object;
 };
 
 // `old` with `edit` applied, as a finished buffer. Revisions are copied; the

@@ -1,0 +1,177 @@
+package k8s
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"claimstore.dev/claimstore"
+)
+
+// cluster is an API server's ResourceClaims as a fake clientset serves
+// them: the list Run gets, and one fake watcher per watch, recording the
+// resourceVersions asked for.
+type cluster struct {
+	client   *fake.Clientset
+	mu       sync.Mutex
+	list     *resourcev1.ResourceClaimList
+	lists    atomic.Int32
+	watches  chan *watch.FakeWatcher
+	watchRVs chan string
+}
+
+func newCluster(list *resourcev1.ResourceClaimList) *cluster {
+	c := &cluster{client: fake.NewClientset(), list: list,
+		watches: make(chan *watch.FakeWatcher, 4), watchRVs: make(chan string, 4)}
+	c.client.PrependReactor("list", "resourceclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+		c.lists.Add(1)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return true, c.list.DeepCopy(), nil
+	})
+	c.client.PrependWatchReactor("resourceclaims", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFakeWithChanSize(16, false)
+		c.watchRVs <- a.(k8stesting.WatchActionImpl).GetWatchRestrictions().ResourceVersion
+		c.watches <- w
+		return true, w, nil
+	})
+	return c
+}
+
+func (c *cluster) nextWatch(t *testing.T) (*watch.FakeWatcher, string) {
+	t.Helper()
+	select {
+	case w := <-c.watches:
+		return w, <-c.watchRVs
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tracker did not watch")
+		return nil, ""
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10 s: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func runTracker(t *testing.T, tr *Tracker, c *cluster) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(ctx, c.client) }()
+	return func() {
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("Run returned %v, want context.Canceled", err)
+		}
+	}
+}
+
+// A scheduler restarted on its store resumes the watch where it stopped,
+// without listing the cluster, with the claims whole (spec included); when
+// the API server has compacted that version away (410), it lists again and
+// the list replaces what the store had.
+func TestRunResumesFromTheStoreAndRelistsOnGone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	a := pendingClaim("a", "uid-a", "10")
+	b := pendingClaim("b", "uid-b", "11")
+	c1 := newCluster(&resourcev1.ResourceClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "20"},
+		Items: []resourcev1.ResourceClaim{*a, *b}})
+
+	store, err := claimstore.Open(dir, claimstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker(store, TrackerOptions{})
+	stop := runTracker(t, tr, c1)
+	w, rv := c1.nextWatch(t)
+	if rv != "20" || c1.lists.Load() != 1 || !tr.HasSynced() {
+		t.Fatalf("first start: watch from %q after %d lists (synced %v); want 20 after 1", rv, c1.lists.Load(), tr.HasSynced())
+	}
+	w.Modify(allocated(a, "21", dev{device: "gpu-0"}))
+	gone := b.DeepCopy()
+	gone.ResourceVersion = "22"
+	w.Delete(gone)
+	w.Action(watch.Bookmark, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "25"}})
+	eventually(t, "the store's position reaches the bookmark", func() bool {
+		st, err := store.Stats()
+		return err == nil && st.FollowResourceVersion == 25
+	})
+	if got := devicesOf(t, tr); len(got) != 1 || got[0] != "gpu-0" {
+		t.Fatalf("allocated %v", got)
+	}
+	stop()
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The restart: no list, the watch from 25, the claims from the store.
+	store, err = claimstore.Open(dir, claimstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	c2 := newCluster(&resourcev1.ResourceClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "40"},
+		Items: []resourcev1.ResourceClaim{*pendingClaim("c", "uid-c", "30")}})
+	tr2 := NewTracker(store, TrackerOptions{})
+	stop2 := runTracker(t, tr2, c2)
+	defer stop2()
+	w2, rv2 := c2.nextWatch(t)
+	if rv2 != "25" || c2.lists.Load() != 0 || !tr2.HasSynced() {
+		t.Fatalf("restart: watch from %q after %d lists (synced %v); want 25 after none", rv2, c2.lists.Load(), tr2.HasSynced())
+	}
+	got, err := tr2.Get("default", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != "21" || got.Spec.Devices.Requests[0].Exactly == nil ||
+		got.Spec.Devices.Requests[0].Exactly.DeviceClassName != "class" || got.Status.Allocation == nil {
+		t.Fatalf("claim a after the restart: %+v", got)
+	}
+	if _, err := tr2.Get("default", "b"); !apierrors.IsNotFound(err) {
+		t.Fatalf("deleted claim b after the restart: %v", err)
+	}
+	if devs := devicesOf(t, tr2); len(devs) != 1 || devs[0] != "gpu-0" {
+		t.Fatalf("allocated after the restart: %v", devs)
+	}
+
+	// 410: the list replaces the store's claims.
+	w2.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired,
+		Message: "too old resource version: 25 (35)"})
+	_, rv3 := c2.nextWatch(t)
+	if rv3 != "40" || c2.lists.Load() != 1 {
+		t.Fatalf("after 410: watch from %q after %d lists; want 40 after 1", rv3, c2.lists.Load())
+	}
+	if _, err := tr2.Get("default", "a"); !apierrors.IsNotFound(err) {
+		t.Fatalf("claim a is gone from the cluster, the tracker has it: %v", err)
+	}
+	if _, err := tr2.Get("default", "c"); err != nil {
+		t.Fatalf("claim c: %v", err)
+	}
+	if _, err := store.Get(claimstore.Key{Namespace: "default", Name: "a"}); err == nil {
+		t.Fatal("the store kept claim a, which the list no longer has")
+	}
+	st, _ := store.Stats()
+	if st.FollowResourceVersion != 40 || st.Claims != 1 {
+		t.Fatalf("the store after the relist: position %d, %d claims", st.FollowResourceVersion, st.Claims)
+	}
+	if devs := devicesOf(t, tr2); len(devs) != 0 {
+		t.Fatalf("allocated after the relist: %v", devs)
+	}
+}
