@@ -34,8 +34,11 @@ type TrackerOptions struct {
 	// klog's background logger.
 	Logger *klog.Logger
 	// OnRefused, when set, is called (from the informer's goroutine) with
-	// every claim the store refused and why. The claim is left out of the
-	// tracker and the store as it was.
+	// every claim the store refused and why. A claim the store's
+	// validation refuses (ErrInvalid) is left out of the tracker and the
+	// store as it was. A claim holding a device another claim holds whole
+	// (ErrConflict, naming both) is a double allocation in the cluster: the
+	// tracker counts it all the same, the store goes without it.
 	OnRefused func(claim *resourcev1.ResourceClaim, err error)
 }
 
@@ -52,7 +55,8 @@ type TrackerOptions struct {
 //   - Get of a missing claim is a Kubernetes NotFound (apierrors.IsNotFound);
 //   - a device two claims both list stays allocated until both let it go;
 //   - an informer object claimstore's validation refuses is left out and
-//     reported (TrackerOptions.OnRefused), never half applied;
+//     reported (TrackerOptions.OnRefused), never half applied; one that
+//     holds a device another claim holds is reported and counted;
 //   - GatherAllocatedState and ListAllAllocatedDevices return the same maps
 //     while nothing changed (constant time); the maps are never changed
 //     after they are returned, and callers must not change them either.
@@ -151,10 +155,17 @@ func (t *Tracker) OnAdd(obj any) {
 
 // add writes claim to the store (position: the watch position to record,
 // 0 for none) and applies it to the tracker unless the store refused it.
+//
+// A claim whose device another claim holds whole (the store's device rule
+// refuses it: ErrConflict) is the cluster's truth all the same (the API
+// server checks each claim alone; #133602, #128980): it is reported and
+// counted, though the store lacks it until its next event.
 func (t *Tracker) add(claim *resourcev1.ResourceClaim, position uint64) {
 	if err := t.write(claim, position); err != nil {
 		t.refused(claim, err)
-		return
+		if !errors.Is(err, claimstore.ErrConflict) {
+			return
+		}
 	}
 	h := holdingsOf(claim, t.consumable)
 	t.mu.Lock()

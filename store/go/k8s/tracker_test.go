@@ -394,9 +394,27 @@ func TestInformerClaimsAreStoredAndBadOnesRefused(t *testing.T) {
 		t.Fatalf("the store holds resourceVersion %s after a refused update", rec2.ResourceVersion())
 	}
 
+	// A second claim holding gpu-0 whole: a double allocation in the
+	// cluster. Reported (naming the holder), counted, not stored.
+	twin := allocated(pendingClaim("twin", "uid-twin", "1"), "5", dev{device: "gpu-0"})
+	tr.OnAdd(twin)
+	if len(refused) != 2 || !errors.Is(refused[1], claimstore.ErrConflict) ||
+		!strings.Contains(refused[1].Error(), "default/a") {
+		t.Fatalf("refusals %v, want a conflict naming default/a", refused)
+	}
+	if got, err := tr.Get("default", "twin"); err != nil || got != twin {
+		t.Fatalf("the tracker left out a claim the cluster has: %v", err)
+	}
+	if _, err := store.Get(claimstore.Key{Namespace: "default", Name: "twin"}); !errors.Is(err, claimstore.ErrNotFound) {
+		t.Fatalf("the store took a claim its device rule refuses: %v", err)
+	}
+
 	tr.OnDelete(good)
 	if _, err := store.Get(claimstore.Key{Namespace: "default", Name: "a"}); !errors.Is(err, claimstore.ErrNotFound) {
 		t.Fatalf("the store kept a deleted claim: %v", err)
+	}
+	if got := devicesOf(t, tr); len(got) != 1 || got[0] != "gpu-0" {
+		t.Fatalf("after a's delete, allocated %v; twin still holds gpu-0", got)
 	}
 }
 
