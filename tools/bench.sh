@@ -7,8 +7,10 @@
 #
 # Usage: tools/bench.sh [--quick|--go]
 #   --quick   10k and 100k claims, short runs (under 3 minutes here)
-#   --go      the Go package's benchmarks (bench/go) instead, 5 runs each,
-#             into bench/results/go.txt (about 3 minutes)
+#   --go      the Go benchmarks instead, 5 runs each: the Go package's
+#             (bench/go, into bench/results/go.txt) and the Kubernetes module's
+#             against kube-scheduler's own tracker (store/go/k8s/upstreamtest,
+#             into bench/results/go-k8s.txt); about 10 minutes
 #   default   10k, 100k and 1M claims, 3 repetitions (medians), and the peak
 #             memory and disk size of each backend at 1M claims
 # Databases are built once under $TMPDIR/claimstore-bench (or /tmp) and
@@ -33,6 +35,11 @@ if [ "$go" -eq 1 ]; then
   (cd bench/go && PKG_CONFIG_PATH="$PWD/../../build/release/pkgconfig" GOFLAGS=-mod=readonly GOPROXY=off GOTOOLCHAIN=local \
      GOCACHE="$PWD/../../build/release/go/cache" go test -run XXX -bench . -count 5 ./...) |
     tee bench/results/go.txt
+  # The Kubernetes module against kube-scheduler's own tracker (k8s.io/kubernetes).
+  (cd store/go/k8s/upstreamtest && PKG_CONFIG_PATH="$PWD/../../../../build/release/pkgconfig" GOFLAGS=-mod=readonly \
+     GOPROXY=off GOTOOLCHAIN=local GOCACHE="$PWD/../../../../build/release/go/cache" \
+     go test -run XXX -bench . -count 5 ./... 2>/dev/null) |
+    tee bench/results/go-k8s.txt
   exit 0
 fi
 cmake --preset release >/dev/null

@@ -138,12 +138,12 @@ func mapAtScale(b *testing.B) *mapStore {
 
 func atScale(b *testing.B) (*claimstore.Store, *mapStore) {
 	scaleOnce.Do(func() {
-		s, err := claimstore.Open(filepath.Join(b.TempDir(), "scale"), claimstore.Options{RecordCacheBytes: recordCache})
+		s, err := claimstore.Open(ctx, filepath.Join(b.TempDir(), "scale"), claimstore.Options{RecordCacheBytes: recordCache})
 		if err != nil {
 			b.Fatal(err)
 		}
 		for i := 0; i < claimsAtScale; i++ {
-			if _, err := s.PutJSON([]byte(claimJSON(i)), claimstore.Preconditions{}); err != nil {
+			if _, err := s.PutJSON(ctx, []byte(claimJSON(i)), claimstore.Preconditions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -250,7 +250,7 @@ func benchmarkGet(b *testing.B, stride int) {
 // C each, where a fixed 512-byte first buffer took two.
 func BenchmarkGetLarger(b *testing.B) {
 	const claims = 10000
-	s, err := claimstore.Open(filepath.Join(b.TempDir(), "larger"), claimstore.Options{RecordCacheBytes: recordCache})
+	s, err := claimstore.Open(ctx, filepath.Join(b.TempDir(), "larger"), claimstore.Options{RecordCacheBytes: recordCache})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func BenchmarkGetLarger(b *testing.B) {
 			`{"request":"gpu","driver":"gpu.example.com","pool":"` + pool(i) + `","device":"` + device(i) + `"},` +
 			`{"request":"nic","driver":"nic.example.com","pool":"` + pool(i) + `","device":"nic-` + n + `"}]}},` +
 			`"reservedFor":[` + strings.Join(pods, ",") + `]}}`
-		if _, err := s.PutJSON([]byte(claim), claimstore.Preconditions{}); err != nil {
+		if _, err := s.PutJSON(ctx, []byte(claim), claimstore.Preconditions{}); err != nil {
 			b.Fatal(err)
 		}
 		keys[(i*7919)%claims] = claimstore.Key{Namespace: "ns", Name: "large-" + n}
@@ -334,6 +334,24 @@ func BenchmarkPerPod(b *testing.B) {
 			a.Close()
 		}
 	})
+	b.Run("store-batched", func(b *testing.B) {
+		s := storeAtScale(b)
+		var taken []bool
+		for i := 0; i < b.N; i++ {
+			a, err := s.AllocatedDevices()
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, ds := candidates(i)
+			taken = a.TakenMany("gpu.example.com", p, ds, taken)
+			for _, t := range taken {
+				if t {
+					sink++
+				}
+			}
+			a.Close()
+		}
+	})
 	b.Run("map-clone", func(b *testing.B) {
 		m := mapAtScale(b)
 		for i := 0; i < b.N; i++ {
@@ -373,11 +391,11 @@ const reserveClaim = `{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1",
 
 // openReserveStore opens a store in a temporary directory holding reserveClaim.
 func openReserveStore(b *testing.B) *claimstore.Store {
-	s, err := claimstore.Open(filepath.Join(b.TempDir(), "go"), claimstore.Options{})
+	s, err := claimstore.Open(ctx, filepath.Join(b.TempDir(), "go"), claimstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.PutJSON([]byte(reserveClaim), claimstore.Preconditions{}); err != nil {
+	if _, err := s.PutJSON(ctx, []byte(reserveClaim), claimstore.Preconditions{}); err != nil {
 		s.Close()
 		b.Fatal(err)
 	}
@@ -409,10 +427,10 @@ func BenchmarkReserve(b *testing.B) {
 		pod := claimstore.Consumer{Resource: "pods", Name: "pod-c", UID: "uid-c"}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, err := s.Reserve(k, pod, claimstore.Preconditions{}); err != nil {
+			if _, err := s.Reserve(ctx, k, pod, claimstore.Preconditions{}); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := s.Unreserve(k, "uid-c", claimstore.Preconditions{}); err != nil {
+			if _, err := s.Unreserve(ctx, k, "uid-c", claimstore.Preconditions{}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -453,10 +471,10 @@ func BenchmarkReserveInterleaved(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		if _, err := s.Reserve(k, pod, claimstore.Preconditions{}); err != nil {
+		if _, err := s.Reserve(ctx, k, pod, claimstore.Preconditions{}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Unreserve(k, "uid-c", claimstore.Preconditions{}); err != nil {
+		if _, err := s.Unreserve(ctx, k, "uid-c", claimstore.Preconditions{}); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()

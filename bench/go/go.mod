@@ -1,6 +1,6 @@
 module claimstore.dev/bench
 
-go 1.19
+go 1.26
 
 require claimstore.dev/claimstore v0.0.0
 

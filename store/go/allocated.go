@@ -101,6 +101,37 @@ func (a *AllocatedState) Taken(driver, pool, device string) bool {
 	return C.cs_allocated_taken(a.handle(), str(driver), str(pool), str(device)) != 0
 }
 
+// TakenMany answers Taken for many devices of one pool (a pod's candidates
+// on a node) in one call into C: taken[i] for devices[i], appended to
+// taken[:0] (pass the previous result to reuse it).
+func (a *AllocatedState) TakenMany(driver, pool string, devices []string, taken []bool) []bool {
+	taken = append(taken[:0], make([]bool, len(devices))...)
+	if len(devices) == 0 {
+		return taken
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.h == nil {
+		return taken
+	}
+	total := 0
+	for _, d := range devices {
+		total += len(d)
+	}
+	// The names back to back and their lengths: Go memory without Go
+	// pointers, which C may read during the call.
+	names := make([]byte, 0, total+1)
+	lengths := make([]uint32, len(devices))
+	for i, d := range devices {
+		names = append(names, d...)
+		lengths[i] = uint32(len(d))
+	}
+	names = append(names, 0)
+	C.cs_allocated_taken_many(a.handle(), str(driver), str(pool), (*C.char)(unsafe.Pointer(&names[0])),
+		(*C.uint32_t)(unsafe.Pointer(&lengths[0])), C.size_t(len(devices)), (*C.uint8_t)(unsafe.Pointer(&taken[0])))
+	return taken
+}
+
 // Find returns the device, or false when no claim holds it.
 func (a *AllocatedState) Find(driver, pool, device string) (AllocatedDevice, bool) {
 	a.mu.RLock()

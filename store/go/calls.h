@@ -96,6 +96,12 @@ static inline int cs_allocated_taken(uintptr_t snapshot, claimstore_slice_t driv
                                      claimstore_slice_t pool, claimstore_slice_t device) {
   return claimstore_allocated_taken((const claimstore_allocated_t*)snapshot, driver, pool, device);
 }
+static inline void cs_allocated_taken_many(uintptr_t snapshot, claimstore_slice_t driver,
+                                           claimstore_slice_t pool, const char* names,
+                                           const uint32_t* lengths, size_t n, uint8_t* taken) {
+  claimstore_allocated_taken_many((const claimstore_allocated_t*)snapshot, driver, pool, names,
+                                  lengths, n, taken);
+}
 static inline int cs_allocated_find(uintptr_t snapshot, claimstore_slice_t driver,
                                     claimstore_slice_t pool, claimstore_slice_t device,
                                     claimstore_device_t* out) {

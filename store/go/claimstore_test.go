@@ -27,7 +27,7 @@ const (
 func open(t testing.TB, opts claimstore.Options) (*claimstore.Store, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "db")
-	s, err := claimstore.Open(dir, opts)
+	s, err := claimstore.Open(ctx, dir, opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -50,7 +50,7 @@ func allocatedJSON(devices ...string) string {
 
 func put(t testing.TB, s *claimstore.Store, ns, name, status string) claimstore.WriteResult {
 	t.Helper()
-	r, err := s.PutJSON(claimJSON(ns, name, status), claimstore.Preconditions{})
+	r, err := s.PutJSON(ctx, claimJSON(ns, name, status), claimstore.Preconditions{})
 	if err != nil {
 		t.Fatalf("PutJSON %s/%s: %v", ns, name, err)
 	}
@@ -351,7 +351,7 @@ func TestEveryErrorCode(t *testing.T) {
 	}
 
 	// Invalid: the field errors, and nothing written.
-	_, err = s.PutJSON(claimJSON("ns", "a", `{"reservedFor":[{"resource":"pods","name":"p"}]}`), claimstore.Preconditions{})
+	_, err = s.PutJSON(ctx, claimJSON("ns", "a", `{"reservedFor":[{"resource":"pods","name":"p"}]}`), claimstore.Preconditions{})
 	if !errors.Is(err, claimstore.ErrInvalid) || !errors.As(err, &e) || len(e.Fields) == 0 ||
 		e.Fields[0].Type != "Required value" || !strings.HasPrefix(e.Fields[0].Field, "status.reservedFor[0].") {
 		t.Errorf("invalid claim: %v (%+v)", err, e)
@@ -359,44 +359,44 @@ func TestEveryErrorCode(t *testing.T) {
 	if st, _ := s.Stats(); st.Claims != 0 || st.Revision != 0 {
 		t.Errorf("a refused write changed the store: %+v", st)
 	}
-	_, err = s.PutJSON([]byte(`{"kind":`), claimstore.Preconditions{})
+	_, err = s.PutJSON(ctx, []byte(`{"kind":`), claimstore.Preconditions{})
 	if !errors.Is(err, claimstore.ErrInvalid) {
 		t.Errorf("truncated JSON: %v", err)
 	}
 
 	// Refused: reserve an unallocated claim.
 	put(t, s, "ns", "a", "{}")
-	_, err = s.Reserve(key, pod("u1"), claimstore.Preconditions{})
+	_, err = s.Reserve(ctx, key, pod("u1"), claimstore.Preconditions{})
 	if !errors.Is(err, claimstore.ErrRefused) {
 		t.Errorf("Reserve of an unallocated claim: %v", err)
 	}
 
 	// Conflict on a stale revision, with the current revision.
 	put(t, s, "ns", "a", allocatedJSON("gpu-0"))
-	_, err = s.Reserve(key, pod("u1"), claimstore.Preconditions{ModRevision: u64(1)})
+	_, err = s.Reserve(ctx, key, pod("u1"), claimstore.Preconditions{ModRevision: u64(1)})
 	var ce *claimstore.ConflictError
 	if !errors.Is(err, claimstore.ErrConflict) || !errors.As(err, &ce) || ce.CurrentRevision != 2 || len(ce.Holders) != 0 {
 		t.Errorf("stale revision: %v (%+v)", err, ce)
 	}
-	_, err = s.Reserve(key, pod("u1"), claimstore.Preconditions{UID: strp("someone-else")})
+	_, err = s.Reserve(ctx, key, pod("u1"), claimstore.Preconditions{UID: strp("someone-else")})
 	if !errors.Is(err, claimstore.ErrConflict) {
 		t.Errorf("wrong uid: %v", err)
 	}
 
 	// Conflict on a held device, naming the holder.
 	put(t, s, "ns", "b", "{}")
-	_, err = s.AllocateJSON(claimstore.Key{"ns", "b"}, []byte(allocatedJSON("gpu-0")[len(`{"allocation":`):len(allocatedJSON("gpu-0"))-1]), nil, claimstore.Preconditions{})
+	_, err = s.AllocateJSON(ctx, claimstore.Key{"ns", "b"}, []byte(allocatedJSON("gpu-0")[len(`{"allocation":`):len(allocatedJSON("gpu-0"))-1]), nil, claimstore.Preconditions{})
 	if !errors.As(err, &ce) || len(ce.Holders) != 1 || ce.Holders[0] != key {
 		t.Errorf("held device: %v (%+v)", err, ce)
 	}
 
 	// Exhausted at 256 consumers.
 	for i := 0; i < 256; i++ {
-		if _, err := s.Reserve(key, pod("u"+strconv.Itoa(i)), claimstore.Preconditions{}); err != nil {
+		if _, err := s.Reserve(ctx, key, pod("u"+strconv.Itoa(i)), claimstore.Preconditions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Reserve(key, pod("one-more"), claimstore.Preconditions{}); !errors.Is(err, claimstore.ErrExhausted) {
+	if _, err := s.Reserve(ctx, key, pod("one-more"), claimstore.Preconditions{}); !errors.Is(err, claimstore.ErrExhausted) {
 		t.Errorf("257th consumer: %v", err)
 	}
 
@@ -409,17 +409,17 @@ func TestEveryErrorCode(t *testing.T) {
 	if _, err := claimstore.Decode([]byte("[1,")); !errors.Is(err, claimstore.ErrInvalid) {
 		t.Errorf("Decode of bad JSON: %v", err)
 	}
-	corrupt, err := s.Put(claimFromBytes(t, bad), claimstore.Preconditions{})
+	corrupt, err := s.Put(ctx, claimFromBytes(t, bad), claimstore.Preconditions{})
 	if !errors.Is(err, claimstore.ErrCorrupt) {
 		t.Errorf("Put of corrupt bytes: %+v %v", corrupt, err)
 	}
 
 	// Unavailable: a second writer.
-	if _, err := claimstore.Open(dir, claimstore.Options{}); !errors.Is(err, claimstore.ErrUnavailable) {
+	if _, err := claimstore.Open(ctx, dir, claimstore.Options{}); !errors.Is(err, claimstore.ErrUnavailable) {
 		t.Errorf("second writer: %v", err)
 	}
 	// ErrorIfMissing.
-	if _, err := claimstore.Open(filepath.Join(t.TempDir(), "none"), claimstore.Options{ErrorIfMissing: true}); err == nil {
+	if _, err := claimstore.Open(ctx, filepath.Join(t.TempDir(), "none"), claimstore.Options{ErrorIfMissing: true}); err == nil {
 		t.Errorf("ErrorIfMissing opened a missing database")
 	}
 
@@ -459,29 +459,30 @@ func TestReadsAndIndexes(t *testing.T) {
 		put(t, s, "ns", "c"+strconv.Itoa(i), allocatedJSON("gpu-"+strconv.Itoa(i)))
 	}
 	put(t, s, "other", "x", "{}")
-	if _, err := s.Reserve(claimstore.Key{"ns", "c1"}, pod("p1"), claimstore.Preconditions{}); err != nil {
+	if _, err := s.Reserve(ctx, claimstore.Key{"ns", "c1"}, pod("p1"), claimstore.Preconditions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Reserve(claimstore.Key{"ns", "c3"}, pod("p1"), claimstore.Preconditions{}); err != nil {
+	if _, err := s.Reserve(ctx, claimstore.Key{"ns", "c3"}, pod("p1"), claimstore.Preconditions{}); err != nil {
 		t.Fatal(err)
 	}
-	keys, rev, err := s.ClaimsReservedFor("p1")
-	if err != nil || rev != 8 || !reflect.DeepEqual(keys, []claimstore.Key{{"ns", "c1"}, {"ns", "c3"}}) {
-		t.Errorf("ClaimsReservedFor = %v %d %v", keys, rev, err)
+	reserved, err := s.ClaimsReservedFor("p1")
+	if err != nil || reserved.Revision != 8 || !reflect.DeepEqual(reserved.Keys, []claimstore.Key{{"ns", "c1"}, {"ns", "c3"}}) {
+		t.Errorf("ClaimsReservedFor = %+v %v", reserved, err)
 	}
-	if _, _, err := s.ClaimsReservedFor(""); !errors.Is(err, claimstore.ErrInvalid) {
+	if _, err := s.ClaimsReservedFor(""); !errors.Is(err, claimstore.ErrInvalid) {
 		t.Errorf("ClaimsReservedFor(\"\"): %v", err)
 	}
-	holdings, _, err := s.ClaimsUsingDevice(claimstore.DeviceQuery{Driver: driver, Pool: pool, Device: "gpu-2"})
+	using, err := s.ClaimsUsingDevice(claimstore.DeviceQuery{Driver: driver, Pool: pool, Device: "gpu-2"})
+	holdings := using.Holdings
 	if err != nil || len(holdings) != 1 || holdings[0].Claim != (claimstore.Key{"ns", "c2"}) ||
 		holdings[0].Kind != claimstore.HoldingExclusive {
 		t.Errorf("ClaimsUsingDevice = %+v %v", holdings, err)
 	}
-	all, _, _ := s.ClaimsUsingDevice(claimstore.DeviceQuery{Driver: driver})
-	if len(all) != 5 {
-		t.Errorf("holdings of the driver: %d", len(all))
+	all, _ := s.ClaimsUsingDevice(claimstore.DeviceQuery{Driver: driver})
+	if len(all.Holdings) != 5 || all.Revision != 8 {
+		t.Errorf("holdings of the driver: %+v", all)
 	}
-	if _, _, err := s.ClaimsUsingDevice(claimstore.DeviceQuery{}); !errors.Is(err, claimstore.ErrInvalid) {
+	if _, err := s.ClaimsUsingDevice(claimstore.DeviceQuery{}); !errors.Is(err, claimstore.ErrInvalid) {
 		t.Errorf("query without a driver: %v", err)
 	}
 
@@ -505,9 +506,29 @@ func TestReadsAndIndexes(t *testing.T) {
 	if !reflect.DeepEqual(names, []string{"c0", "c1", "c2", "c3", "c4"}) {
 		t.Errorf("List: %v", names)
 	}
-	claims, rev, err := s.GetMany([]claimstore.Key{{"ns", "c4"}, {"ns", "nope"}, {"other", "x"}})
-	if err != nil || rev != 8 || len(claims) != 3 || claims[0].Name() != "c4" || claims[1] != nil || claims[2].Name() != "x" {
-		t.Errorf("GetMany = %v %d %v", claims, rev, err)
+	read, err := s.GetMany([]claimstore.Key{{"ns", "c4"}, {"ns", "nope"}, {"other", "x"}})
+	claims := read.Claims
+	if err != nil || read.Revision != 8 || len(claims) != 3 || claims[0].Name() != "c4" || claims[1] != nil || claims[2].Name() != "x" {
+		t.Errorf("GetMany = %+v %v", read, err)
+	}
+
+	// All walks every claim, page by page.
+	names = nil
+	for c, err := range s.All(ctx, claimstore.ListOptions{Limit: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, c.Namespace()+"/"+c.Name())
+	}
+	if !reflect.DeepEqual(names, []string{"ns/c0", "ns/c1", "ns/c2", "ns/c3", "ns/c4", "other/x"}) {
+		t.Errorf("All: %v", names)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	for c, err := range s.All(done, claimstore.ListOptions{}) {
+		if c != nil || !errors.Is(err, context.Canceled) {
+			t.Errorf("All with an ended context: %v %v", c, err)
+		}
 	}
 
 	st, err := s.Stats()
@@ -522,7 +543,7 @@ func TestReadsAndIndexes(t *testing.T) {
 	if err := s.Backup(backup); err != nil {
 		t.Fatal(err)
 	}
-	copyStore, err := claimstore.Open(backup, claimstore.Options{ReadOnly: true})
+	copyStore, err := claimstore.Open(ctx, backup, claimstore.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +551,7 @@ func TestReadsAndIndexes(t *testing.T) {
 	if st, _ := copyStore.Stats(); st.Claims != 6 || st.Revision != 8 {
 		t.Errorf("backup: %+v", st)
 	}
-	if _, err := copyStore.Delete(claimstore.Key{"ns", "c0"}, claimstore.Preconditions{}); !errors.Is(err, claimstore.ErrRefused) {
+	if _, err := copyStore.Delete(ctx, claimstore.Key{"ns", "c0"}, claimstore.Preconditions{}); !errors.Is(err, claimstore.ErrRefused) {
 		t.Errorf("write to a read-only store: %v", err)
 	}
 }
@@ -547,7 +568,7 @@ func TestAllocateSharesCapacityAndTheAllocatedState(t *testing.T) {
 	}
 	exclusive := claimstore.DeviceResult{Request: "req", Driver: driver, Pool: pool, Device: "gpu-1"}
 	when := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	r, err := s.Allocate(claimstore.Key{"ns", "a"}, []claimstore.DeviceResult{share(shareA, "4Gi"), exclusive},
+	r, err := s.Allocate(ctx, claimstore.Key{"ns", "a"}, []claimstore.DeviceResult{share(shareA, "4Gi"), exclusive},
 		claimstore.AllocateOptions{NodeName: "node-1", AllocationTimestamp: when, Capacity: limit}, claimstore.Preconditions{})
 	if err != nil || !r.Changed {
 		t.Fatalf("Allocate = %+v %v", r, err)
@@ -560,24 +581,24 @@ func TestAllocateSharesCapacityAndTheAllocatedState(t *testing.T) {
 	}
 
 	// Past the limit: a conflict naming the capacity.
-	_, err = s.Allocate(claimstore.Key{"ns", "b"}, []claimstore.DeviceResult{share(shareB, "4Gi")},
+	_, err = s.Allocate(ctx, claimstore.Key{"ns", "b"}, []claimstore.DeviceResult{share(shareB, "4Gi")},
 		claimstore.AllocateOptions{Capacity: limit}, claimstore.Preconditions{})
 	if !errors.Is(err, claimstore.ErrConflict) || !strings.Contains(err.Error(), "limit 6Gi") {
 		t.Errorf("over-commit: %v", err)
 	}
-	if _, err := s.Allocate(claimstore.Key{"ns", "b"}, []claimstore.DeviceResult{share(shareB, "2Gi")},
+	if _, err := s.Allocate(ctx, claimstore.Key{"ns", "b"}, []claimstore.DeviceResult{share(shareB, "2Gi")},
 		claimstore.AllocateOptions{Capacity: limit}, claimstore.Preconditions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AllocateJSON(claimstore.Key{"ns", "admin"}, []byte(`{"devices":{"results":[{"request":"req","driver":"`+
+	if _, err := s.AllocateJSON(ctx, claimstore.Key{"ns", "admin"}, []byte(`{"devices":{"results":[{"request":"req","driver":"`+
 		driver+`","pool":"`+pool+`","device":"gpu-1","adminAccess":true}]}}`), nil, claimstore.Preconditions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.AllocateJSON(claimstore.Key{"ns", "c"}, []byte(`{"devices":{"results":[{"request":1}]}}`), nil, claimstore.Preconditions{})
+	_, err = s.AllocateJSON(ctx, claimstore.Key{"ns", "c"}, []byte(`{"devices":{"results":[{"request":1}]}}`), nil, claimstore.Preconditions{})
 	if !errors.Is(err, claimstore.ErrInvalid) || !strings.Contains(err.Error(), "status.allocation.devices.results[0].request") {
 		t.Errorf("bad allocation JSON: %v", err)
 	}
-	_, err = s.Allocate(claimstore.Key{"ns", "c"}, []claimstore.DeviceResult{{Request: "req", Driver: driver, Pool: pool,
+	_, err = s.Allocate(ctx, claimstore.Key{"ns", "c"}, []claimstore.DeviceResult{{Request: "req", Driver: driver, Pool: pool,
 		Device: "gpu-7", BindingConditions: []string{"x"}}}, claimstore.AllocateOptions{}, claimstore.Preconditions{})
 	if !errors.Is(err, claimstore.ErrInvalid) {
 		t.Errorf("read-only fields in Allocate: %v", err)
@@ -593,7 +614,7 @@ func TestAllocateSharesCapacityAndTheAllocatedState(t *testing.T) {
 		t.Errorf("state at %d with %d devices; store at %d", state.Revision(), state.Len(), st.Revision)
 	}
 	// Writes after the snapshot do not change it; it outlives the store.
-	if _, err := s.Deallocate(claimstore.Key{"ns", "b"}, claimstore.Preconditions{}); err != nil {
+	if _, err := s.Deallocate(ctx, claimstore.Key{"ns", "b"}, claimstore.Preconditions{}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -613,6 +634,19 @@ func TestAllocateSharesCapacityAndTheAllocatedState(t *testing.T) {
 	}
 	if _, ok := state.Find(driver, pool, "gpu-2"); ok || state.Taken(driver, pool, "gpu-2") || !state.Taken(driver, pool, "gpu-1") {
 		t.Errorf("gpu-2 is not held")
+	}
+	asked := []string{"gpu-2", "gpu-1", "gpu-0", "", "gpu-10"}
+	var taken []bool
+	for round := 0; round < 2; round++ { // the second reuses the first's slice
+		taken = state.TakenMany(driver, pool, asked, taken)
+		for i, d := range asked {
+			if taken[i] != state.Taken(driver, pool, d) {
+				t.Errorf("TakenMany(%s) = %v, Taken says otherwise", d, taken[i])
+			}
+		}
+	}
+	if got := state.TakenMany(driver, pool, nil, taken); len(got) != 0 {
+		t.Errorf("TakenMany of nothing: %v", got)
 	}
 	devices := state.Devices("", "")
 	if len(devices) != 2 || devices[0].Device != "gpu-0" || devices[1].Device != "gpu-1" ||
@@ -654,13 +688,13 @@ func TestRaceForTheLastConsumerSlot(t *testing.T) {
 	key := claimstore.Key{"ns", "a"}
 	put(t, s, "ns", "a", allocatedJSON("gpu-0"))
 	for i := 0; i < 255; i++ {
-		if _, err := s.Reserve(key, pod("u"+strconv.Itoa(i)), claimstore.Preconditions{}); err != nil {
+		if _, err := s.Reserve(ctx, key, pod("u"+strconv.Itoa(i)), claimstore.Preconditions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for round := 0; round < 5; round++ {
 		errs := race(16, func(g int) error {
-			_, err := s.Reserve(key, pod("racer-"+strconv.Itoa(round)+"-"+strconv.Itoa(g)), claimstore.Preconditions{})
+			_, err := s.Reserve(ctx, key, pod("racer-"+strconv.Itoa(round)+"-"+strconv.Itoa(g)), claimstore.Preconditions{})
 			return err
 		})
 		won, exhausted := -1, 0
@@ -690,11 +724,11 @@ func TestRaceForTheLastConsumerSlot(t *testing.T) {
 		// Get read it again into a buffer of its size (it is larger than
 		// any first buffer Get tries, 16 KiB at most), whole: as GetMany
 		// reads it.
-		many, _, err := s.GetMany([]claimstore.Key{key})
-		if err != nil || len(c.Bytes()) <= 512 || !bytes.Equal(c.Bytes(), many[0].Bytes()) {
+		many, err := s.GetMany([]claimstore.Key{key})
+		if err != nil || len(c.Bytes()) <= 512 || !bytes.Equal(c.Bytes(), many.Claims[0].Bytes()) {
 			t.Fatalf("round %d: Get read %d bytes, GetMany %v", round, len(c.Bytes()), err)
 		}
-		if _, err := s.Unreserve(key, "racer-"+strconv.Itoa(round)+"-"+strconv.Itoa(won), claimstore.Preconditions{}); err != nil {
+		if _, err := s.Unreserve(ctx, key, "racer-"+strconv.Itoa(round)+"-"+strconv.Itoa(won), claimstore.Preconditions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -708,7 +742,7 @@ func TestRaceForTheLastConsumerSlot(t *testing.T) {
 func raceForDevice(t *testing.T, stores []*claimstore.Store, device string) claimstore.Key {
 	t.Helper()
 	errs := race(16, func(g int) error {
-		_, err := stores[g%len(stores)].Allocate(claimstore.Key{"ns", "c" + strconv.Itoa(g)},
+		_, err := stores[g%len(stores)].Allocate(ctx, claimstore.Key{"ns", "c" + strconv.Itoa(g)},
 			[]claimstore.DeviceResult{{Request: "req", Driver: driver, Pool: pool, Device: device}},
 			claimstore.AllocateOptions{}, claimstore.Preconditions{})
 		return err
@@ -744,7 +778,7 @@ func TestRaceForOneDevice(t *testing.T) {
 	}
 	for round := 0; round < 5; round++ {
 		winner := raceForDevice(t, []*claimstore.Store{s}, "gpu-"+strconv.Itoa(round))
-		if _, err := s.Deallocate(winner, claimstore.Preconditions{}); err != nil {
+		if _, err := s.Deallocate(ctx, winner, claimstore.Preconditions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -768,7 +802,7 @@ func TestCompareAndSetOnASeenRevision(t *testing.T) {
 			defer wg.Done()
 			rev := seen
 			for {
-				_, err := s.Reserve(key, pod("cas-"+strconv.Itoa(g)), claimstore.Preconditions{ModRevision: u64(rev)})
+				_, err := s.Reserve(ctx, key, pod("cas-"+strconv.Itoa(g)), claimstore.Preconditions{ModRevision: u64(rev)})
 				var ce *claimstore.ConflictError
 				if errors.As(err, &ce) {
 					mu.Lock()
@@ -822,7 +856,7 @@ func TestWatchSeesEveryChange(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
 				name := "w" + strconv.Itoa(g) + "-" + strconv.Itoa(i%5)
-				if _, err := s.PutJSON(claimJSON("ns", name, "{}"), claimstore.Preconditions{}); err != nil {
+				if _, err := s.PutJSON(ctx, claimJSON("ns", name, "{}"), claimstore.Preconditions{}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -830,7 +864,7 @@ func TestWatchSeesEveryChange(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for rev := uint64(1); rev <= writers*each; rev++ {
-		ev, err := w.Next()
+		ev, err := w.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -850,10 +884,10 @@ func TestWatchSeesEveryChange(t *testing.T) {
 	if w.NextRevision() != writers*each+1 {
 		t.Errorf("NextRevision = %d", w.NextRevision())
 	}
-	if _, err := s.Delete(claimstore.Key{"ns", "w0-0"}, claimstore.Preconditions{}); err != nil {
+	if _, err := s.Delete(ctx, claimstore.Key{"ns", "w0-0"}, claimstore.Preconditions{}); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := w.Next()
+	ev, err := w.Next(ctx)
 	if err != nil || ev.Type != claimstore.EventDeleted || ev.Claim == nil || ev.Before == nil {
 		t.Errorf("delete event %+v %v", ev, err)
 	}
@@ -861,7 +895,7 @@ func TestWatchSeesEveryChange(t *testing.T) {
 	// Cancelling the context ends a waiting Next.
 	done := make(chan error)
 	go func() {
-		_, err := w.Next()
+		_, err := w.Next(ctx)
 		done <- err
 	}()
 	time.Sleep(20 * time.Millisecond)
@@ -881,7 +915,7 @@ func TestWatchSeesEveryChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
-		_, err := w2.Next()
+		_, err := w2.Next(context.Background())
 		done <- err
 	}()
 	time.Sleep(20 * time.Millisecond)
@@ -928,7 +962,7 @@ func TestNoLeakOverOpenCloseAndReads(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "db")
 	cycle := func(reads int) {
-		s, err := claimstore.Open(dir, claimstore.Options{BlockCacheBytes: 1 << 20, WriteBufferBytes: 1 << 20})
+		s, err := claimstore.Open(ctx, dir, claimstore.Options{BlockCacheBytes: 1 << 20, WriteBufferBytes: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}

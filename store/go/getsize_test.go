@@ -23,10 +23,11 @@ func putReserved(t *testing.T, s *Store, name string, pods int) int {
 		`"pool":"pool","device":"` + name + `"}]}},"reservedFor":[` + strings.Join(rs, ",") + `]}`
 	claim := `{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"` + name +
 		`","namespace":"ns","uid":"uid-` + name + `"},"status":` + status + `}`
-	if _, err := s.PutJSON([]byte(claim), Preconditions{}); err != nil {
+	if _, err := s.PutJSON(ctx, []byte(claim), Preconditions{}); err != nil {
 		t.Fatalf("PutJSON %s: %v", name, err)
 	}
-	many, _, err := s.GetMany([]Key{{"ns", name}})
+	read, err := s.GetMany([]Key{{"ns", name}})
+	many := read.Claims
 	if err != nil || len(many) != 1 || many[0] == nil {
 		t.Fatalf("GetMany %s: %v", name, err)
 	}
@@ -34,7 +35,7 @@ func putReserved(t *testing.T, s *Store, name string, pods int) int {
 }
 
 func TestGetBufferFollowsTheRecordsRead(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "db"), Options{})
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "db"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

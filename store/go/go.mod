@@ -1,3 +1,3 @@
 module claimstore.dev/claimstore
 
-go 1.19
+go 1.26

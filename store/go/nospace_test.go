@@ -63,19 +63,19 @@ func bigClaim(i int) []byte {
 func TestAFullDiskIsErrNoSpaceAndWritesResume(t *testing.T) {
 	mnt := tmpfs(t, 16<<20)
 	dir := filepath.Join(mnt, "db")
-	s, err := claimstore.Open(dir, claimstore.Options{SyncWrites: true, WriteBufferBytes: 256 << 10})
+	s, err := claimstore.Open(ctx, dir, claimstore.Options{SyncWrites: true, WriteBufferBytes: 256 << 10})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	defer s.Close()
-	if _, err := s.PutJSON(bigClaim(0), claimstore.Preconditions{}); err != nil {
+	if _, err := s.PutJSON(ctx, bigClaim(0), claimstore.Preconditions{}); err != nil {
 		t.Fatal(err)
 	}
 	fill(t, filepath.Join(mnt, "ballast"))
 	var full error
 	i := 1
 	for ; i < 100000; i++ {
-		if _, err := s.PutJSON(bigClaim(i), claimstore.Preconditions{}); err != nil {
+		if _, err := s.PutJSON(ctx, bigClaim(i), claimstore.Preconditions{}); err != nil {
 			full = err
 			break
 		}
@@ -91,7 +91,7 @@ func TestAFullDiskIsErrNoSpaceAndWritesResume(t *testing.T) {
 	}
 	os.Remove(filepath.Join(mnt, "ballast"))
 	for attempt := 0; ; attempt++ {
-		_, err := s.PutJSON(bigClaim(i), claimstore.Preconditions{})
+		_, err := s.PutJSON(ctx, bigClaim(i), claimstore.Preconditions{})
 		if err == nil {
 			break
 		}
@@ -106,7 +106,7 @@ func TestAFullDiskIsErrNoSpaceAndWritesResume(t *testing.T) {
 func TestTheRulesExhaustedIsNotErrNoSpace(t *testing.T) {
 	s, _ := open(t, claimstore.Options{})
 	key := claimstore.Key{Namespace: "ns", Name: "many"}
-	if _, err := s.PutJSON(claimJSON("ns", "many",
+	if _, err := s.PutJSON(ctx, claimJSON("ns", "many",
 		`{"allocation":{"devices":{"results":[{"request":"req","driver":"gpu.example.com","pool":"p","device":"gpu-0"}]}}}`),
 		claimstore.Preconditions{}); err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestTheRulesExhaustedIsNotErrNoSpace(t *testing.T) {
 	var last error
 	for i := 0; i <= 256 && last == nil; i++ {
 		u := fmt.Sprintf("u-%d", i)
-		_, last = s.Reserve(key, claimstore.Consumer{Resource: "pods", Name: u, UID: u}, claimstore.Preconditions{})
+		_, last = s.Reserve(ctx, key, claimstore.Consumer{Resource: "pods", Name: u, UID: u}, claimstore.Preconditions{})
 	}
 	if !errors.Is(last, claimstore.ErrExhausted) || errors.Is(last, claimstore.ErrNoSpace) {
 		t.Fatalf("the 257th consumer: %v, want ErrExhausted and not ErrNoSpace", last)

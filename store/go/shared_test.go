@@ -231,11 +231,11 @@ func TestSharedModeThroughEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	won, err := a.Reserve(winner, pod("p1"), claimstore.Preconditions{ModRevision: u64(seen.ModRevision())})
+	won, err := a.Reserve(ctx, winner, pod("p1"), claimstore.Preconditions{ModRevision: u64(seen.ModRevision())})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.Reserve(winner, pod("p2"), claimstore.Preconditions{ModRevision: u64(seen.ModRevision())})
+	_, err = b.Reserve(ctx, winner, pod("p2"), claimstore.Preconditions{ModRevision: u64(seen.ModRevision())})
 	var ce *claimstore.ConflictError
 	if !errors.As(err, &ce) || ce.CurrentRevision != won.Revision {
 		t.Fatalf("a stale compare-and-set returned %v, want a conflict at revision %d", err, won.Revision)
@@ -253,7 +253,7 @@ func TestSharedModeThroughEtcd(t *testing.T) {
 		wrote = append(wrote, put(t, b, "ns", name, "{}").Revision)
 	}
 	for i, name := range []string{"w1", "w2"} {
-		e, err := w.Next()
+		e, err := w.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,8 +274,17 @@ func TestSharedModeThroughEtcd(t *testing.T) {
 	// etcd gone: writes fail within the timeout, reads go on, Stats says
 	// since when the mirror cannot follow.
 	etcd.kill()
+	// A context that ends first ends the wait (the write may still land,
+	// as with etcd's client): well before the 2 s timeout.
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	began := time.Now()
-	_, err = a.Unreserve(winner, "p1", claimstore.Preconditions{})
+	_, err = a.Unreserve(short, winner, "p1", claimstore.Preconditions{})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(began) > time.Second {
+		t.Fatalf("a write whose context ended after 100 ms: %v after %v", err, time.Since(began))
+	}
+	began = time.Now()
+	_, err = a.Unreserve(ctx, winner, "p1", claimstore.Preconditions{})
 	if !errors.Is(err, claimstore.ErrUnavailable) {
 		t.Fatalf("a write without etcd returned %v, want ErrUnavailable", err)
 	}
@@ -303,14 +312,14 @@ func TestSharedModeThroughEtcd(t *testing.T) {
 
 // Options the shared mode cannot take are refused at Open.
 func TestSharedModeOptions(t *testing.T) {
-	_, err := claimstore.Open(filepath.Join(t.TempDir(), "db"), claimstore.Options{
+	_, err := claimstore.Open(ctx, filepath.Join(t.TempDir(), "db"), claimstore.Options{
 		EtcdEndpoints: []string{"http://127.0.0.1:1"}, EtcdTimeout: -time.Second})
 	if !errors.Is(err, claimstore.ErrInvalid) {
 		t.Fatalf("a negative EtcdTimeout: %v", err)
 	}
 	// No etcd at the endpoint: Open fails within the timeout, naming it.
 	began := time.Now()
-	_, err = claimstore.Open(filepath.Join(t.TempDir(), "db"), claimstore.Options{
+	_, err = claimstore.Open(ctx, filepath.Join(t.TempDir(), "db"), claimstore.Options{
 		EtcdEndpoints: []string{"http://127.0.0.1:1"}, EtcdTimeout: 300 * time.Millisecond})
 	if !errors.Is(err, claimstore.ErrUnavailable) || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("Open without etcd: %v", err)
@@ -335,11 +344,11 @@ func TestSharedModeOverTLS(t *testing.T) {
 		t.Fatalf("Get over TLS: %v", err)
 	}
 	opts.EtcdCertFile, opts.EtcdKeyFile = "", ""
-	if _, err := claimstore.Open(filepath.Join(t.TempDir(), "db"), opts); !errors.Is(err, claimstore.ErrUnavailable) {
+	if _, err := claimstore.Open(ctx, filepath.Join(t.TempDir(), "db"), opts); !errors.Is(err, claimstore.ErrUnavailable) {
 		t.Fatalf("Open without a client certificate: %v", err)
 	}
 	opts.EtcdCertFile = files.clientCert
-	if _, err := claimstore.Open(filepath.Join(t.TempDir(), "db"), opts); !errors.Is(err, claimstore.ErrInvalid) ||
+	if _, err := claimstore.Open(ctx, filepath.Join(t.TempDir(), "db"), opts); !errors.Is(err, claimstore.ErrInvalid) ||
 		!strings.Contains(err.Error(), "both or neither") {
 		t.Fatalf("Open with a certificate and no key: %v", err)
 	}

@@ -9,6 +9,9 @@ package claimstore
 import "C"
 
 import (
+	"context"
+	"fmt"
+	"iter"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -107,6 +110,7 @@ type WriteResult struct {
 type Store struct {
 	mu      sync.RWMutex // shared by every call, exclusive by Close
 	db      *C.claimstore_t
+	shared  bool // Options.EtcdEndpoints: writes are etcd round trips
 	closing atomic.Bool
 	getSize atomic.Int32 // Get's first buffer, in bytes (0: getBufferBytes)
 
@@ -117,7 +121,40 @@ type Store struct {
 // Open opens (or creates) the database at dir. One process may open a
 // database for writing (another gets ErrUnavailable); any number may open
 // it with Options.ReadOnly.
-func Open(dir string, opts Options) (*Store, error) {
+//
+// ctx bounds the wait: in the shared mode Open connects to etcd and loads
+// its state (each request bounded by Options.EtcdTimeout); when ctx ends
+// first, Open returns its error and closes the store once it is open.
+func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(opts.EtcdEndpoints) == 0 || ctx.Done() == nil {
+		return open(dir, opts)
+	}
+	type outcome struct {
+		s   *Store
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		s, err := open(dir, opts)
+		done <- outcome{s, err}
+	}()
+	select {
+	case o := <-done:
+		return o.s, o.err
+	case <-ctx.Done():
+		go func() {
+			if o := <-done; o.s != nil {
+				o.s.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+func open(dir string, opts Options) (*Store, error) {
 	o := C.claimstore_options_create()
 	if o == nil {
 		return nil, &Error{Code: CodeResourceExhausted, Message: "out of memory"}
@@ -180,7 +217,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if code := C.claimstore_open(o, str(dir), &db, &e); code != 0 {
 		return nil, fromC(code, e)
 	}
-	return &Store{db: db, watchers: map[*Watcher]struct{}{}}, nil
+	return &Store{db: db, shared: len(opts.EtcdEndpoints) > 0, watchers: map[*Watcher]struct{}{}}, nil
 }
 
 func cBool(b bool) C.int {
@@ -346,11 +383,17 @@ func recordsOf(r *C.claimstore_records_t) []*Claim {
 	return out
 }
 
-// GetMany reads many claims at one snapshot, in the order asked (nil for
-// claims that do not exist), and the store revision it saw.
-func (s *Store) GetMany(keys []Key) ([]*Claim, uint64, error) {
+// GetManyResult is what GetMany read: the claims in the order asked (nil
+// for claims that do not exist), and the store revision of the snapshot.
+type GetManyResult struct {
+	Claims   []*Claim
+	Revision uint64
+}
+
+// GetMany reads many claims at one snapshot.
+func (s *Store) GetMany(keys []Key) (GetManyResult, error) {
 	if !s.lock() {
-		return nil, 0, ErrClosed
+		return GetManyResult{}, ErrClosed
 	}
 	defer s.mu.RUnlock()
 	var a cArena
@@ -366,14 +409,14 @@ func (s *Store) GetMany(keys []Key) ([]*Claim, uint64, error) {
 	var r *C.claimstore_records_t
 	var e *C.claimstore_error_t
 	if code := C.claimstore_get_many(s.db, arr, C.size_t(len(keys)), &r, &e); code != 0 {
-		return nil, 0, fromC(code, e)
+		return GetManyResult{}, fromC(code, e)
 	}
 	defer C.claimstore_records_destroy(r)
 	out := recordsOf(r)
 	if out == nil {
 		out = []*Claim{}
 	}
-	return out, uint64(C.claimstore_records_revision(r)), nil
+	return GetManyResult{Claims: out, Revision: uint64(C.claimstore_records_revision(r))}, nil
 }
 
 // ListOptions selects a page of claims.
@@ -409,17 +452,56 @@ func (s *Store) List(opts ListOptions) (*ListPage, error) {
 		Revision: uint64(C.claimstore_records_revision(r))}, nil
 }
 
+// All walks every claim (of opts.Namespace, when set) in namespace/name
+// order, a page of opts.Limit claims (default 1,000) per call into the
+// store; each page is one snapshot. An error ends the walk (yielded with a
+// nil claim); so does ctx's end.
+func (s *Store) All(ctx context.Context, opts ListOptions) iter.Seq2[*Claim, error] {
+	return func(yield func(*Claim, error) bool) {
+		if opts.Limit == 0 {
+			opts.Limit = 1000
+		}
+		for {
+			if err := ctx.Err(); err != nil {
+				yield(nil, err)
+				return
+			}
+			page, err := s.List(opts)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, c := range page.Claims {
+				if !yield(c, nil) {
+					return
+				}
+			}
+			if page.Continue == "" {
+				return
+			}
+			opts.Continue = page.Continue
+		}
+	}
+}
+
+// KeysResult is the claims an index query found, and the store revision
+// of the read.
+type KeysResult struct {
+	Keys     []Key
+	Revision uint64
+}
+
 // ClaimsReservedFor returns the claims whose status.reservedFor holds the
-// consumer uid, and the store revision of the read.
-func (s *Store) ClaimsReservedFor(uid string) ([]Key, uint64, error) {
+// consumer uid.
+func (s *Store) ClaimsReservedFor(uid string) (KeysResult, error) {
 	if !s.lock() {
-		return nil, 0, ErrClosed
+		return KeysResult{}, ErrClosed
 	}
 	defer s.mu.RUnlock()
 	var k *C.claimstore_keys_t
 	var e *C.claimstore_error_t
 	if code := C.claimstore_claims_reserved_for(s.db, str(uid), &k, &e); code != 0 {
-		return nil, 0, fromC(code, e)
+		return KeysResult{}, fromC(code, e)
 	}
 	defer C.claimstore_keys_destroy(k)
 	var n C.size_t
@@ -430,7 +512,7 @@ func (s *Store) ClaimsReservedFor(uid string) ([]Key, uint64, error) {
 			out[i] = goKey(key)
 		}
 	}
-	return out, uint64(C.claimstore_keys_revision(k)), nil
+	return KeysResult{Keys: out, Revision: uint64(C.claimstore_keys_revision(k))}, nil
 }
 
 // HoldingKind is how a claim holds a device.
@@ -456,11 +538,18 @@ type DeviceQuery struct {
 	Driver, Pool, Device, ShareID string
 }
 
+// HoldingsResult is what ClaimsUsingDevice found, in driver/pool/device
+// order, and the store revision of the read.
+type HoldingsResult struct {
+	Holdings []DeviceHolding
+	Revision uint64
+}
+
 // ClaimsUsingDevice returns who holds a device, or every holding of a
-// driver or pool, in driver/pool/device order, and the store revision.
-func (s *Store) ClaimsUsingDevice(q DeviceQuery) ([]DeviceHolding, uint64, error) {
+// driver or pool.
+func (s *Store) ClaimsUsingDevice(q DeviceQuery) (HoldingsResult, error) {
 	if !s.lock() {
-		return nil, 0, ErrClosed
+		return HoldingsResult{}, ErrClosed
 	}
 	defer s.mu.RUnlock()
 	cq := C.claimstore_device_query_t{driver: str(q.Driver)}
@@ -476,7 +565,7 @@ func (s *Store) ClaimsUsingDevice(q DeviceQuery) ([]DeviceHolding, uint64, error
 	var h *C.claimstore_holdings_t
 	var e *C.claimstore_error_t
 	if code := C.claimstore_claims_using_device(s.db, cq, &h, &e); code != 0 {
-		return nil, 0, fromC(code, e)
+		return HoldingsResult{}, fromC(code, e)
 	}
 	defer C.claimstore_holdings_destroy(h)
 	var n C.size_t
@@ -488,7 +577,7 @@ func (s *Store) ClaimsUsingDevice(q DeviceQuery) ([]DeviceHolding, uint64, error
 				HoldingKind(v.kind), goString(v.share_id), goKey(v.claim)}
 		}
 	}
-	return out, uint64(C.claimstore_holdings_revision(h)), nil
+	return HoldingsResult{Holdings: out, Revision: uint64(C.claimstore_holdings_revision(h))}, nil
 }
 
 // --- Writes ---
@@ -497,7 +586,49 @@ func (s *Store) ClaimsUsingDevice(q DeviceQuery) ([]DeviceHolding, uint64, error
 // integer, the outcome in w.
 type writeFunc func(db C.uintptr_t, w *C.cs_write_t) C.int
 
-func (s *Store) write(f writeFunc) (WriteResult, error) {
+func (s *Store) write(ctx context.Context, f writeFunc) (WriteResult, error) {
+	return s.writeThen(ctx, f, nil)
+}
+
+// writeThen runs f, then cleanup (when not nil). ctx is checked first. A
+// local write takes microseconds and runs to its end; in the shared mode
+// (etcd round trips, each bounded by Options.EtcdTimeout) a context that
+// ends first ends the wait: the call returns ctx's error and the write may
+// still be applied, as with etcd's own client.
+func (s *Store) writeThen(ctx context.Context, f writeFunc, cleanup func()) (WriteResult, error) {
+	if err := ctx.Err(); err != nil {
+		if cleanup != nil {
+			cleanup()
+		}
+		return WriteResult{}, err
+	}
+	if !s.shared || ctx.Done() == nil {
+		if cleanup != nil {
+			defer cleanup()
+		}
+		return s.writeNow(f)
+	}
+	type outcome struct {
+		r   WriteResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := s.writeNow(f)
+		if cleanup != nil {
+			cleanup()
+		}
+		done <- outcome{r, err}
+	}()
+	select {
+	case o := <-done:
+		return o.r, o.err
+	case <-ctx.Done():
+		return WriteResult{}, fmt.Errorf("%w (the write may still be applied)", ctx.Err())
+	}
+}
+
+func (s *Store) writeNow(f writeFunc) (WriteResult, error) {
 	if !s.lock() {
 		return WriteResult{}, ErrClosed
 	}
@@ -514,15 +645,15 @@ func (s *Store) handle() C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer
 
 // Put writes a whole claim (a record, e.g. from Decode or another store),
 // creating it if absent.
-func (s *Store) Put(c *Claim, pre Preconditions) (WriteResult, error) {
-	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+func (s *Store) Put(ctx context.Context, c *Claim, pre Preconditions) (WriteResult, error) {
+	return s.write(ctx, func(db C.uintptr_t, w *C.cs_write_t) C.int {
 		return C.cs_put(db, bytesSlice(c.b), cPre(pre), w)
 	})
 }
 
 // PutJSON writes a whole claim from one ResourceClaim's JSON.
-func (s *Store) PutJSON(claimJSON []byte, pre Preconditions) (WriteResult, error) {
-	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+func (s *Store) PutJSON(ctx context.Context, claimJSON []byte, pre Preconditions) (WriteResult, error) {
+	return s.write(ctx, func(db C.uintptr_t, w *C.cs_write_t) C.int {
 		return C.cs_put_json(db, bytesSlice(claimJSON), cPre(pre), w)
 	})
 }
@@ -541,7 +672,10 @@ func (s *Store) PutJSON(claimJSON []byte, pre Preconditions) (WriteResult, error
 // objects, when not nil, holds one entry per claim of input: the rest of
 // its Kubernetes object (metadata and spec; nil: none) for the record to
 // keep (Claim.Object), at most 1.5 MiB each.
-func (s *Store) ApplyClusterEventsJSON(input []byte, objects [][]byte, resourceVersion uint64) ([]WriteResult, error) {
+func (s *Store) ApplyClusterEventsJSON(ctx context.Context, input []byte, objects [][]byte, resourceVersion uint64) ([]WriteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if !s.lock() {
 		return nil, ErrClosed
 	}
@@ -573,8 +707,8 @@ func (s *Store) ApplyClusterEventsJSON(input []byte, objects [][]byte, resourceV
 }
 
 // Delete deletes the claim.
-func (s *Store) Delete(key Key, pre Preconditions) (WriteResult, error) {
-	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+func (s *Store) Delete(ctx context.Context, key Key, pre Preconditions) (WriteResult, error) {
+	return s.write(ctx, func(db C.uintptr_t, w *C.cs_write_t) C.int {
 		return C.cs_delete(db, cKey(key), cPre(pre), w)
 	})
 }
@@ -582,8 +716,8 @@ func (s *Store) Delete(key Key, pre Preconditions) (WriteResult, error) {
 // Reserve adds the consumer to status.reservedFor (a no-op when its uid is
 // there). ErrRefused when the claim is not allocated or is being deleted,
 // ErrExhausted at 256 consumers, ErrConflict when a precondition fails.
-func (s *Store) Reserve(key Key, c Consumer, pre Preconditions) (WriteResult, error) {
-	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+func (s *Store) Reserve(ctx context.Context, key Key, c Consumer, pre Preconditions) (WriteResult, error) {
+	return s.write(ctx, func(db C.uintptr_t, w *C.cs_write_t) C.int {
 		return C.cs_reserve(db, cKey(key), C.claimstore_consumer_t{
 			api_group: str(c.APIGroup), resource: str(c.Resource), name: str(c.Name), uid: str(c.UID),
 		}, cPre(pre), w)
@@ -591,8 +725,8 @@ func (s *Store) Reserve(key Key, c Consumer, pre Preconditions) (WriteResult, er
 }
 
 // Unreserve removes the consumer with the uid (a no-op when absent).
-func (s *Store) Unreserve(key Key, uid string, pre Preconditions) (WriteResult, error) {
-	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+func (s *Store) Unreserve(ctx context.Context, key Key, uid string, pre Preconditions) (WriteResult, error) {
+	return s.write(ctx, func(db C.uintptr_t, w *C.cs_write_t) C.int {
 		return C.cs_unreserve(db, cKey(key), str(uid), cPre(pre), w)
 	})
 }
@@ -634,7 +768,7 @@ func (a *cArena) limits(cs []DeviceCapacity) (*C.claimstore_device_capacity_t, C
 // claim is already allocated; ErrConflict naming the holder when a device
 // it takes (exclusively, or a share of) is held by another claim, or when
 // a capacity limit would be passed.
-func (s *Store) Allocate(key Key, results []DeviceResult, opts AllocateOptions, pre Preconditions) (WriteResult, error) {
+func (s *Store) Allocate(ctx context.Context, key Key, results []DeviceResult, opts AllocateOptions, pre Preconditions) (WriteResult, error) {
 	for i, r := range results {
 		if len(r.Tolerations) > 0 || len(r.BindingConditions) > 0 || len(r.BindingFailureConditions) > 0 ||
 			len(r.SkipNodeOperations) > 0 {
@@ -642,8 +776,7 @@ func (s *Store) Allocate(key Key, results []DeviceResult, opts AllocateOptions, 
 				"]: Tolerations, binding conditions and SkipNodeOperations are read only here; use AllocateJSON"}
 		}
 	}
-	var a cArena
-	defer a.free()
+	a := &cArena{}
 	var alloc C.claimstore_allocation_t
 	if len(results) > 0 {
 		rs := unsafe.Slice((*C.claimstore_device_result_t)(a.alloc(
@@ -672,27 +805,26 @@ func (s *Store) Allocate(key Key, results []DeviceResult, opts AllocateOptions, 
 	pa := (*C.claimstore_allocation_t)(a.alloc(unsafe.Sizeof(alloc), 8))
 	*pa = alloc
 	caps, ncaps := a.limits(opts.Capacity)
-	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+	return s.writeThen(ctx, func(db C.uintptr_t, w *C.cs_write_t) C.int {
 		return C.cs_allocate(db, cKey(key), pa, caps, ncaps, cPre(pre), w)
-	})
+	}, a.free)
 }
 
 // AllocateJSON sets status.allocation from an AllocationResult's JSON
 // ({"devices":{"results":[...]},"nodeSelector":...}); errors name the path
 // as in a claim (status.allocation.devices.results[0]...).
-func (s *Store) AllocateJSON(key Key, allocationJSON []byte, capacity []DeviceCapacity, pre Preconditions) (WriteResult, error) {
-	var a cArena
-	defer a.free()
+func (s *Store) AllocateJSON(ctx context.Context, key Key, allocationJSON []byte, capacity []DeviceCapacity, pre Preconditions) (WriteResult, error) {
+	a := &cArena{}
 	caps, ncaps := a.limits(capacity)
-	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+	return s.writeThen(ctx, func(db C.uintptr_t, w *C.cs_write_t) C.int {
 		return C.cs_allocate_json(db, cKey(key), bytesSlice(allocationJSON), caps, ncaps, cPre(pre), w)
-	})
+	}, a.free)
 }
 
 // Deallocate clears the allocation and device statuses; ErrRefused while
 // reservedFor is not empty, a no-op when not allocated.
-func (s *Store) Deallocate(key Key, pre Preconditions) (WriteResult, error) {
-	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+func (s *Store) Deallocate(ctx context.Context, key Key, pre Preconditions) (WriteResult, error) {
+	return s.write(ctx, func(db C.uintptr_t, w *C.cs_write_t) C.int {
 		return C.cs_deallocate(db, cKey(key), cPre(pre), w)
 	})
 }
@@ -700,8 +832,8 @@ func (s *Store) Deallocate(key Key, pre Preconditions) (WriteResult, error) {
 // SetDeviceStatusJSON sets status.devices entries from a JSON array of
 // AllocatedDeviceStatus objects (each replaces the entry of its
 // driver/pool/device/shareID or is added).
-func (s *Store) SetDeviceStatusJSON(key Key, statusesJSON []byte, pre Preconditions) (WriteResult, error) {
-	return s.write(func(db C.uintptr_t, w *C.cs_write_t) C.int {
+func (s *Store) SetDeviceStatusJSON(ctx context.Context, key Key, statusesJSON []byte, pre Preconditions) (WriteResult, error) {
+	return s.write(ctx, func(db C.uintptr_t, w *C.cs_write_t) C.int {
 		return C.cs_set_device_status_json(db, cKey(key), bytesSlice(statusesJSON), cPre(pre), w)
 	})
 }

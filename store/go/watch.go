@@ -9,6 +9,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Event is one committed change of one claim.
@@ -106,10 +107,12 @@ func (w *Watcher) destroyLocked() {
 	}
 }
 
-// Next waits for the next event. Errors: ctx.Err() once the Watch's
-// context is done, ErrCompacted, ErrClosed after Close (of the watcher or
-// its store), ErrCorrupt for a corrupt stored event.
-func (w *Watcher) Next() (Event, error) {
+// Next waits for the next event, until ctx ends (then ctx.Err(); the
+// watcher stays usable) or the Watch's context ends (then its error, for
+// good). Errors: ErrCompacted, ErrClosed after Close (of the watcher or its
+// store), ErrCorrupt for a corrupt stored event. A context without a
+// deadline that can end is checked every 50 ms while Next waits.
+func (w *Watcher) Next(ctx context.Context) (Event, error) {
 	w.next.Lock()
 	defer w.next.Unlock()
 	s := w.store
@@ -127,9 +130,19 @@ func (w *Watcher) Next() (Event, error) {
 		return Event{}, err
 	}
 	for {
+		if err := ctx.Err(); err != nil {
+			return Event{}, err
+		}
+		wait := int64(1000)
+		if ctx.Done() != nil {
+			wait = 50
+			if d, ok := ctx.Deadline(); ok {
+				wait = min(1000, max(0, time.Until(d).Milliseconds()+1))
+			}
+		}
 		var ev C.claimstore_event_t
 		var e *C.claimstore_error_t
-		code := C.claimstore_watcher_next(h, 1000, &ev, &e)
+		code := C.claimstore_watcher_next(h, C.int64_t(wait), &ev, &e)
 		w.nextRevision.Store(uint64(C.claimstore_watcher_next_revision(h)))
 		switch Code(code) {
 		case CodeOK:

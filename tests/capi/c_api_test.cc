@@ -464,6 +464,15 @@ TEST_F(CApiTest, AllocateSharesCapacityAndTheAllocatedSnapshot) {
   EXPECT_EQ(claimstore_allocated_taken(snapshot, claimstore_str("gpu.example.com"),
                                        claimstore_str("p"), claimstore_str("gpu-9")),
             0);
+  // A pod's candidates in one call: the names back to back.
+  const std::string names = "gpu-9gpu-1gpu-10";
+  const uint32_t lengths[] = {5, 5, 6};
+  uint8_t taken[] = {7, 7, 7};
+  claimstore_allocated_taken_many(snapshot, claimstore_str("gpu.example.com"), claimstore_str("p"),
+                                  names.data(), lengths, 3, taken);
+  EXPECT_EQ(taken[0], 0);
+  EXPECT_EQ(taken[1], 1);
+  EXPECT_EQ(taken[2], 0);
 
   // Deallocations after the snapshot do not change it.
   ASSERT_EQ(claimstore_deallocate(db_, K("ns", "b"), {}, &r, nullptr), CLAIMSTORE_OK);

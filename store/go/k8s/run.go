@@ -185,7 +185,7 @@ func (t *Tracker) relist(ctx context.Context, client kubernetes.Interface) (uint
 		input = append(append(input, gone...), '\n')
 		objects = append(objects, nil)
 	}
-	if _, err := t.store.ApplyClusterEventsJSON(input, objects, rv); err != nil {
+	if _, err := t.store.ApplyClusterEventsJSON(context.Background(), input, objects, rv); err != nil {
 		var conflict *claimstore.ConflictError
 		if errors.As(err, &conflict) || errors.Is(err, claimstore.ErrInvalid) {
 			// One claim the store refuses: apply the rest one by one, so
@@ -229,7 +229,7 @@ func (t *Tracker) applyEach(items []resourcev1.ResourceClaim, listed map[types.N
 		}
 	}
 	t.mu.Unlock()
-	if _, err := t.store.ApplyClusterEventsJSON(nil, nil, rv); err != nil {
+	if _, err := t.store.ApplyClusterEventsJSON(context.Background(), nil, nil, rv); err != nil {
 		return err
 	}
 	t.synced.Store(true)
@@ -273,7 +273,7 @@ func (t *Tracker) watch(ctx context.Context, client kubernetes.Interface, rv uin
 			case watch.Bookmark:
 				if meta, ok := ev.Object.(metav1.Object); ok {
 					if n, err := strconv.ParseUint(meta.GetResourceVersion(), 10, 64); err == nil && n > rv {
-						if _, err := t.store.ApplyClusterEventsJSON(nil, nil, n); err != nil {
+						if _, err := t.store.ApplyClusterEventsJSON(context.Background(), nil, nil, n); err != nil {
 							return rv, err
 						}
 						rv = n

@@ -94,7 +94,7 @@ func TestRunResumesFromTheStoreAndRelistsOnGone(t *testing.T) {
 	c1 := newCluster(&resourcev1.ResourceClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "20"},
 		Items: []resourcev1.ResourceClaim{*a, *b}})
 
-	store, err := claimstore.Open(dir, claimstore.Options{})
+	store, err := claimstore.Open(ctx, dir, claimstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestRunResumesFromTheStoreAndRelistsOnGone(t *testing.T) {
 	}
 
 	// The restart: no list, the watch from 25, the claims from the store.
-	store, err = claimstore.Open(dir, claimstore.Options{})
+	store, err = claimstore.Open(ctx, dir, claimstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -215,12 +216,12 @@ func (t *Tracker) OnDelete(obj any) {
 // with a position, a watch's DELETED event records it.
 func (t *Tracker) remove(claim *resourcev1.ResourceClaim, position uint64) {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
-	if _, err := t.store.Delete(claimstore.Key{Namespace: key.Namespace, Name: key.Name}, claimstore.Preconditions{}); err != nil &&
+	if _, err := t.store.Delete(context.Background(), claimstore.Key{Namespace: key.Namespace, Name: key.Name}, claimstore.Preconditions{}); err != nil &&
 		!errors.Is(err, claimstore.ErrNotFound) {
 		t.logger.Error(err, "claimstore tracker: delete not written to the store", "claim", klog.KObj(claim))
 	}
 	if position > 0 {
-		if _, err := t.store.ApplyClusterEventsJSON(nil, nil, position); err != nil {
+		if _, err := t.store.ApplyClusterEventsJSON(context.Background(), nil, nil, position); err != nil {
 			t.logger.Error(err, "claimstore tracker: watch position not recorded", "resourceVersion", position)
 		}
 	}
@@ -253,7 +254,7 @@ func (t *Tracker) write(claim *resourcev1.ResourceClaim, position uint64) error 
 	if err != nil {
 		return err
 	}
-	_, err = t.store.ApplyClusterEventsJSON(b, [][]byte{object}, position)
+	_, err = t.store.ApplyClusterEventsJSON(context.Background(), b, [][]byte{object}, position)
 	return err
 }
 

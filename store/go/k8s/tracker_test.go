@@ -25,7 +25,7 @@ const (
 
 func openStore(t testing.TB) *claimstore.Store {
 	t.Helper()
-	s, err := claimstore.Open(t.TempDir(), claimstore.Options{})
+	s, err := claimstore.Open(ctx, t.TempDir(), claimstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -286,6 +286,13 @@ int claimstore_allocated_find(const claimstore_allocated_t* snapshot, claimstore
  * shared; admin access does not count). */
 int claimstore_allocated_taken(const claimstore_allocated_t* snapshot, claimstore_slice_t driver,
                                claimstore_slice_t pool, claimstore_slice_t device);
+/* claimstore_allocated_taken for n devices of one pool in one call (a pod's
+ * candidates): device i is the next lengths[i] bytes of `names` (the names
+ * back to back); taken[i] gets 1 or 0. */
+void claimstore_allocated_taken_many(const claimstore_allocated_t* snapshot,
+                                     claimstore_slice_t driver, claimstore_slice_t pool,
+                                     const char* names, const uint32_t* lengths, size_t n,
+                                     uint8_t* taken);
 /* Many devices at once, in key order: every held device (driver empty), a
  * driver's, or one pool's (pool data not NULL). The views in the list
  * point into the snapshot: destroy the list first. NULL only when memory

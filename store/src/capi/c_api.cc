@@ -580,6 +580,16 @@ int claimstore_allocated_taken(const claimstore_allocated_t* a, claimstore_slice
   const AllocatedDevice* d = a->state.Find(View(driver), View(pool), View(device));
   return d != nullptr && d->Taken() ? 1 : 0;
 }
+void claimstore_allocated_taken_many(const claimstore_allocated_t* a, claimstore_slice_t driver,
+                                     claimstore_slice_t pool, const char* names,
+                                     const uint32_t* lengths, size_t n, uint8_t* taken) {
+  const absl::string_view d = View(driver), p = View(pool);
+  for (size_t i = 0; i < n; ++i) {
+    const AllocatedDevice* found = a->state.Find(d, p, absl::string_view(names, lengths[i]));
+    taken[i] = found != nullptr && found->Taken() ? 1 : 0;
+    names += lengths[i];
+  }
+}
 claimstore_devices_t* claimstore_allocated_list(const claimstore_allocated_t* a,
                                                 claimstore_slice_t driver,
                                                 claimstore_slice_t pool) {

@@ -12,6 +12,7 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -54,10 +55,11 @@ type claimState struct {
 // PreFilter reads the pod's claims at one snapshot and takes the allocated
 // state (constant time): everything Filter needs, for every node.
 func (p *Plugin) PreFilter(pod claimstore.Consumer, claims []claimstore.Key) (*State, error) {
-	records, _, err := p.Store.GetMany(claims)
+	read, err := p.Store.GetMany(claims)
 	if err != nil {
 		return nil, err
 	}
+	records := read.Claims
 	st := &State{pod: pod}
 	for i, c := range records {
 		if c == nil {
@@ -108,23 +110,23 @@ func (p *Plugin) Filter(st *State, candidates map[claimstore.Key][]claimstore.De
 // reservedFor, each write conditional on the claim being as PreFilter read
 // it (mod revision and uid). On a lost race it undoes its own writes and
 // returns ErrRequeue.
-func (p *Plugin) PreBind(st *State) error {
+func (p *Plugin) PreBind(ctx context.Context, st *State) error {
 	defer st.allocated.Close()
 	for i := range st.claims {
 		cs := &st.claims[i]
 		rev := cs.seen
 		if cs.pick != nil {
-			r, err := p.Store.Allocate(cs.key, cs.pick, claimstore.AllocateOptions{NodeName: p.NodeName},
+			r, err := p.Store.Allocate(ctx, cs.key, cs.pick, claimstore.AllocateOptions{NodeName: p.NodeName},
 				claimstore.Preconditions{ModRevision: &rev, UID: &cs.uid})
 			if err != nil {
-				return p.fail(st, err)
+				return p.fail(ctx, st, err)
 			}
 			cs.wroteAllocation, cs.written, rev = true, r.Revision, r.Revision
 		}
 		if cs.reserve {
-			r, err := p.Store.Reserve(cs.key, st.pod, claimstore.Preconditions{ModRevision: &rev, UID: &cs.uid})
+			r, err := p.Store.Reserve(ctx, cs.key, st.pod, claimstore.Preconditions{ModRevision: &rev, UID: &cs.uid})
 			if err != nil {
-				return p.fail(st, err)
+				return p.fail(ctx, st, err)
 			}
 			cs.wroteReservation, cs.written = true, r.Revision
 		}
@@ -132,8 +134,8 @@ func (p *Plugin) PreBind(st *State) error {
 	return nil
 }
 
-func (p *Plugin) fail(st *State, err error) error {
-	p.Unreserve(st)
+func (p *Plugin) fail(ctx context.Context, st *State, err error) error {
+	p.Unreserve(ctx, st)
 	if errors.Is(err, claimstore.ErrConflict) {
 		return requeueError{err}
 	}
@@ -153,19 +155,19 @@ func (e requeueError) Unwrap() error        { return e.conflict }
 // this cycle left it (never another scheduler's later write). It also
 // releases the cycle's allocated state: call it for every cycle that does
 // not bind (a Filter that failed, a later plugin that refused).
-func (p *Plugin) Unreserve(st *State) {
+func (p *Plugin) Unreserve(ctx context.Context, st *State) {
 	st.allocated.Close()
 	for i := len(st.claims) - 1; i >= 0; i-- {
 		cs := &st.claims[i]
 		if cs.wroteReservation {
-			if r, err := p.Store.Unreserve(cs.key, st.pod.UID, claimstore.Preconditions{UID: &cs.uid}); err == nil {
+			if r, err := p.Store.Unreserve(ctx, cs.key, st.pod.UID, claimstore.Preconditions{UID: &cs.uid}); err == nil {
 				cs.written = r.Revision
 			}
 			cs.wroteReservation = false
 		}
 		if cs.wroteAllocation {
 			rev := cs.written
-			p.Store.Deallocate(cs.key, claimstore.Preconditions{ModRevision: &rev, UID: &cs.uid})
+			p.Store.Deallocate(ctx, cs.key, claimstore.Preconditions{ModRevision: &rev, UID: &cs.uid})
 			cs.wroteAllocation = false
 		}
 	}

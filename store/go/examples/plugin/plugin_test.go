@@ -28,7 +28,7 @@ func device(name string) claimstore.DeviceResult {
 // behind, and after retries four pods hold the four GPUs and the other four
 // are unschedulable.
 func TestSchedulersRaceThroughThePlugin(t *testing.T) {
-	store, err := claimstore.Open(filepath.Join(t.TempDir(), "db"), claimstore.Options{})
+	store, err := claimstore.Open(ctx, filepath.Join(t.TempDir(), "db"), claimstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestSchedulersRaceThroughThePlugin(t *testing.T) {
 	p := &plugin.Plugin{Store: store, NodeName: "node-1"}
 	const pods = 8
 	for i := 0; i < pods; i++ {
-		if _, err := store.PutJSON(claimJSON("claim-"+strconv.Itoa(i)), claimstore.Preconditions{}); err != nil {
+		if _, err := store.PutJSON(ctx, claimJSON("claim-"+strconv.Itoa(i)), claimstore.Preconditions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +65,7 @@ func TestSchedulersRaceThroughThePlugin(t *testing.T) {
 					if attempt == 0 || !errors.Is(err, plugin.ErrUnschedulable) {
 						t.Error(err)
 					}
-					p.Unreserve(st)
+					p.Unreserve(ctx, st)
 					mu.Lock()
 					unschedulable++
 					mu.Unlock()
@@ -75,7 +75,7 @@ func TestSchedulersRaceThroughThePlugin(t *testing.T) {
 					passed.Do(filtered.Done)
 					filtered.Wait()
 				}
-				err = p.PreBind(st)
+				err = p.PreBind(ctx, st)
 				if err == nil {
 					mu.Lock()
 					bound++

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -10,7 +11,8 @@ import (
 )
 
 func main() {
-	store, err := claimstore.Open(os.Args[1], claimstore.Options{})
+	ctx := context.Background()
+	store, err := claimstore.Open(ctx, os.Args[1], claimstore.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -19,11 +21,11 @@ func main() {
 	key := claimstore.Key{Namespace: "team-a", Name: "trainer-gpus"}
 	claim := `{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1",
 	  "metadata":{"name":"trainer-gpus","namespace":"team-a","uid":"8f0c"},"status":{}}`
-	if _, err := store.PutJSON([]byte(claim), claimstore.Preconditions{}); err != nil {
+	if _, err := store.PutJSON(ctx, []byte(claim), claimstore.Preconditions{}); err != nil {
 		log.Fatal(err)
 	}
 	gpu := claimstore.DeviceResult{Request: "gpu", Driver: "gpu.example.com", Pool: "node-1", Device: "gpu-3"}
-	allocated, err := store.Allocate(key, []claimstore.DeviceResult{gpu},
+	allocated, err := store.Allocate(ctx, key, []claimstore.DeviceResult{gpu},
 		claimstore.AllocateOptions{NodeName: "node-1"}, claimstore.Preconditions{})
 	if err != nil {
 		log.Fatal(err)
@@ -33,10 +35,10 @@ func main() {
 	seen := allocated.Revision
 	podA := claimstore.Consumer{Resource: "pods", Name: "pod-a", UID: "uid-a"}
 	podB := claimstore.Consumer{Resource: "pods", Name: "pod-b", UID: "uid-b"}
-	if _, err := store.Reserve(key, podA, claimstore.Preconditions{ModRevision: &seen}); err != nil {
+	if _, err := store.Reserve(ctx, key, podA, claimstore.Preconditions{ModRevision: &seen}); err != nil {
 		log.Fatal(err)
 	}
-	_, err = store.Reserve(key, podB, claimstore.Preconditions{ModRevision: &seen})
+	_, err = store.Reserve(ctx, key, podB, claimstore.Preconditions{ModRevision: &seen})
 	var conflict *claimstore.ConflictError
 	if errors.As(err, &conflict) {
 		fmt.Printf("pod-b requeues: the claim is at revision %d\n", conflict.CurrentRevision)

@@ -2,7 +2,9 @@ package upstreamtest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -67,7 +69,7 @@ func trackersOf(b *testing.B, n int) *trackers {
 	// Removed at exit (TestMain); a benchmark's own TempDir would go with
 	// the first benchmark that built it.
 	benchDirs = append(benchDirs, dir)
-	store, err := claimstore.Open(filepath.Join(dir, "db"), claimstore.Options{})
+	store, err := claimstore.Open(ctx, filepath.Join(dir, "db"), claimstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -213,7 +215,7 @@ func BenchmarkInformerAdd(b *testing.B) {
 		}
 	})
 	b.Run("claimstore", func(b *testing.B) {
-		store, err := claimstore.Open(filepath.Join(b.TempDir(), "db"), claimstore.Options{})
+		store, err := claimstore.Open(ctx, filepath.Join(b.TempDir(), "db"), claimstore.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -230,47 +232,73 @@ func BenchmarkInformerAdd(b *testing.B) {
 	})
 }
 
-// Memory per claim at 100,000 claims: the Go heap each tracker adds
-// (both hold the informer's objects, which are counted), and for
-// claimstore the process's resident memory besides (RocksDB's memtables
-// and caches live in C memory).
+// Memory per claim at 100,000 claims, each tracker filled in a process of
+// its own (this test binary again, TestMemoryChild): the Go heap it adds
+// (both hold the informer's objects, which are counted) and the resident
+// memory it adds, which for claimstore includes the store's C memory
+// (RocksDB's memtables and caches, the record cache, the allocated state).
 func BenchmarkMemoryPerClaim(b *testing.B) {
-	const n = 100_000
-	claims := make([]*resourcev1.ResourceClaim, n)
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, impl := range []string{"upstream", "claimstore"} {
 		b.Run(impl, func(b *testing.B) {
 			for it := 0; it < b.N; it++ {
-				for i := range claims {
-					claims[i] = benchClaim(i)
+				cmd := exec.Command(exe, "-test.run=^TestMemoryChild$")
+				cmd.Env = append(os.Environ(), "CLAIMSTORE_MEMORY_CHILD="+impl, "CLAIMSTORE_MEMORY_DIR="+b.TempDir())
+				out, err := cmd.Output()
+				if err != nil {
+					b.Fatalf("%v: %s", err, out)
 				}
-				heap0, rss0 := memory()
-				var keep any
-				switch impl {
-				case "upstream":
-					up := NewUpstream(context.Background())
-					for _, c := range claims {
-						up.Informer.Add(c)
+				var heap, rss float64
+				for _, line := range strings.Split(string(out), "\n") {
+					if _, err := fmt.Sscanf(line, "memory heap=%g rss=%g", &heap, &rss); err == nil {
+						break
 					}
-					keep = up
-				default:
-					store, err := claimstore.Open(filepath.Join(b.TempDir(), "db"+strconv.Itoa(it)), claimstore.Options{})
-					if err != nil {
-						b.Fatal(err)
-					}
-					tr := csk8s.NewTracker(store, csk8s.TrackerOptions{ConsumableCapacity: true})
-					for _, c := range claims {
-						tr.OnAdd(c)
-					}
-					keep = tr
-					defer store.Close()
 				}
-				heap1, rss1 := memory()
-				b.ReportMetric(float64(heap1-heap0)/n, "heap-B/claim")
-				b.ReportMetric(float64(rss1-rss0)/n, "rss-B/claim")
-				runtime.KeepAlive(keep)
+				b.ReportMetric(heap, "heap-B/claim")
+				b.ReportMetric(rss, "rss-B/claim")
 			}
 		})
 	}
+}
+
+// TestMemoryChild is BenchmarkMemoryPerClaim's child process; a no-op
+// otherwise.
+func TestMemoryChild(t *testing.T) {
+	impl := os.Getenv("CLAIMSTORE_MEMORY_CHILD")
+	if impl == "" {
+		t.Skip("BenchmarkMemoryPerClaim's child process")
+	}
+	const n = 100_000
+	claims := make([]*resourcev1.ResourceClaim, n)
+	for i := range claims {
+		claims[i] = benchClaim(i)
+	}
+	heap0, rss0 := memory()
+	var keep any
+	if impl == "upstream" {
+		up := NewUpstream(context.Background())
+		for _, c := range claims {
+			up.Informer.Add(c)
+		}
+		keep = up
+	} else {
+		store, err := claimstore.Open(ctx, filepath.Join(os.Getenv("CLAIMSTORE_MEMORY_DIR"), "db"), claimstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		tr := csk8s.NewTracker(store, csk8s.TrackerOptions{ConsumableCapacity: true})
+		for _, c := range claims {
+			tr.OnAdd(c)
+		}
+		keep = tr
+	}
+	heap1, rss1 := memory()
+	fmt.Printf("memory heap=%g rss=%g\n", float64(heap1-heap0)/n, float64(rss1-rss0)/n)
+	runtime.KeepAlive(keep)
 }
 
 // memory returns the live Go heap after a collection, and the resident

@@ -25,7 +25,7 @@ type both struct {
 }
 
 func newBoth(t *testing.T) *both {
-	store, err := claimstore.Open(t.TempDir(), claimstore.Options{})
+	store, err := claimstore.Open(ctx, t.TempDir(), claimstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -417,7 +417,7 @@ func TestTrackerMatchesUpstream(t *testing.T) {
 			t.Run(fmt.Sprintf("consumable=%v/seed=%d", consumable, seed), func(t *testing.T) {
 				featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate,
 					features.DRAConsumableCapacity, consumable)
-				store, err := claimstore.Open(t.TempDir(), claimstore.Options{})
+				store, err := claimstore.Open(ctx, t.TempDir(), claimstore.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}

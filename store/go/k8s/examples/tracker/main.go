@@ -22,7 +22,7 @@ import (
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store, err := claimstore.Open(os.Args[1], claimstore.Options{})
+	store, err := claimstore.Open(ctx, os.Args[1], claimstore.Options{})
 	if err != nil {
 		panic(err)
 	}
@@ -62,9 +62,9 @@ func main() {
 	fmt.Println("after Unreserve, gpu-1 taken:", state.AllocatedDevices.Has(gpu("gpu-1")))
 
 	// claimstore's own questions, on the same store.
-	holders, _, _ := store.ClaimsUsingDevice(claimstore.DeviceQuery{
+	holders, _ := store.ClaimsUsingDevice(claimstore.DeviceQuery{
 		Driver: "gpu.example.com", Pool: "node-1", Device: "gpu-0"})
-	fmt.Println("gpu-0 is held by", holders[0].Claim)
+	fmt.Println("gpu-0 is held by", holders.Holdings[0].Claim)
 }
 
 // claim is a ResourceClaim with one request, allocated device (when not
