@@ -354,8 +354,8 @@ int claimstore_delete(claimstore_t* store, claimstore_key_t key, claimstore_prec
 int claimstore_apply_cluster_events_json(claimstore_t* store, claimstore_slice_t json,
                                          const claimstore_slice_t* objects, size_t objects_count,
                                          uint64_t resource_version,
-                                         claimstore_write_result_t** results,
-                                         size_t* results_count, claimstore_error_t** err);
+                                         claimstore_write_result_t** results, size_t* results_count,
+                                         claimstore_error_t** err);
 
 typedef struct claimstore_consumer_t {
   claimstore_slice_t api_group, resource, name, uid;
