@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -1022,5 +1024,49 @@ func TestDecodeReadsYaml(t *testing.T) {
 		!strings.Contains(err.Error(), "line 8, column 3 (document 0, byte ") ||
 		!strings.Contains(err.Error(), "items[1].metadata.name: expected a string") {
 		t.Fatalf("a bad item: %v", err)
+	}
+}
+
+// TakenMany against Taken, device by device: candidates from a pool far
+// larger than the batch (looked up one by one past the walk's budget), a
+// batch that covers the pool (one walk), names past the pool's last
+// device, duplicates, and other pools around it.
+func TestTakenManyAgreesWithTaken(t *testing.T) {
+	s, _ := open(t, claimstore.Options{})
+	for _, p := range []string{"a-pool", "big", "c-pool"} {
+		for i := 0; i < 300; i += 1 + i%3 {
+			name := p + "-" + strconv.Itoa(i)
+			dev := fmt.Sprintf("dev-%03d", i)
+			status := `{"allocation":{"devices":{"results":[{"request":"req","driver":"` + driver + `","pool":"` + p +
+				`","device":"` + dev + `"}]}}}`
+			claim := `{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1","metadata":{"name":"` + name +
+				`","namespace":"ns","uid":"uid-` + name + `"},"spec":{"devices":{"requests":[{"name":"req"}]}},"status":` + status + `}`
+			if _, err := s.PutJSON(ctx, []byte(claim), claimstore.Preconditions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	state, err := s.AllocatedDevices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	rng := rand.New(rand.NewSource(1))
+	var taken []bool
+	for round := 0; round < 200; round++ {
+		n := 1 + rng.Intn(400)
+		if round%3 == 0 {
+			n = 1 + rng.Intn(5) // small batches of a large pool: past the walk's budget
+		}
+		asked := make([]string, n)
+		for i := range asked {
+			asked[i] = fmt.Sprintf("dev-%03d", rng.Intn(330)) // some past the pool's last device
+		}
+		taken = state.TakenMany(driver, "big", asked, taken)
+		for i, d := range asked {
+			if taken[i] != state.Taken(driver, "big", d) {
+				t.Fatalf("round %d: TakenMany(%s) = %v, Taken says otherwise", round, d, taken[i])
+			}
+		}
 	}
 }

@@ -25,6 +25,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "claimstore/claim_key.h"
 
 namespace claimstore {
@@ -95,6 +96,14 @@ class AllocatedState {
   // snapshot (or a copy of it) lives.
   const AllocatedDevice* Find(absl::string_view driver, absl::string_view pool,
                               absl::string_view device) const;
+  // Whether a new exclusive holding of each of `devices` of one pool would
+  // be refused (as AllocatedDevice::Taken; false for a device nobody holds):
+  // taken[i] for devices[i]. A pod's candidates on a node are mostly that
+  // node's pool: the candidates, sorted, are merged with one walk of the
+  // pool's devices in order (each read once, from neighbouring memory), and
+  // looked up one by one only where the pool is much larger than the batch.
+  void TakenMany(absl::string_view driver, absl::string_view pool,
+                 absl::Span<const absl::string_view> devices, bool* taken) const;
   // Visits the held devices in driver/pool/device order: all of them
   // (driver empty), a driver's, or one pool of a driver; stops when `visit`
   // returns false.

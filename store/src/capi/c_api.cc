@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -583,12 +584,15 @@ int claimstore_allocated_taken(const claimstore_allocated_t* a, claimstore_slice
 void claimstore_allocated_taken_many(const claimstore_allocated_t* a, claimstore_slice_t driver,
                                      claimstore_slice_t pool, const char* names,
                                      const uint32_t* lengths, size_t n, uint8_t* taken) {
-  const absl::string_view d = View(driver), p = View(pool);
+  if (n == 0) return;
+  absl::InlinedVector<absl::string_view, 64> devices(n);
   for (size_t i = 0; i < n; ++i) {
-    const AllocatedDevice* found = a->state.Find(d, p, absl::string_view(names, lengths[i]));
-    taken[i] = found != nullptr && found->Taken() ? 1 : 0;
+    devices[i] = absl::string_view(names, lengths[i]);
     names += lengths[i];
   }
+  absl::InlinedVector<bool, 64> out(n);
+  a->state.TakenMany(View(driver), View(pool), devices, out.data());
+  for (size_t i = 0; i < n; ++i) taken[i] = out[i] ? 1 : 0;
 }
 claimstore_devices_t* claimstore_allocated_list(const claimstore_allocated_t* a,
                                                 claimstore_slice_t driver,

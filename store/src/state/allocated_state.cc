@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,49 @@ const AllocatedDevice* AllocatedState::Find(absl::string_view driver, absl::stri
     if (a.known) return a.device;
   }
   return internal::FindDevice(*version_, id);
+}
+
+void AllocatedState::TakenMany(absl::string_view driver, absl::string_view pool,
+                               absl::Span<const absl::string_view> devices, bool* taken) const {
+  const size_t n = devices.size();
+  if (n == 0) return;
+  if (driver.empty() || n == 1) {
+    for (size_t i = 0; i < n; ++i) {
+      const AllocatedDevice* d = Find(driver, pool, devices[i]);
+      taken[i] = d != nullptr && d->Taken();
+    }
+    return;
+  }
+  std::vector<std::pair<absl::string_view, size_t>> order(n);
+  for (size_t i = 0; i < n; ++i) {
+    order[i] = {devices[i], i};
+    taken[i] = false;
+  }
+  std::sort(order.begin(), order.end());
+  // The walk reads at most this many devices past the first candidate;
+  // the candidates it did not reach are looked up one by one.
+  const size_t budget = 2 * n + 16;
+  size_t next = 0, walked = 0;
+  bool ended = true;  // the walk left the pool (or the tree) by itself
+  const internal::DeviceId from{driver, pool, order[0].first};
+  internal::VisitDevicesFrom(
+      *version_, from,
+      [&](const AllocatedDevice& d) { return d.driver == driver && d.pool == pool; },
+      [&](const AllocatedDevice& d) {
+        while (next < n && order[next].first < d.device) ++next;  // nobody holds it
+        while (next < n && order[next].first == d.device) taken[order[next++].second] = d.Taken();
+        if (next == n) return false;
+        if (++walked >= budget) {
+          ended = false;
+          return false;
+        }
+        return true;
+      });
+  if (ended) return;  // the candidates left are past the pool's last device
+  for (; next < n; ++next) {
+    const AllocatedDevice* d = Find(driver, pool, order[next].first);
+    taken[order[next].second] = d != nullptr && d->Taken();
+  }
 }
 
 void AllocatedState::ForEach(absl::string_view driver, std::optional<absl::string_view> pool,
