@@ -146,12 +146,23 @@ func (t *Tracker) Handler() cache.ResourceEventHandler {
 // position to resume a watch from does not move: a shared informer's
 // events are not in resourceVersion order while it lists. Run moves it.)
 func (t *Tracker) OnAdd(obj any) {
+	if claim := t.claimOf(obj); claim != nil {
+		t.add(claim, 0)
+	}
+}
+
+// claimOf is the informer's object as a claim (unwrapping a
+// cache.DeletedFinalStateUnknown), or nil, logged.
+func (t *Tracker) claimOf(obj any) *resourcev1.ResourceClaim {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
 	claim, ok := obj.(*resourcev1.ResourceClaim)
 	if !ok {
 		t.logger.Error(nil, "claimstore tracker: not a ResourceClaim", "type", fmt.Sprintf("%T", obj))
-		return
+		return nil
 	}
-	t.add(claim, 0)
+	return claim
 }
 
 // add writes claim to the store (position: the watch position to record,
@@ -199,15 +210,9 @@ func (t *Tracker) applyLocked(claim *resourcev1.ResourceClaim, h *holdings) {
 // OnDelete applies an informer's delete (a claim or a
 // cache.DeletedFinalStateUnknown holding one).
 func (t *Tracker) OnDelete(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
+	if claim := t.claimOf(obj); claim != nil {
+		t.remove(claim, 0)
 	}
-	claim, ok := obj.(*resourcev1.ResourceClaim)
-	if !ok {
-		t.logger.Error(nil, "claimstore tracker: not a ResourceClaim", "type", fmt.Sprintf("%T", obj))
-		return
-	}
-	t.remove(claim, 0)
 }
 
 // remove deletes claim from the store and the tracker. The delete is
