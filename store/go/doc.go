@@ -5,7 +5,7 @@
 // allocated taken in constant time.
 //
 // The module is claimstore.dev/claimstore (store/go in the claimstore
-// repository); it uses the standard library only and calls the C ABI
+// repository); its code imports the standard library only and calls the C ABI
 // (claimstore/c.h) through cgo, found with pkg-config (claimstore.pc; set
 // PKG_CONFIG_PATH for a prefix other than /usr). From a module of your own:
 //
@@ -14,8 +14,8 @@
 //
 // Concurrency: a *Store is safe for concurrent use by any number of
 // goroutines; a *Claim and an *AllocatedState are immutable and may be read
-// from any goroutine; a *Watcher's Next is called by one goroutine at a
-// time. Each call into the library costs a cgo call (about 0.1–0.2 µs);
+// from any goroutine; a *ClaimView (GetView) is its caller's until Release;
+// a *Watcher's Next is called by one goroutine at a time. Each call into the library costs a cgo call (about 0.1–0.2 µs);
 // AllocatedState lookups are one call each, Get is one call.
 //
 // Errors: every error matches one of the sentinels (ErrNotFound,

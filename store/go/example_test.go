@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"claimstore.dev/claimstore"
 )
@@ -45,6 +46,33 @@ func ExampleOpen() {
 	}
 	fmt.Println(c.Key(), "holds", c.ResultAt(0).Device, "at revision", r.Revision)
 	// Output: team-a/gpus holds gpu-0 at revision 1
+}
+
+// A filter that reads a claim's devices many times per cycle reads it
+// through a view: no allocation; what it keeps it copies before Release.
+func ExampleStore_GetView() {
+	ctx := context.Background()
+	dir, remove := exampleDir()
+	defer remove()
+	store, err := claimstore.Open(ctx, dir, claimstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	if _, err := store.PutJSON(ctx, []byte(exampleClaim), claimstore.Preconditions{}); err != nil {
+		panic(err)
+	}
+	v, err := store.GetView(claimstore.Key{Namespace: "team-a", Name: "gpus"})
+	if err != nil {
+		panic(err)
+	}
+	var devices []string
+	for i := 0; i < v.NumResults(); i++ {
+		devices = append(devices, strings.Clone(v.ResultAt(i).Device))
+	}
+	v.Release() // v and the strings it returned are not used after this
+	fmt.Println("team-a/gpus holds", devices)
+	// Output: team-a/gpus holds [gpu-0]
 }
 
 // Two schedulers read the claim at one revision and reserve it for their

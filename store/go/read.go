@@ -11,6 +11,7 @@ import "C"
 import (
 	"context"
 	"iter"
+	"sync"
 	"unsafe"
 )
 
@@ -35,11 +36,10 @@ func (s *Store) Get(key Key) (*Claim, error) {
 	size := s.getSize.Load()
 	buf := make([]byte, bufferSize(size))
 	for first := true; ; first = false {
-		if code := C.cs_get_into(s.handle(), cKey(key), (*C.char)(unsafe.Pointer(&buf[0])),
-			C.size_t(len(buf)), &g.out); code != 0 {
-			return nil, fromC(code, C.cs_error(g.out.error))
+		n, err := s.getInto(key, buf, &g.out)
+		if err != nil {
+			return nil, err
 		}
-		n := int(g.out.size)
 		if first { // the call that getSize sized
 			s.learnSize(size, n)
 		}
@@ -57,6 +57,88 @@ func (s *Store) Get(key Key) (*Claim, error) {
 		// grown it meanwhile).
 		buf = make([]byte, n)
 	}
+}
+
+// getInto copies the record of `key` into buf when it fits; n is its size
+// (larger than len(buf): nothing was copied). One call into C.
+func (s *Store) getInto(key Key, buf []byte, out *C.cs_get_t) (n int, err error) {
+	if code := C.cs_get_into(s.handle(), cKey(key), (*C.char)(unsafe.Pointer(&buf[0])),
+		C.size_t(len(buf)), out); code != 0 {
+		return 0, fromC(code, C.cs_error(out.error))
+	}
+	return int(out.size), nil
+}
+
+// A ClaimView is a claim read by GetView into a buffer that is reused once
+// the view is released: the read of a claim without an allocation, for a
+// caller that reads a few fields and moves on (a scheduler's filter). It
+// has every accessor of Claim. It is valid until Release: after that,
+// neither the view nor any string or slice its accessors returned may be
+// used (the buffer holds another read's claim); keep what you need as a
+// copy (strings.Clone), or the claim as Clone returns it. Not safe for
+// concurrent use: one goroutine reads and releases it.
+type ClaimView struct {
+	Claim
+	out      C.cs_get_t
+	buf      []byte
+	released bool
+}
+
+// viewPool holds released views and their buffers (any store's: a buffer
+// is Go memory, nothing of the store's).
+var viewPool = sync.Pool{New: func() any { return &ClaimView{buf: make([]byte, getBufferBytes)} }}
+
+// viewBufferMax is the largest buffer a released view keeps: a view that
+// read a larger claim gives its buffer to the GC.
+const viewBufferMax = 64 << 10
+
+// GetView reads the claim into a reused buffer and returns a view of it, or
+// ErrNotFound: one call into C and, once views have been released, no
+// allocation (Get allocates the claim it returns). Call Release when done
+// with it. Safe for concurrent use, as Get is; each view is its caller's.
+func (s *Store) GetView(key Key) (*ClaimView, error) {
+	if !s.lock() {
+		return nil, ErrClosed
+	}
+	defer s.mu.RUnlock()
+	v := viewPool.Get().(*ClaimView)
+	for {
+		n, err := s.getInto(key, v.buf, &v.out)
+		if err != nil {
+			viewPool.Put(v)
+			return nil, err
+		}
+		if n <= len(v.buf) {
+			v.released = false
+			v.b = v.buf[:n:n]
+			v.root = rootTable(v.b)
+			return v, nil
+		}
+		// Larger than the buffer: read again into one of its size (a
+		// write may have grown it meanwhile).
+		v.buf = make([]byte, n)
+	}
+}
+
+// Release gives the view's buffer back for the next GetView. The view and
+// what its accessors returned must not be used afterwards. Releasing a
+// view twice panics.
+func (v *ClaimView) Release() {
+	if v.released {
+		panic("claimstore: ClaimView released twice")
+	}
+	v.released = true
+	v.b, v.root = nil, fbTable{}
+	if cap(v.buf) > viewBufferMax {
+		v.buf = make([]byte, getBufferBytes)
+	}
+	viewPool.Put(v)
+}
+
+// Clone returns a copy of the claim the view reads, independent of it (as
+// Get returns it): valid after Release.
+func (v *ClaimView) Clone() *Claim {
+	return newClaim(append([]byte(nil), v.b...))
 }
 
 // The first buffer of a Get (getSize): at least getBufferBytes, a size

@@ -1,0 +1,5 @@
+//go:build !race
+
+package claimstore_test
+
+const raceEnabled = false
