@@ -44,11 +44,7 @@ func NewManager(claims *Tracker, sliceTracker *resourceslicetracker.Tracker, fac
 	m := &Manager{claims: claims, slices: sliceTracker,
 		classes: factory.Resource().V1().DeviceClasses().Lister()}
 	if opts.ExtendedResources {
-		logger := klog.Background()
-		if opts.Logger != nil {
-			logger = *opts.Logger
-		}
-		m.resolver = extendedresourcecache.NewExtendedResourceCache(logger)
+		m.resolver = extendedresourcecache.NewExtendedResourceCache(loggerOr(opts.Logger))
 		_, _ = factory.Resource().V1().DeviceClasses().Informer().AddEventHandler(m.resolver)
 	}
 	return m

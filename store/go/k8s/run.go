@@ -32,7 +32,12 @@ import (
 //     the list to the store in one atomic write, claims the list no longer
 //     has deleted, and watches from the list's resourceVersion;
 //   - every watch event is written to the store with its resourceVersion
-//     as the position before the tracker shows it.
+//     as the position before the tracker shows it; except while the store
+//     lacks a claim the tracker counts (a double allocation the store's
+//     device rule refuses, TrackerOptions.OnRefused): then the store's
+//     position stays before that claim's event, so that a restart resumes
+//     from there and gets it again (or lists, if that is compacted away),
+//     until the claim is written (its device free again) or deleted.
 //
 // HasSynced reports when the first load or list is in. Run returns ctx's
 // error; other errors (an unreachable API server) are retried with
@@ -116,6 +121,7 @@ func (t *Tracker) load() (uint64, error) {
 		claims = append(claims, c)
 	}
 	t.mu.Lock()
+	t.position = st.FollowResourceVersion
 	for _, c := range claims {
 		t.applyLocked(c, holdingsOf(c, t.consumable))
 	}
@@ -158,43 +164,46 @@ func (t *Tracker) relist(ctx context.Context, client kubernetes.Interface) (uint
 	for i := range items {
 		c := &items[i]
 		listed[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = true
-		b, err := json.Marshal(c)
-		if err != nil {
-			return 0, err
-		}
-		o, err := ObjectOf(c)
+		b, o, err := encode(c)
 		if err != nil {
 			return 0, err
 		}
 		input = append(append(input, b...), '\n')
 		objects = append(objects, o)
 	}
-	// Claims the store has that the list does not: deleted in the same write.
-	page, err := t.store.List(claimstore.ListOptions{})
-	if err != nil {
-		return 0, err
-	}
-	for _, rec := range page.Claims {
-		if listed[types.NamespacedName{Namespace: rec.Namespace(), Name: rec.Name()}] {
-			continue
-		}
-		gone, err := deletedEvent(rec, rv)
+	// Claims the store has that the list does not: deleted in the same
+	// write (the store read a page at a time, only those kept).
+	var gone []*claimstore.Claim
+	for rec, err := range t.store.All(ctx, claimstore.ListOptions{}) {
 		if err != nil {
 			return 0, err
 		}
-		input = append(append(input, gone...), '\n')
+		if listed[types.NamespacedName{Namespace: rec.Namespace(), Name: rec.Name()}] {
+			continue
+		}
+		event, err := deletedEvent(rec, rv)
+		if err != nil {
+			return 0, err
+		}
+		input = append(append(input, event...), '\n')
 		objects = append(objects, nil)
+		gone = append(gone, rec)
 	}
+	// The list is the whole truth: what was held before it is not.
+	t.mu.Lock()
+	clear(t.held)
+	t.mu.Unlock()
 	if _, err := t.store.ApplyClusterEventsJSON(context.Background(), input, objects, rv); err != nil {
 		var conflict *claimstore.ConflictError
 		if errors.As(err, &conflict) || errors.Is(err, claimstore.ErrInvalid) {
 			// One claim the store refuses: apply the rest one by one, so
 			// that only it is left out (and reported).
-			return rv, t.applyEach(items, listed, page.Claims, rv)
+			return rv, t.applyEach(items, listed, gone, rv)
 		}
 		return 0, err
 	}
 	t.mu.Lock()
+	t.recordedLocked(rv)
 	for i := range items {
 		t.applyLocked(&items[i], holdingsOf(&items[i], t.consumable))
 	}
@@ -209,17 +218,22 @@ func (t *Tracker) relist(ctx context.Context, client kubernetes.Interface) (uint
 }
 
 // applyEach is relist's way when the list as a whole is refused: each
-// claim on its own, refusals reported.
+// claim on its own, refusals reported; gone are the stored claims the list
+// does not have.
 func (t *Tracker) applyEach(items []resourcev1.ResourceClaim, listed map[types.NamespacedName]bool,
-	stored []*claimstore.Claim, rv uint64) error {
+	gone []*claimstore.Claim, rv uint64) error {
 	for i := range items {
-		t.OnAdd(&items[i])
+		if err := t.add(&items[i], 0); errors.Is(err, claimstore.ErrConflict) {
+			// Counted, not stored: the store's position stays where it
+			// was before this list (0: a restart lists again).
+			t.mu.Lock()
+			t.held[types.NamespacedName{Namespace: items[i].Namespace, Name: items[i].Name}] = t.position
+			t.mu.Unlock()
+		}
 	}
-	for _, rec := range stored {
-		if !listed[types.NamespacedName{Namespace: rec.Namespace(), Name: rec.Name()}] {
-			if c, err := FromRecord(rec); err == nil {
-				t.OnDelete(c)
-			}
+	for _, rec := range gone {
+		if c, err := FromRecord(rec); err == nil {
+			t.OnDelete(c)
 		}
 	}
 	t.mu.Lock()
@@ -229,7 +243,7 @@ func (t *Tracker) applyEach(items []resourcev1.ResourceClaim, listed map[types.N
 		}
 	}
 	t.mu.Unlock()
-	if _, err := t.store.ApplyClusterEventsJSON(context.Background(), nil, nil, rv); err != nil {
+	if err := t.recordPosition(rv); err != nil {
 		return err
 	}
 	t.synced.Store(true)
@@ -273,7 +287,7 @@ func (t *Tracker) watch(ctx context.Context, client kubernetes.Interface, rv uin
 			case watch.Bookmark:
 				if meta, ok := ev.Object.(metav1.Object); ok {
 					if n, err := strconv.ParseUint(meta.GetResourceVersion(), 10, 64); err == nil && n > rv {
-						if _, err := t.store.ApplyClusterEventsJSON(context.Background(), nil, nil, n); err != nil {
+						if err := t.recordPosition(n); err != nil {
 							return rv, err
 						}
 						rv = n
@@ -294,7 +308,7 @@ func (t *Tracker) watch(ctx context.Context, client kubernetes.Interface, rv uin
 			if ev.Type == watch.Deleted {
 				t.remove(claim, n)
 			} else {
-				t.add(claim, n)
+				_ = t.add(claim, n) // refusals are reported
 			}
 			if n > rv {
 				rv = n

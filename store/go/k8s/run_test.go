@@ -175,3 +175,86 @@ func TestRunResumesFromTheStoreAndRelistsOnGone(t *testing.T) {
 		t.Fatalf("allocated after the relist: %v", devs)
 	}
 }
+
+// A claim that holds a device another claim holds (a double allocation
+// the API server let through) is counted but not stored: the store's
+// watch position stays before its event, so that a restart resumes from
+// there, gets it again and counts it, until the claim is written.
+func TestRunKeepsItsPositionBeforeAClaimTheStoreLacks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	a := pendingClaim("a", "uid-a", "10")
+	b := pendingClaim("b", "uid-b", "11")
+	c := pendingClaim("c", "uid-c", "12")
+	aHolds := allocated(a, "10", dev{device: "gpu-0"})
+	bHolds := allocated(b, "21", dev{device: "gpu-0"}) // the same device
+	c1 := newCluster(&resourcev1.ResourceClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "20"},
+		Items: []resourcev1.ResourceClaim{*aHolds, *b, *c}})
+	store, err := claimstore.Open(ctx, dir, claimstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused atomic.Int32
+	tr := NewTracker(store, TrackerOptions{OnRefused: func(*resourcev1.ResourceClaim, error) { refused.Add(1) }})
+	stop := runTracker(t, tr, c1)
+	w, _ := c1.nextWatch(t)
+	w.Modify(bHolds)
+	w.Modify(allocated(c, "22", dev{device: "gpu-1"}))
+	w.Action(watch.Bookmark, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "25"}})
+	eventually(t, "claim c in the store", func() bool {
+		got, err := store.Get(claimstore.Key{Namespace: "default", Name: "c"})
+		return err == nil && got.Allocated()
+	})
+	if refused.Load() != 1 {
+		t.Fatalf("%d refusals, want 1 (claim b)", refused.Load())
+	}
+	if got, err := store.Get(claimstore.Key{Namespace: "default", Name: "b"}); err != nil || got.Allocated() {
+		t.Fatalf("the store's claim b: %v (allocated: %v); want it unallocated", err, err == nil && got.Allocated())
+	}
+	stop()
+	if st, _ := store.Stats(); st.FollowResourceVersion != 20 {
+		t.Fatalf("the store's position %d with claim b missing; want 20, before b's event", st.FollowResourceVersion)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The restart resumes from 20 and gets b's event again: counted.
+	store, err = claimstore.Open(ctx, dir, claimstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	c2 := newCluster(&resourcev1.ResourceClaimList{})
+	tr2 := NewTracker(store, TrackerOptions{})
+	stop2 := runTracker(t, tr2, c2)
+	defer stop2()
+	w2, rv2 := c2.nextWatch(t)
+	if rv2 != "20" || c2.lists.Load() != 0 {
+		t.Fatalf("restart: watch from %q after %d lists; want 20 after none", rv2, c2.lists.Load())
+	}
+	w2.Modify(bHolds)
+	w2.Modify(allocated(c, "22", dev{device: "gpu-1"}))
+	gone := aHolds.DeepCopy()
+	gone.ResourceVersion = "26"
+	w2.Delete(gone)
+	eventually(t, "claim a deleted", func() bool {
+		_, err := tr2.Get("default", "a")
+		return apierrors.IsNotFound(err)
+	})
+	if devs := devicesOf(t, tr2); len(devs) != 2 || devs[0] != "gpu-0" || devs[1] != "gpu-1" {
+		t.Fatalf("allocated after a's delete: %v; want gpu-0 (b's) and gpu-1", devs)
+	}
+	if st, _ := store.Stats(); st.FollowResourceVersion != 20 {
+		t.Fatalf("the store's position %d while it lacks b; want 20", st.FollowResourceVersion)
+	}
+	// b's next event is written (gpu-0 is free): the position moves on.
+	w2.Modify(allocated(b, "27", dev{device: "gpu-0"}))
+	w2.Action(watch.Bookmark, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "30"}})
+	eventually(t, "the store's position reaches the bookmark", func() bool {
+		st, err := store.Stats()
+		return err == nil && st.FollowResourceVersion == 30
+	})
+	if got, err := store.Get(claimstore.Key{Namespace: "default", Name: "b"}); err != nil || got.ResultAt(0).Device != "gpu-0" {
+		t.Fatalf("the store's claim b: %v", err)
+	}
+}

@@ -39,7 +39,8 @@ type TrackerOptions struct {
 	// validation refuses (ErrInvalid) is left out of the tracker and the
 	// store as it was. A claim holding a device another claim holds whole
 	// (ErrConflict, naming both) is a double allocation in the cluster: the
-	// tracker counts it all the same, the store goes without it.
+	// tracker counts it all the same, the store goes without it (Run keeps
+	// the store's watch position before it: Tracker.Run).
 	OnRefused func(claim *resourcev1.ResourceClaim, err error)
 }
 
@@ -74,15 +75,18 @@ type Tracker struct {
 	pending map[types.UID]*pendingAllocation
 	counts  allocatedCounts
 	// changes counts every change of what the allocated state depends on;
-	// gathered and listed remember the count they were built at.
+	// gathered and listed are built from it at one count.
 	changes      uint64
-	gathered     *structured.AllocatedState
-	gatheredAt   uint64
-	listed       sets.Set[structured.DeviceID]
-	listedAt     uint64
-	hasGathered  bool
-	hasListed    bool
+	gathered     cached[*structured.AllocatedState]
+	listed       cached[sets.Set[structured.DeviceID]]
 	refusedCount uint64
+	// position is the watch position last recorded in the store (Run).
+	// held are the claims the store refused for a device another claim
+	// holds, though the tracker counts them (double allocations), each
+	// with the position the store's may not pass while it lacks them: a
+	// restart resumes the watch from before them, and they come again.
+	position uint64
+	held     map[types.NamespacedName]uint64
 
 	synced atomic.Bool // Run has loaded or listed the claims
 }
@@ -104,18 +108,15 @@ type pendingAllocation struct {
 // claims are not read: the informer's initial list fills the tracker (and
 // rewrites the store).
 func NewTracker(store *claimstore.Store, opts TrackerOptions) *Tracker {
-	logger := klog.Background()
-	if opts.Logger != nil {
-		logger = *opts.Logger
-	}
 	return &Tracker{
 		store:      store,
 		consumable: opts.ConsumableCapacity,
-		logger:     logger,
+		logger:     loggerOr(opts.Logger),
 		onRefused:  opts.OnRefused,
 		claims:     map[types.NamespacedName]*entry{},
 		pending:    map[types.UID]*pendingAllocation{},
 		counts:     newAllocatedCounts(),
+		held:       map[types.NamespacedName]uint64{},
 	}
 }
 
@@ -147,7 +148,7 @@ func (t *Tracker) Handler() cache.ResourceEventHandler {
 // events are not in resourceVersion order while it lists. Run moves it.)
 func (t *Tracker) OnAdd(obj any) {
 	if claim := t.claimOf(obj); claim != nil {
-		t.add(claim, 0)
+		_ = t.add(claim, 0) // refusals are reported
 	}
 }
 
@@ -171,18 +172,72 @@ func (t *Tracker) claimOf(obj any) *resourcev1.ResourceClaim {
 // A claim whose device another claim holds whole (the store's device rule
 // refuses it: ErrConflict) is the cluster's truth all the same (the API
 // server checks each claim alone; #133602, #128980): it is reported and
-// counted, though the store lacks it until its next event.
-func (t *Tracker) add(claim *resourcev1.ResourceClaim, position uint64) {
-	if err := t.write(claim, position); err != nil {
+// counted, though the store lacks it until its next event. Until then the
+// store's watch position stays before this event (held): a restart
+// resumes from there, and the watch brings the claim again. The error is
+// the store's.
+func (t *Tracker) add(claim *resourcev1.ResourceClaim, position uint64) error {
+	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+	t.mu.Lock()
+	record := t.recordableLocked(position)
+	t.mu.Unlock()
+	err := t.write(claim, record)
+	if err != nil {
 		t.refused(claim, err)
 		if !errors.Is(err, claimstore.ErrConflict) {
-			return
+			return err
 		}
 	}
 	h := holdingsOf(claim, t.consumable)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	switch {
+	case err == nil:
+		delete(t.held, key)
+		t.recordedLocked(record)
+	case position > 0:
+		if _, ok := t.held[key]; !ok {
+			t.held[key] = position - 1
+		}
+	}
 	t.applyLocked(claim, h)
+	return err
+}
+
+// recordableLocked is the watch position to record with a write at
+// position n: n, unless a held claim keeps the store's position before
+// it; 0 (record nothing) when that is not past the one recorded.
+func (t *Tracker) recordableLocked(n uint64) uint64 {
+	for _, h := range t.held {
+		n = min(n, h)
+	}
+	if n <= t.position {
+		return 0
+	}
+	return n
+}
+
+// recordedLocked notes that position n (0: none) was recorded.
+func (t *Tracker) recordedLocked(n uint64) {
+	if n > 0 {
+		t.position = n
+	}
+}
+
+// recordPosition records watch position n in the store, as far as the
+// held claims let it.
+func (t *Tracker) recordPosition(n uint64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	record := t.recordableLocked(n)
+	if record == 0 {
+		return nil
+	}
+	if _, err := t.store.ApplyClusterEventsJSON(context.Background(), nil, nil, record); err != nil {
+		return err
+	}
+	t.recordedLocked(record)
+	return nil
 }
 
 // applyLocked makes claim (h: what it holds) the informer's version, and
@@ -204,7 +259,9 @@ func (t *Tracker) applyLocked(claim *resourcev1.ResourceClaim, h *holdings) {
 	}
 	t.claims[key] = &entry{api: claim, latest: claim, holdings: h}
 	t.counts.add(h)
-	t.changedLocked(h != nil)
+	if h != nil {
+		t.changes++
+	}
 }
 
 // OnDelete applies an informer's delete (a claim or a
@@ -225,10 +282,11 @@ func (t *Tracker) remove(claim *resourcev1.ResourceClaim, position uint64) {
 		!errors.Is(err, claimstore.ErrNotFound) {
 		t.logger.Error(err, "claimstore tracker: delete not written to the store", "claim", klog.KObj(claim))
 	}
-	if position > 0 {
-		if _, err := t.store.ApplyClusterEventsJSON(context.Background(), nil, nil, position); err != nil {
-			t.logger.Error(err, "claimstore tracker: watch position not recorded", "resourceVersion", position)
-		}
+	t.mu.Lock()
+	delete(t.held, key)
+	t.mu.Unlock()
+	if err := t.recordPosition(position); err != nil {
+		t.logger.Error(err, "claimstore tracker: watch position not recorded", "resourceVersion", position)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -242,7 +300,9 @@ func (t *Tracker) deleteLocked(key types.NamespacedName) {
 	}
 	delete(t.claims, key)
 	t.counts.remove(e.holdings)
-	t.changedLocked(e.holdings != nil)
+	if e.holdings != nil {
+		t.changes++
+	}
 }
 
 // write applies the informer's claim to the store as the cluster has it
@@ -251,16 +311,24 @@ func (t *Tracker) deleteLocked(key types.NamespacedName) {
 // that Run can resume from the store, and position as the watch position
 // (0: unchanged).
 func (t *Tracker) write(claim *resourcev1.ResourceClaim, position uint64) error {
-	b, err := json.Marshal(claim)
-	if err != nil {
-		return err
-	}
-	object, err := ObjectOf(claim)
+	b, object, err := encode(claim)
 	if err != nil {
 		return err
 	}
 	_, err = t.store.ApplyClusterEventsJSON(context.Background(), b, [][]byte{object}, position)
 	return err
+}
+
+// encode is what the store takes of a claim from the cluster: the claim
+// as JSON and the rest of its object (ObjectOf).
+func encode(claim *resourcev1.ResourceClaim) (claimJSON, object []byte, err error) {
+	if claimJSON, err = json.Marshal(claim); err != nil {
+		return nil, nil, err
+	}
+	if object, err = ObjectOf(claim); err != nil {
+		return nil, nil, err
+	}
+	return claimJSON, object, nil
 }
 
 func (t *Tracker) refused(claim *resourcev1.ResourceClaim, err error) {
@@ -287,13 +355,15 @@ func (t *Tracker) setLatestLocked(e *entry, claim *resourcev1.ResourceClaim, h *
 	t.counts.remove(e.holdings)
 	e.holdings = h
 	t.counts.add(h)
-	t.changedLocked(true)
+	t.changes++
 }
 
-func (t *Tracker) changedLocked(allocated bool) {
-	if allocated {
-		t.changes++
+// loggerOr is *l, or klog's background logger when l is nil.
+func loggerOr(l *klog.Logger) klog.Logger {
+	if l != nil {
+		return *l
 	}
+	return klog.Background()
 }
 
 // newerVersion reports whether claim's resourceVersion is newer than
@@ -341,38 +411,43 @@ func (t *Tracker) List() ([]*resourcev1.ResourceClaim, error) {
 // every device of a pending allocation. The same set while nothing
 // changed; it is never changed after it is returned.
 func (t *Tracker) ListAllAllocatedDevices() (sets.Set[structured.DeviceID], error) {
-	t.mu.RLock()
-	if t.hasListed && t.listedAt == t.changes {
-		s := t.listed
-		t.mu.RUnlock()
-		return s, nil
-	}
-	t.mu.RUnlock()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.hasListed || t.listedAt != t.changes {
-		t.listed, t.listedAt, t.hasListed = t.counts.listAll(t.pending), t.changes, true
-	}
-	return t.listed, nil
+	return cachedGet(t, &t.listed, func() sets.Set[structured.DeviceID] { return t.counts.listAll(t.pending) }), nil
 }
 
 // GatherAllocatedState returns what is allocated: the claims' allocations
 // and the pending ones. The same maps while nothing changed (constant
 // time); they are never changed after they are returned.
 func (t *Tracker) GatherAllocatedState() (*structured.AllocatedState, error) {
+	return cachedGet(t, &t.gathered, func() *structured.AllocatedState {
+		return t.counts.gather(t.pending, t.consumable)
+	}), nil
+}
+
+// cached is a value built from the tracker's state at one count of its
+// changes.
+type cached[T any] struct {
+	value T
+	at    uint64
+	built bool
+}
+
+// cachedGet returns c's value while t.changes is the count it was built
+// at (under the read lock: constant time), else builds it anew under the
+// write lock.
+func cachedGet[T any](t *Tracker, c *cached[T], build func() T) T {
 	t.mu.RLock()
-	if t.hasGathered && t.gatheredAt == t.changes {
-		s := t.gathered
+	if c.built && c.at == t.changes {
+		v := c.value
 		t.mu.RUnlock()
-		return s, nil
+		return v
 	}
 	t.mu.RUnlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.hasGathered || t.gatheredAt != t.changes {
-		t.gathered, t.gatheredAt, t.hasGathered = t.counts.gather(t.pending, t.consumable), t.changes, true
+	if !c.built || c.at != t.changes {
+		c.value, c.at, c.built = build(), t.changes, true
 	}
-	return t.gathered, nil
+	return c.value
 }
 
 // SignalClaimPendingAllocation records that the scheduler is about to
@@ -398,7 +473,9 @@ func (t *Tracker) SignalClaimPendingAllocation(claimUID types.UID, allocatedClai
 	}
 	h := holdingsOf(allocatedClaim, t.consumable)
 	t.pending[claimUID] = &pendingAllocation{claim: allocatedClaim, holdings: h, sharers: 1}
-	t.changedLocked(h != nil)
+	if h != nil {
+		t.changes++
+	}
 	return nil
 }
 
@@ -429,7 +506,9 @@ func (t *Tracker) MaybeRemoveClaimPendingAllocation(claimUID types.UID, forceRem
 	}
 	if forceRemove || p.sharers == 1 {
 		delete(t.pending, claimUID)
-		t.changedLocked(p.holdings != nil)
+		if p.holdings != nil {
+			t.changes++
+		}
 		return true
 	}
 	p.sharers--
