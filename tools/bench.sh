@@ -10,7 +10,9 @@
 #   --go      the Go benchmarks instead, 5 runs each: the Go package's
 #             (bench/go, into bench/results/go.txt) and the Kubernetes module's
 #             against kube-scheduler's own tracker (store/go/k8s/upstreamtest,
-#             into bench/results/go-k8s.txt); about 10 minutes
+#             into bench/results/go-k8s.txt) and the record reader against
+#             flatc --go's (store/go, into bench/results/go-reader.txt); about
+#             12 minutes
 #   default   10k, 100k and 1M claims, 3 repetitions (medians), and the peak
 #             memory and disk size of each backend at 1M claims
 # Databases are built once under $TMPDIR/claimstore-bench (or /tmp) and
@@ -40,6 +42,11 @@ if [ "$go" -eq 1 ]; then
      GOPROXY=off GOTOOLCHAIN=local GOCACHE="$PWD/../../../../build/release/go/cache" \
      go test -run XXX -bench . -count 5 ./... 2>/dev/null) |
     tee bench/results/go-k8s.txt
+  # The record reader: hand-written against flatc --go's code and the
+  # official runtime (store/go, BenchmarkReader).
+  (cd store/go && PKG_CONFIG_PATH="$PWD/../../build/release/pkgconfig" GOFLAGS=-mod=readonly GOPROXY=off \
+     GOTOOLCHAIN=local GOCACHE="$PWD/../../build/release/go/cache" go test -run XXX -bench Reader -benchmem -count 5 .) |
+    tee bench/results/go-reader.txt
   exit 0
 fi
 cmake --preset release >/dev/null
