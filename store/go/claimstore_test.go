@@ -1033,8 +1033,16 @@ func TestDecodeReadsYaml(t *testing.T) {
 // device, duplicates, and other pools around it.
 func TestTakenManyAgreesWithTaken(t *testing.T) {
 	s, _ := open(t, claimstore.Options{})
-	for _, p := range []string{"a-pool", "big", "c-pool"} {
-		for i := 0; i < 300; i += 1 + i%3 {
+	// Neighbouring pools whose names differ in one byte, of each length
+	// the walk compares differently (under 4, 4 to 7, 8 to 16, over 16).
+	pools := []string{"a-pool", "a-poom", "big", "bih", "pool-0123456", "pool-0123457",
+		"a-very-long-pool-name-x", "a-very-long-pool-name-y"}
+	for k, p := range pools {
+		last := 300 // the first of two neighbours ends earlier: a walk past its end finds the other's
+		if k%2 == 0 {
+			last = 150
+		}
+		for i := 0; i < last; i += 1 + i%3 {
 			name := p + "-" + strconv.Itoa(i)
 			dev := fmt.Sprintf("dev-%03d", i)
 			status := `{"allocation":{"devices":{"results":[{"request":"req","driver":"` + driver + `","pool":"` + p +
@@ -1062,10 +1070,11 @@ func TestTakenManyAgreesWithTaken(t *testing.T) {
 		for i := range asked {
 			asked[i] = fmt.Sprintf("dev-%03d", rng.Intn(330)) // some past the pool's last device
 		}
-		taken = state.TakenMany(driver, "big", asked, taken)
+		p := append(pools, "a-poon", "pool-0123458")[rng.Intn(len(pools)+2)] // two held by none
+		taken = state.TakenMany(driver, p, asked, taken)
 		for i, d := range asked {
-			if taken[i] != state.Taken(driver, "big", d) {
-				t.Fatalf("round %d: TakenMany(%s) = %v, Taken says otherwise", round, d, taken[i])
+			if taken[i] != state.Taken(driver, p, d) {
+				t.Fatalf("round %d: TakenMany(%s/%s) = %v, Taken says otherwise", round, p, d, taken[i])
 			}
 		}
 	}

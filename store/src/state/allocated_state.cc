@@ -1,6 +1,8 @@
 #include "state/allocated_state.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -53,6 +55,35 @@ const AllocatedDevice* AllocatedState::Find(absl::string_view driver, absl::stri
   return internal::FindDevice(*version_, id);
 }
 
+namespace {
+
+// Whether a and b are the same bytes: for the short names a walk compares
+// at every device (drivers, pools), 4 to 16 bytes are compared with two
+// overlapping loads each instead of a call to memcmp.
+inline bool SameName(absl::string_view a, absl::string_view b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  if (n >= 8 && n <= 16) {
+    uint64_t a0, a1, b0, b1;
+    std::memcpy(&a0, a.data(), 8);
+    std::memcpy(&b0, b.data(), 8);
+    std::memcpy(&a1, a.data() + n - 8, 8);
+    std::memcpy(&b1, b.data() + n - 8, 8);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  }
+  if (n >= 4 && n < 8) {
+    uint32_t a0, a1, b0, b1;
+    std::memcpy(&a0, a.data(), 4);
+    std::memcpy(&b0, b.data(), 4);
+    std::memcpy(&a1, a.data() + n - 4, 4);
+    std::memcpy(&b1, b.data() + n - 4, 4);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  }
+  return a == b;
+}
+
+}  // namespace
+
 void AllocatedState::TakenMany(absl::string_view driver, absl::string_view pool,
                                absl::Span<const absl::string_view> devices, bool* taken) const {
   const size_t n = devices.size();
@@ -64,7 +95,7 @@ void AllocatedState::TakenMany(absl::string_view driver, absl::string_view pool,
     }
     return;
   }
-  std::vector<std::pair<absl::string_view, size_t>> order(n);
+  absl::InlinedVector<std::pair<absl::string_view, size_t>, 64> order(n);
   for (size_t i = 0; i < n; ++i) {
     order[i] = {devices[i], i};
     taken[i] = false;
@@ -78,10 +109,17 @@ void AllocatedState::TakenMany(absl::string_view driver, absl::string_view pool,
   const internal::DeviceId from{driver, pool, order[0].first};
   internal::VisitDevicesFrom(
       *version_, from,
-      [&](const AllocatedDevice& d) { return d.driver == driver && d.pool == pool; },
       [&](const AllocatedDevice& d) {
-        while (next < n && order[next].first < d.device) ++next;  // nobody holds it
-        while (next < n && order[next].first == d.device) taken[order[next++].second] = d.Taken();
+        return SameName(d.pool, pool) && SameName(d.driver, driver);
+      },
+      [&](const AllocatedDevice& d) {
+        // One comparison per candidate passed: below d, nobody holds it;
+        // at d, d answers; above, later devices will.
+        for (; next < n; ++next) {
+          const int c = order[next].first.compare(d.device);
+          if (c > 0) break;
+          if (c == 0) taken[order[next].second] = d.Taken();
+        }
         if (next == n) return false;
         if (++walked >= budget) {
           ended = false;

@@ -181,10 +181,16 @@ bool Visit(const AllocatedNode& node, const DeviceId& from,
   size_t child_known;
   const size_t start = static_cast<size_t>(
       std::max<ptrdiff_t>(0, Floor(node, from, from_key, known, &equal, &child_known)));
+  // In a leaf, once a device is at or after `from`, so are the ones after
+  // it: they are not compared (three string compares each).
+  bool reached = false;
   for (size_t i = start; i < node.size; ++i) {
     if (node.leaf) {
       const AllocatedDevice& d = *node.firsts[i];
-      if (internal::IdOf(d) < from) continue;
+      if (!reached) {
+        if (internal::IdOf(d) < from) continue;
+        reached = true;
+      }
       if (!in(d) || !visit(d)) return false;
     } else {
       // A later child starts at or after `from`: out of the range, so is
