@@ -52,6 +52,7 @@ type AllocatedState struct {
 	h        *C.claimstore_allocated_t
 	revision uint64
 	size     int
+	out      C.cs_snapshot_t // AllocatedDevices' call
 }
 
 // AllocatedDevices returns what is allocated now. The first call after
@@ -62,13 +63,14 @@ func (s *Store) AllocatedDevices() (*AllocatedState, error) {
 		return nil, ErrClosed
 	}
 	defer s.mu.RUnlock()
-	var h *C.claimstore_allocated_t
-	var e *C.claimstore_error_t
-	if code := C.claimstore_allocated_devices(s.db, &h, &e); code != 0 {
-		return nil, fromC(code, e)
+	// One call into C, its outcome in the state's own field (no allocation
+	// of its own).
+	a := &AllocatedState{}
+	if code := C.cs_allocated_devices(s.handle(), &a.out); code != 0 {
+		return nil, fromC(code, C.cs_error(a.out.error))
 	}
-	a := &AllocatedState{h: h, revision: uint64(C.claimstore_allocated_revision(h)),
-		size: int(C.claimstore_allocated_size(h))}
+	a.h = C.cs_snapshot(a.out.snapshot)
+	a.revision, a.size = uint64(a.out.revision), int(a.out.size)
 	runtime.SetFinalizer(a, (*AllocatedState).Close)
 	return a, nil
 }
@@ -114,23 +116,34 @@ func (a *AllocatedState) TakenMany(driver, pool string, devices []string, taken 
 	if a.h == nil {
 		return taken
 	}
-	total := 0
-	for _, d := range devices {
-		total += len(d)
-	}
 	// The names back to back and their lengths: Go memory without Go
-	// pointers, which C may read during the call.
-	names := make([]byte, 0, total+1)
-	lengths := make([]uint32, len(devices))
-	for i, d := range devices {
+	// pointers, which C may read during the call; reused from call to call.
+	sc := scratchPool.Get().(*takenScratch)
+	names, lengths := sc.names[:0], sc.lengths[:0]
+	for _, d := range devices {
 		names = append(names, d...)
-		lengths[i] = uint32(len(d))
+		lengths = append(lengths, uint32(len(d)))
 	}
 	names = append(names, 0)
 	C.cs_allocated_taken_many(a.handle(), str(driver), str(pool), (*C.char)(unsafe.Pointer(&names[0])),
 		(*C.uint32_t)(unsafe.Pointer(&lengths[0])), C.size_t(len(devices)), (*C.uint8_t)(unsafe.Pointer(&taken[0])))
+	if cap(names) <= scratchMax {
+		sc.names, sc.lengths = names, lengths
+		scratchPool.Put(sc)
+	}
 	return taken
 }
+
+// takenScratch is TakenMany's buffers, kept between calls (scratchPool)
+// up to scratchMax bytes of names.
+type takenScratch struct {
+	names   []byte
+	lengths []uint32
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(takenScratch) }}
+
+const scratchMax = 64 << 10
 
 // Find returns the device, or false when no claim holds it.
 func (a *AllocatedState) Find(driver, pool, device string) (AllocatedDevice, bool) {

@@ -31,7 +31,15 @@ typedef struct cs_get_t {
   uintptr_t error;
 } cs_get_t;
 
+typedef struct cs_snapshot_t {
+  uintptr_t snapshot;
+  uint64_t revision;
+  size_t size;
+  uintptr_t error;
+} cs_snapshot_t;
+
 static inline claimstore_error_t* cs_error(uintptr_t e) { return (claimstore_error_t*)e; }
+static inline claimstore_allocated_t* cs_snapshot(uintptr_t s) { return (claimstore_allocated_t*)s; }
 
 #define CS_STORE(db) ((claimstore_t*)(db))
 /* Returns `call`'s code, with the error it sets through `&e` in out->error. */
@@ -95,6 +103,19 @@ static inline int cs_set_device_status_json(uintptr_t db, claimstore_key_t key,
 static inline int cs_allocated_taken(uintptr_t snapshot, claimstore_slice_t driver,
                                      claimstore_slice_t pool, claimstore_slice_t device) {
   return claimstore_allocated_taken((const claimstore_allocated_t*)snapshot, driver, pool, device);
+}
+/* claimstore_allocated_devices with the snapshot's revision and size: one
+ * call instead of three. */
+static inline int cs_allocated_devices(uintptr_t db, cs_snapshot_t* out) {
+  claimstore_allocated_t* h = NULL;
+  claimstore_error_t* e = NULL;
+  int code = claimstore_allocated_devices(CS_STORE(db), &h, &e);
+  out->error = (uintptr_t)e;
+  if (code != 0) return code;
+  out->snapshot = (uintptr_t)h;
+  out->revision = claimstore_allocated_revision(h);
+  out->size = claimstore_allocated_size(h);
+  return 0;
 }
 static inline void cs_allocated_taken_many(uintptr_t snapshot, claimstore_slice_t driver,
                                            claimstore_slice_t pool, const char* names,
