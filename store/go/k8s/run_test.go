@@ -71,6 +71,21 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// reopen closes store and opens the database at dir again, as a restarted
+// scheduler does (closed at the test's end).
+func reopen(t *testing.T, store *claimstore.Store, dir string) *claimstore.Store {
+	t.Helper()
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	store, err := claimstore.Open(ctx, dir, claimstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
+}
+
 func runTracker(t *testing.T, tr *Tracker, c *cluster) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -117,16 +132,9 @@ func TestRunResumesFromTheStoreAndRelistsOnGone(t *testing.T) {
 		t.Fatalf("allocated %v", got)
 	}
 	stop()
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
 
 	// The restart: no list, the watch from 25, the claims from the store.
-	store, err = claimstore.Open(ctx, dir, claimstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store = reopen(t, store, dir)
 	c2 := newCluster(&resourcev1.ResourceClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "40"},
 		Items: []resourcev1.ResourceClaim{*pendingClaim("c", "uid-c", "30")}})
 	tr2 := NewTracker(store, TrackerOptions{})
@@ -214,16 +222,9 @@ func TestRunKeepsItsPositionBeforeAClaimTheStoreLacks(t *testing.T) {
 	if st, _ := store.Stats(); st.FollowResourceVersion != 20 {
 		t.Fatalf("the store's position %d with claim b missing; want 20, before b's event", st.FollowResourceVersion)
 	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
 
 	// The restart resumes from 20 and gets b's event again: counted.
-	store, err = claimstore.Open(ctx, dir, claimstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store = reopen(t, store, dir)
 	c2 := newCluster(&resourcev1.ResourceClaimList{})
 	tr2 := NewTracker(store, TrackerOptions{})
 	stop2 := runTracker(t, tr2, c2)
