@@ -69,7 +69,7 @@ func (s *Store) AllocatedDevices() (*AllocatedState, error) {
 	if code := C.cs_allocated_devices(s.handle(), &a.out); code != 0 {
 		return nil, fromC(code, C.cs_error(a.out.error))
 	}
-	a.h = C.cs_snapshot(a.out.snapshot)
+	a.h = a.out.snapshot
 	a.revision, a.size = uint64(a.out.revision), int(a.out.size)
 	runtime.SetFinalizer(a, (*AllocatedState).Close)
 	return a, nil
@@ -127,7 +127,7 @@ func (a *AllocatedState) TakenMany(driver, pool string, devices []string, taken 
 	names = append(names, 0)
 	C.cs_allocated_taken_many(a.handle(), str(driver), str(pool), (*C.char)(unsafe.Pointer(&names[0])),
 		(*C.uint32_t)(unsafe.Pointer(&lengths[0])), C.size_t(len(devices)), (*C.uint8_t)(unsafe.Pointer(&taken[0])))
-	if cap(names) <= scratchMax {
+	if cap(names) <= scratchMax && cap(lengths) <= scratchMax/4 {
 		sc.names, sc.lengths = names, lengths
 		scratchPool.Put(sc)
 	}
@@ -135,7 +135,7 @@ func (a *AllocatedState) TakenMany(driver, pool string, devices []string, taken 
 }
 
 // takenScratch is TakenMany's buffers, kept between calls (scratchPool)
-// up to scratchMax bytes of names.
+// up to scratchMax bytes of names and as many of lengths.
 type takenScratch struct {
 	names   []byte
 	lengths []uint32

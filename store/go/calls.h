@@ -11,7 +11,8 @@
  * address went to C was an allocation of its own. An integer and a struct
  * without pointers are neither checked nor boxed.
  *
- * Each wrapper calls the C ABI function of the same name; the error (NULL
+ * Each wrapper calls the C ABI function of the same name (cs_allocated_devices
+ * adds the snapshot's revision and size); the error (NULL
  * on success) comes back as an integer, turned back into a pointer by
  * cs_error on the error path only. */
 #ifndef CLAIMSTORE_GO_CALLS_H_
@@ -31,15 +32,16 @@ typedef struct cs_get_t {
   uintptr_t error;
 } cs_get_t;
 
+/* The snapshot is a C pointer in Go memory: not a Go pointer, so cgo's
+ * check of the struct finds nothing to refuse. */
 typedef struct cs_snapshot_t {
-  uintptr_t snapshot;
+  claimstore_allocated_t* snapshot;
   uint64_t revision;
   size_t size;
   uintptr_t error;
 } cs_snapshot_t;
 
 static inline claimstore_error_t* cs_error(uintptr_t e) { return (claimstore_error_t*)e; }
-static inline claimstore_allocated_t* cs_snapshot(uintptr_t s) { return (claimstore_allocated_t*)s; }
 
 #define CS_STORE(db) ((claimstore_t*)(db))
 /* Returns `call`'s code, with the error it sets through `&e` in out->error. */
@@ -112,7 +114,7 @@ static inline int cs_allocated_devices(uintptr_t db, cs_snapshot_t* out) {
   int code = claimstore_allocated_devices(CS_STORE(db), &h, &e);
   out->error = (uintptr_t)e;
   if (code != 0) return code;
-  out->snapshot = (uintptr_t)h;
+  out->snapshot = h;
   out->revision = claimstore_allocated_revision(h);
   out->size = claimstore_allocated_size(h);
   return 0;

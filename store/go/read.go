@@ -105,7 +105,8 @@ func (s *Store) GetView(key Key) (*ClaimView, error) {
 	for {
 		n, err := s.getInto(key, v.buf, &v.out)
 		if err != nil {
-			viewPool.Put(v)
+			v.released = false
+			v.Release()
 			return nil, err
 		}
 		if n <= len(v.buf) {
@@ -122,7 +123,8 @@ func (s *Store) GetView(key Key) (*ClaimView, error) {
 
 // Release gives the view's buffer back for the next GetView. The view and
 // what its accessors returned must not be used afterwards. Releasing a
-// view twice panics.
+// view twice is a bug; it panics unless another GetView took the view
+// meanwhile (then it gives that one's buffer away too).
 func (v *ClaimView) Release() {
 	if v.released {
 		panic("claimstore: ClaimView released twice")

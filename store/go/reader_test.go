@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // readerRecords are records to read: the fixture with every field set and
@@ -42,6 +43,8 @@ type readView interface {
 	UID() string
 	ResourceVersion() string
 	Generation() int64
+	CreationTimestamp() *time.Time
+	DeletionTimestamp() *time.Time
 	CreateRevision() uint64
 	ModRevision() uint64
 	Version() uint64

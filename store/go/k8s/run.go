@@ -101,6 +101,9 @@ func (t *Tracker) load() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	t.mu.Lock()
+	t.position = st.FollowResourceVersion
+	t.mu.Unlock()
 	if st.FollowResourceVersion == 0 {
 		return 0, nil
 	}
@@ -121,7 +124,6 @@ func (t *Tracker) load() (uint64, error) {
 		claims = append(claims, c)
 	}
 	t.mu.Lock()
-	t.position = st.FollowResourceVersion
 	for _, c := range claims {
 		t.applyLocked(c, holdingsOf(c, t.consumable))
 	}
@@ -159,20 +161,14 @@ func (t *Tracker) relist(ctx context.Context, client kubernetes.Interface) (uint
 		}
 	}
 	listed := make(map[types.NamespacedName]bool, len(items))
-	var input []byte
-	objects := make([][]byte, 0, len(items))
 	for i := range items {
-		c := &items[i]
-		listed[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = true
-		b, o, err := encode(c)
-		if err != nil {
-			return 0, err
-		}
-		input = append(append(input, b...), '\n')
-		objects = append(objects, o)
+		listed[types.NamespacedName{Namespace: items[i].Namespace, Name: items[i].Name}] = true
 	}
 	// Claims the store has that the list does not: deleted in the same
-	// write (the store read a page at a time, only those kept).
+	// write, first (a listed claim may hold a device a deleted one held),
+	// the store read a page at a time and only those kept.
+	var input []byte
+	objects := make([][]byte, 0, len(items))
 	var gone []*claimstore.Claim
 	for rec, err := range t.store.All(ctx, claimstore.ListOptions{}) {
 		if err != nil {
@@ -188,6 +184,14 @@ func (t *Tracker) relist(ctx context.Context, client kubernetes.Interface) (uint
 		input = append(append(input, event...), '\n')
 		objects = append(objects, nil)
 		gone = append(gone, rec)
+	}
+	for i := range items {
+		b, o, err := encode(&items[i])
+		if err != nil {
+			return 0, err
+		}
+		input = append(append(input, b...), '\n')
+		objects = append(objects, o)
 	}
 	// The list is the whole truth: what was held before it is not.
 	t.mu.Lock()
@@ -217,23 +221,16 @@ func (t *Tracker) relist(ctx context.Context, client kubernetes.Interface) (uint
 	return rv, nil
 }
 
-// applyEach is relist's way when the list as a whole is refused: each
-// claim on its own, refusals reported; gone are the stored claims the list
-// does not have.
+// applyEach is relist's way when the list as a whole is refused: the
+// stored claims the list does not have (gone) deleted first, then each
+// listed claim on its own, again while a pass writes some (one may hold a
+// device another held before the list); those still refused are reported
+// and, unless invalid, counted and held out of the store.
 func (t *Tracker) applyEach(items []resourcev1.ResourceClaim, listed map[types.NamespacedName]bool,
 	gone []*claimstore.Claim, rv uint64) error {
-	for i := range items {
-		if err := t.add(&items[i], 0); errors.Is(err, claimstore.ErrConflict) {
-			// Counted, not stored: the store's position stays where it
-			// was before this list (0: a restart lists again).
-			t.mu.Lock()
-			t.held[types.NamespacedName{Namespace: items[i].Namespace, Name: items[i].Name}] = t.position
-			t.mu.Unlock()
-		}
-	}
 	for _, rec := range gone {
 		if c, err := FromRecord(rec); err == nil {
-			t.OnDelete(c)
+			t.remove(c, 0)
 		}
 	}
 	t.mu.Lock()
@@ -243,6 +240,37 @@ func (t *Tracker) applyEach(items []resourcev1.ResourceClaim, listed map[types.N
 		}
 	}
 	t.mu.Unlock()
+	pending := make([]int, len(items))
+	for i := range pending {
+		pending[i] = i
+	}
+	for progress := true; progress && len(pending) > 0; {
+		progress = false
+		rest := pending[:0]
+		for _, i := range pending {
+			c := &items[i]
+			if err := t.write(c, 0); err != nil {
+				rest = append(rest, i)
+				continue
+			}
+			progress = true
+			h := holdingsOf(c, t.consumable)
+			t.mu.Lock()
+			t.applyLocked(c, h)
+			t.mu.Unlock()
+		}
+		pending = rest
+	}
+	for _, i := range pending {
+		c := &items[i]
+		if err := t.add(c, 0); err != nil && !errors.Is(err, claimstore.ErrInvalid) {
+			// Counted, not stored: the store's position stays where it
+			// was before this list.
+			t.mu.Lock()
+			t.held[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = t.position
+			t.mu.Unlock()
+		}
+	}
 	if err := t.recordPosition(rv); err != nil {
 		return err
 	}

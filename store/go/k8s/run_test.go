@@ -187,7 +187,8 @@ func TestRunResumesFromTheStoreAndRelistsOnGone(t *testing.T) {
 // A claim that holds a device another claim holds (a double allocation
 // the API server let through) is counted but not stored: the store's
 // watch position stays before its event, so that a restart resumes from
-// there, gets it again and counts it, until the claim is written.
+// there, gets it again and counts it; once its device is free it is
+// written, and the position moves on.
 func TestRunKeepsItsPositionBeforeAClaimTheStoreLacks(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "db")
 	a := pendingClaim("a", "uid-a", "10")
@@ -206,8 +207,8 @@ func TestRunKeepsItsPositionBeforeAClaimTheStoreLacks(t *testing.T) {
 	stop := runTracker(t, tr, c1)
 	w, _ := c1.nextWatch(t)
 	w.Modify(bHolds)
-	w.Modify(allocated(c, "22", dev{device: "gpu-1"}))
 	w.Action(watch.Bookmark, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "25"}})
+	w.Modify(allocated(c, "26", dev{device: "gpu-1"})) // after the bookmark: its mark
 	eventually(t, "claim c in the store", func() bool {
 		got, err := store.Get(claimstore.Key{Namespace: "default", Name: "c"})
 		return err == nil && got.Allocated()
@@ -218,10 +219,10 @@ func TestRunKeepsItsPositionBeforeAClaimTheStoreLacks(t *testing.T) {
 	if got, err := store.Get(claimstore.Key{Namespace: "default", Name: "b"}); err != nil || got.Allocated() {
 		t.Fatalf("the store's claim b: %v (allocated: %v); want it unallocated", err, err == nil && got.Allocated())
 	}
-	stop()
 	if st, _ := store.Stats(); st.FollowResourceVersion != 20 {
 		t.Fatalf("the store's position %d with claim b missing; want 20, before b's event", st.FollowResourceVersion)
 	}
+	stop()
 
 	// The restart resumes from 20 and gets b's event again: counted.
 	store = reopen(t, store, dir)
@@ -234,28 +235,96 @@ func TestRunKeepsItsPositionBeforeAClaimTheStoreLacks(t *testing.T) {
 		t.Fatalf("restart: watch from %q after %d lists; want 20 after none", rv2, c2.lists.Load())
 	}
 	w2.Modify(bHolds)
-	w2.Modify(allocated(c, "22", dev{device: "gpu-1"}))
+	w2.Modify(allocated(c, "26", dev{device: "gpu-1"}))
+	eventually(t, "b counted again", func() bool {
+		got, err := tr2.Get("default", "b")
+		return err == nil && got.Status.Allocation != nil
+	})
+	if st, _ := store.Stats(); st.FollowResourceVersion != 20 {
+		t.Fatalf("the store's position %d while it lacks b; want 20", st.FollowResourceVersion)
+	}
+	// a's delete frees gpu-0: b is written, the position moves on to 27.
 	gone := aHolds.DeepCopy()
-	gone.ResourceVersion = "26"
+	gone.ResourceVersion = "27"
 	w2.Delete(gone)
-	eventually(t, "claim a deleted", func() bool {
-		_, err := tr2.Get("default", "a")
-		return apierrors.IsNotFound(err)
+	eventually(t, "b in the store, the position at a's delete", func() bool {
+		got, err := store.Get(claimstore.Key{Namespace: "default", Name: "b"})
+		st, _ := store.Stats()
+		return err == nil && got.Allocated() && got.ResultAt(0).Device == "gpu-0" && st.FollowResourceVersion == 27
 	})
 	if devs := devicesOf(t, tr2); len(devs) != 2 || devs[0] != "gpu-0" || devs[1] != "gpu-1" {
 		t.Fatalf("allocated after a's delete: %v; want gpu-0 (b's) and gpu-1", devs)
 	}
-	if st, _ := store.Stats(); st.FollowResourceVersion != 20 {
-		t.Fatalf("the store's position %d while it lacks b; want 20", st.FollowResourceVersion)
-	}
-	// b's next event is written (gpu-0 is free): the position moves on.
-	w2.Modify(allocated(b, "27", dev{device: "gpu-0"}))
 	w2.Action(watch.Bookmark, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "30"}})
 	eventually(t, "the store's position reaches the bookmark", func() bool {
 		st, err := store.Stats()
 		return err == nil && st.FollowResourceVersion == 30
 	})
-	if got, err := store.Get(claimstore.Key{Namespace: "default", Name: "b"}); err != nil || got.ResultAt(0).Device != "gpu-0" {
-		t.Fatalf("the store's claim b: %v", err)
+}
+
+// A relist after a 410 in which a claim the store still has is gone and a
+// new one holds its device: the delete goes first, nothing is refused, and
+// the position is the list's.
+func TestRelistDeletesBeforeItAdds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	x := allocated(pendingClaim("x", "uid-x", "10"), "10", dev{device: "gpu-0"})
+	c1 := newCluster(&resourcev1.ResourceClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "20"},
+		Items: []resourcev1.ResourceClaim{*x}})
+	store, err := claimstore.Open(ctx, dir, claimstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var refused atomic.Int32
+	tr := NewTracker(store, TrackerOptions{OnRefused: func(*resourcev1.ResourceClaim, error) { refused.Add(1) }})
+	stop := runTracker(t, tr, c1)
+	defer stop()
+	w, _ := c1.nextWatch(t)
+	// Meanwhile x is deleted and y takes gpu-0; the watch sees neither.
+	y := allocated(pendingClaim("y", "uid-y", "30"), "31", dev{device: "gpu-0"})
+	c1.mu.Lock()
+	c1.list = &resourcev1.ResourceClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "40"},
+		Items: []resourcev1.ResourceClaim{*y}}
+	c1.mu.Unlock()
+	w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired})
+	_, rv := c1.nextWatch(t)
+	if rv != "40" || refused.Load() != 0 {
+		t.Fatalf("after the relist: watch from %q, %d refusals; want 40, none", rv, refused.Load())
+	}
+	if got, err := store.Get(claimstore.Key{Namespace: "default", Name: "y"}); err != nil || got.ResultAt(0).Device != "gpu-0" {
+		t.Fatalf("the store's claim y: %v", err)
+	}
+	if st, _ := store.Stats(); st.FollowResourceVersion != 40 || st.Claims != 1 {
+		t.Fatalf("the store after the relist: position %d, %d claims", st.FollowResourceVersion, st.Claims)
+	}
+}
+
+// A delete of an earlier claim of a name (another uid), as a watch resumed
+// from a held position replays it, leaves the claim of that name alone.
+func TestRunDeletesOnlyTheClaimOfTheUID(t *testing.T) {
+	store, err := claimstore.Open(ctx, filepath.Join(t.TempDir(), "db"), claimstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	d := allocated(pendingClaim("d", "uid-d2", "15"), "15", dev{device: "gpu-0"})
+	c1 := newCluster(&resourcev1.ResourceClaimList{ListMeta: metav1.ListMeta{ResourceVersion: "20"},
+		Items: []resourcev1.ResourceClaim{*d}})
+	tr := NewTracker(store, TrackerOptions{})
+	stop := runTracker(t, tr, c1)
+	defer stop()
+	w, _ := c1.nextWatch(t)
+	old := pendingClaim("d", "uid-d1", "21") // the name's earlier claim
+	w.Delete(old)
+	w.Action(watch.Bookmark, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "25"}})
+	eventually(t, "the bookmark", func() bool {
+		st, err := store.Stats()
+		return err == nil && st.FollowResourceVersion == 25
+	})
+	if got, err := tr.Get("default", "d"); err != nil || got.UID != "uid-d2" {
+		t.Fatalf("the tracker's claim d after another uid's delete: %v", err)
+	}
+	if got, err := store.Get(claimstore.Key{Namespace: "default", Name: "d"}); err != nil || got.UID() != "uid-d2" {
+		t.Fatalf("the store's claim d after another uid's delete: %v", err)
 	}
 }

@@ -40,7 +40,8 @@ type TrackerOptions struct {
 	// store as it was. A claim holding a device another claim holds whole
 	// (ErrConflict, naming both) is a double allocation in the cluster: the
 	// tracker counts it all the same, the store goes without it (Run keeps
-	// the store's watch position before it: Tracker.Run).
+	// the store's watch position before it: Tracker.Run). So does a claim
+	// the store cannot write (ErrNoSpace: a full disk).
 	OnRefused func(claim *resourcev1.ResourceClaim, err error)
 }
 
@@ -87,6 +88,7 @@ type Tracker struct {
 	// restart resumes the watch from before them, and they come again.
 	position uint64
 	held     map[types.NamespacedName]uint64
+	seen     uint64 // the last watch position applied
 
 	synced atomic.Bool // Run has loaded or listed the claims
 }
@@ -167,30 +169,32 @@ func (t *Tracker) claimOf(obj any) *resourcev1.ResourceClaim {
 }
 
 // add writes claim to the store (position: the watch position to record,
-// 0 for none) and applies it to the tracker unless the store refused it.
+// 0 for none) and applies it to the tracker, unless the store's validation
+// refused it (ErrInvalid: left out of both). The error is the store's.
 //
-// A claim whose device another claim holds whole (the store's device rule
-// refuses it: ErrConflict) is the cluster's truth all the same (the API
-// server checks each claim alone; #133602, #128980): it is reported and
-// counted, though the store lacks it until its next event. Until then the
-// store's watch position stays before this event (held): a restart
-// resumes from there, and the watch brings the claim again. The error is
-// the store's.
+// A claim the store refuses otherwise is the cluster's truth all the same
+// and is counted: one whose device another claim holds whole
+// (ErrConflict: a double allocation the API server let through, as it
+// checks each claim alone; #133602, #128980), or one the store could not
+// write (a full disk). Until the store has it, the store's watch position
+// stays before this event (held): a restart resumes from there and the
+// watch brings the claim again. A held claim is written again after each
+// change that may have freed its device (retryHeld).
 func (t *Tracker) add(claim *resourcev1.ResourceClaim, position uint64) error {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	t.mu.Lock()
-	record := t.recordableLocked(position)
+	t.seen = max(t.seen, position)
+	record := t.recordableLocked(position, key)
 	t.mu.Unlock()
 	err := t.write(claim, record)
 	if err != nil {
 		t.refused(claim, err)
-		if !errors.Is(err, claimstore.ErrConflict) {
+		if errors.Is(err, claimstore.ErrInvalid) {
 			return err
 		}
 	}
 	h := holdingsOf(claim, t.consumable)
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	switch {
 	case err == nil:
 		delete(t.held, key)
@@ -201,15 +205,23 @@ func (t *Tracker) add(claim *resourcev1.ResourceClaim, position uint64) error {
 		}
 	}
 	t.applyLocked(claim, h)
+	retry := err == nil && len(t.held) > 0
+	t.mu.Unlock()
+	if retry {
+		t.retryHeld()
+	}
 	return err
 }
 
 // recordableLocked is the watch position to record with a write at
-// position n: n, unless a held claim keeps the store's position before
-// it; 0 (record nothing) when that is not past the one recorded.
-func (t *Tracker) recordableLocked(n uint64) uint64 {
-	for _, h := range t.held {
-		n = min(n, h)
+// position n: n, unless a held claim (other than except, the one being
+// written) keeps the store's position before it; 0 (record nothing) when
+// that is not past the one recorded.
+func (t *Tracker) recordableLocked(n uint64, except types.NamespacedName) uint64 {
+	for key, h := range t.held {
+		if key != except {
+			n = min(n, h)
+		}
 	}
 	if n <= t.position {
 		return 0
@@ -225,19 +237,56 @@ func (t *Tracker) recordedLocked(n uint64) {
 }
 
 // recordPosition records watch position n in the store, as far as the
-// held claims let it.
+// held claims let it. The store is written outside the tracker's lock
+// (only Run's goroutine records positions).
 func (t *Tracker) recordPosition(n uint64) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	record := t.recordableLocked(n)
+	t.seen = max(t.seen, n)
+	record := t.recordableLocked(n, types.NamespacedName{})
+	t.mu.Unlock()
 	if record == 0 {
 		return nil
 	}
 	if _, err := t.store.ApplyClusterEventsJSON(context.Background(), nil, nil, record); err != nil {
 		return err
 	}
+	t.mu.Lock()
 	t.recordedLocked(record)
+	t.mu.Unlock()
 	return nil
+}
+
+// retryHeld writes the informer's version of each held claim again (a
+// change may have freed its device); once some are written, the store's
+// position moves on to the last one seen, as far as the rest let it.
+func (t *Tracker) retryHeld() {
+	t.mu.Lock()
+	claims := make([]*resourcev1.ResourceClaim, 0, len(t.held))
+	for key := range t.held {
+		if e := t.claims[key]; e != nil {
+			claims = append(claims, e.api)
+		} else {
+			delete(t.held, key)
+		}
+	}
+	t.mu.Unlock()
+	wrote := false
+	for _, c := range claims {
+		if t.write(c, 0) == nil {
+			t.mu.Lock()
+			delete(t.held, types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+			t.mu.Unlock()
+			wrote = true
+		}
+	}
+	if wrote {
+		t.mu.Lock()
+		seen := t.seen
+		t.mu.Unlock()
+		if err := t.recordPosition(seen); err != nil {
+			t.logger.Error(err, "claimstore tracker: watch position not recorded", "resourceVersion", seen)
+		}
+	}
 }
 
 // applyLocked makes claim (h: what it holds) the informer's version, and
@@ -274,23 +323,32 @@ func (t *Tracker) OnDelete(obj any) {
 
 // remove deletes claim from the store and the tracker. The delete is
 // final whatever resourceVersion its object carries (a
-// DeletedFinalStateUnknown's may be old): by key, as an informer drops it;
-// with a position, a watch's DELETED event records it.
+// DeletedFinalStateUnknown's may be old): by key, as an informer drops it.
+// With a position, a watch's DELETED event records it, and deletes only
+// the claim of that uid: a watch resumed from a position held back
+// replays deletes of earlier claims of a name that a later one now has.
+// Held claims are written again after it (their device may be free).
 func (t *Tracker) remove(claim *resourcev1.ResourceClaim, position uint64) {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
-	if _, err := t.store.Delete(context.Background(), claimstore.Key{Namespace: key.Namespace, Name: key.Name}, claimstore.Preconditions{}); err != nil &&
-		!errors.Is(err, claimstore.ErrNotFound) {
+	var pre claimstore.Preconditions
+	if position > 0 && claim.UID != "" {
+		uid := string(claim.UID)
+		pre.UID = &uid
+	}
+	if _, err := t.store.Delete(context.Background(), claimstore.Key{Namespace: key.Namespace, Name: key.Name}, pre); err != nil &&
+		!errors.Is(err, claimstore.ErrNotFound) && !(pre.UID != nil && errors.Is(err, claimstore.ErrConflict)) {
 		t.logger.Error(err, "claimstore tracker: delete not written to the store", "claim", klog.KObj(claim))
 	}
 	t.mu.Lock()
-	delete(t.held, key)
+	if e := t.claims[key]; e == nil || pre.UID == nil || e.api.UID == claim.UID {
+		delete(t.held, key)
+		t.deleteLocked(key)
+	}
 	t.mu.Unlock()
 	if err := t.recordPosition(position); err != nil {
 		t.logger.Error(err, "claimstore tracker: watch position not recorded", "resourceVersion", position)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.deleteLocked(key)
+	t.retryHeld()
 }
 
 func (t *Tracker) deleteLocked(key types.NamespacedName) {
