@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -138,7 +140,7 @@ func mapAtScale(b *testing.B) *mapStore {
 
 func atScale(b *testing.B) (*claimstore.Store, *mapStore) {
 	scaleOnce.Do(func() {
-		s, err := claimstore.Open(ctx, filepath.Join(b.TempDir(), "scale"), claimstore.Options{RecordCacheBytes: recordCache})
+		s, err := claimstore.Open(ctx, filepath.Join(scaleDir, "scale"), claimstore.Options{RecordCacheBytes: recordCache})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -162,6 +164,30 @@ func atScale(b *testing.B) (*claimstore.Store, *mapStore) {
 
 var sink int
 
+// scaleDir holds the stores at scale, which every benchmark of the run
+// shares: made and removed by TestMain, after the stores are closed (a
+// benchmark's TempDir would be removed under an open store when that
+// benchmark ends).
+var scaleDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "claimstore-bench-go-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	scaleDir = dir
+	code := m.Run()
+	if scaleStore != nil {
+		scaleStore.Close()
+	}
+	if cScale != nil {
+		cScale.close()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 // A record cache that holds every claim at scale (the default 64 MiB holds
 // most of 100k claims, not all, and a miss reads RocksDB): what a
 // scheduler would set for its claims.
@@ -175,7 +201,7 @@ var (
 
 func cAtScale(b *testing.B) *cStore {
 	cScaleOnce.Do(func() {
-		c, err := openCStore(filepath.Join(b.TempDir(), "c-scale"), recordCache)
+		c, err := openCStore(filepath.Join(scaleDir, "c-scale"), recordCache)
 		if err != nil {
 			b.Fatal(err)
 		}
