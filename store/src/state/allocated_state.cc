@@ -1,8 +1,6 @@
 #include "state/allocated_state.h"
 
 #include <algorithm>
-#include <cstdint>
-#include <cstring>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -57,28 +55,12 @@ const AllocatedDevice* AllocatedState::Find(absl::string_view driver, absl::stri
 
 namespace {
 
-// Whether the first and the last sizeof(Word) bytes of a and b (n bytes
-// each, at least sizeof(Word)) are the same: two overlapping loads each,
-// which for n up to 2 * sizeof(Word) compare every byte.
-template <typename Word>
-bool SameEnds(const char* a, const char* b, size_t n) {
-  Word a0, a1, b0, b1;
-  std::memcpy(&a0, a, sizeof(Word));
-  std::memcpy(&b0, b, sizeof(Word));
-  std::memcpy(&a1, a + n - sizeof(Word), sizeof(Word));
-  std::memcpy(&b1, b + n - sizeof(Word), sizeof(Word));
-  return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-}
-
-// Whether a and b are the same bytes: for the short names a walk compares
-// at every device (drivers, pools), 4 to 16 bytes are compared inline
-// instead of through a call to memcmp.
+// Whether a and b are the same bytes, compared as the device index compares
+// names (up to 16 bytes as two overlapping words, not through memcmp): for
+// the pool and driver names a walk compares at every device.
 inline bool SameName(absl::string_view a, absl::string_view b) {
-  const size_t n = a.size();
-  if (n != b.size()) return false;
-  if (n >= 8 && n <= 16) return SameEnds<uint64_t>(a.data(), b.data(), n);
-  if (n >= 4 && n < 8) return SameEnds<uint32_t>(a.data(), b.data(), n);
-  return a == b;
+  return a.size() == b.size() &&
+         internal::device_index_detail::SameBytes(a.data(), b.data(), a.size());
 }
 
 }  // namespace

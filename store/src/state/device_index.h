@@ -113,8 +113,9 @@ class DeviceIndex {
 };
 
 // The index's hash of a device's name (each part's bytes and length), and
-// its compare of `n` name bytes at `a` and `b`: in the header for tests (a
-// compare is reached only on equal 64-bit hashes).
+// its compare of `n` name bytes at `a` and `b` (a compare is reached only on
+// equal 64-bit hashes): in the header for tests, and SameBytes for the
+// walk of AllocatedState::TakenMany, which compares short names too.
 namespace device_index_detail {
 uint64_t HashOf(const DeviceId& id);
 bool SameBytes(const char* a, const char* b, size_t n);
