@@ -105,8 +105,7 @@ func (s *Store) GetView(key Key) (*ClaimView, error) {
 	for {
 		n, err := s.getInto(key, v.buf, &v.out)
 		if err != nil {
-			v.released = false
-			v.Release()
+			v.recycle()
 			return nil, err
 		}
 		if n <= len(v.buf) {
@@ -129,6 +128,12 @@ func (v *ClaimView) Release() {
 	if v.released {
 		panic("claimstore: ClaimView released twice")
 	}
+	v.recycle()
+}
+
+// recycle empties the view and gives it back to viewPool, without a buffer
+// larger than viewBufferMax.
+func (v *ClaimView) recycle() {
 	v.released = true
 	v.b, v.root = nil, fbTable{}
 	if cap(v.buf) > viewBufferMax {
