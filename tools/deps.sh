@@ -64,7 +64,8 @@ if [ -z "$go_version" ] ||
   exit 1
 fi
 # The modules go.sum pins, fetched once; GOTOOLCHAIN=local: never another Go.
-for mod in "$root/store/go" "$root/store/go/k8s" "$root/store/go/k8s/upstreamtest" "$root/bench/go"; do
+for mod in "$root/store/go" "$root/store/go/k8s" "$root/store/go/k8s/upstreamtest" \
+    "$root/store/go/k8s/scheduler" "$root/bench/go"; do
   [ -s "$mod/go.sum" ] || continue
   (cd "$mod" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly "$go_bin" mod download)
 done

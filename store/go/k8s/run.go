@@ -129,6 +129,8 @@ func (t *Tracker) load() (uint64, error) {
 	}
 	t.mu.Unlock()
 	t.synced.Store(true)
+	t.logger.Info("claimstore tracker: resuming the watch of ResourceClaims from the store",
+		"claims", len(claims), "resourceVersion", st.FollowResourceVersion)
 	return st.FollowResourceVersion, nil
 }
 
@@ -218,6 +220,8 @@ func (t *Tracker) relist(ctx context.Context, client kubernetes.Interface) (uint
 	}
 	t.mu.Unlock()
 	t.synced.Store(true)
+	t.logger.Info("claimstore tracker: listed the cluster's ResourceClaims", "claims", len(items),
+		"deleted", len(gone), "resourceVersion", rv)
 	return rv, nil
 }
 

@@ -1,0 +1,280 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/klog/v2"
+	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
+	"k8s.io/kubernetes/pkg/controller/resourceclaim"
+)
+
+// schedulerBin is cmd/claimstore-scheduler, built once by TestMain.
+var schedulerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "claimstore-scheduler-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	schedulerBin = filepath.Join(dir, "claimstore-scheduler")
+	build := exec.Command("go", "build", "-o", schedulerBin, "./cmd/claimstore-scheduler")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building cmd/claimstore-scheduler:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startEtcd runs $CLAIMSTORE_TEST_ETCD (ctest sets it to etcd's binary;
+// without it the test is skipped) on loopback until the test ends, and
+// returns its client URL.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("CLAIMSTORE_TEST_ETCD")
+	if bin == "" {
+		t.Skip("CLAIMSTORE_TEST_ETCD is not set (ctest sets it to etcd's binary)")
+	}
+	client := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
+	peer := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(bin, "--name", "m0", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "m0="+peer, "--initial-cluster-state", "new",
+		"--logger", "zap", "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	hc := &http.Client{Timeout: time.Second}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		resp, err := hc.Get(client + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return client
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd at %s did not serve within 60 s: %v", client, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cluster is a kube-apiserver in this process (on loopback, its own
+// certificates) on an etcd of its own, with kube-controller-manager's
+// ResourceClaim controller (claims from templates) running beside it.
+type cluster struct {
+	client     kubernetes.Interface
+	kubeconfig string
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	etcd := startEtcd(t)
+	storage := storagebackend.NewDefaultConfig("/registry", nil)
+	storage.Transport.ServerList = []string{etcd}
+	server, err := kubeapiservertesting.StartTestServer(t, kubeapiservertesting.NewDefaultTestServerOptions(),
+		[]string{"--endpoint-reconciler-type=none", "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}, storage)
+	if err != nil {
+		t.Fatalf("starting kube-apiserver: %v", err)
+	}
+	t.Cleanup(server.TearDownFn)
+	cfg := server.ClientConfig
+	cfg.QPS, cfg.Burst = 500, 1000
+	client := kubernetes.NewForConfigOrDie(cfg)
+
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host,
+		CertificateAuthorityData: cfg.TLSClientConfig.CAData, TLSServerName: cfg.TLSClientConfig.ServerName}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	kc.CurrentContext = "test"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := informers.NewSharedInformerFactory(client, 0)
+	ctrl, err := resourceclaim.NewController(klog.Background(), client, factory.Core().V1().Pods(),
+		factory.Scheduling().V1beta1().PodGroups(), factory.Resource().V1().ResourceClaims(),
+		factory.Resource().V1().ResourceClaimTemplates())
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { ctrl.Run(ctx, 2); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
+	return &cluster{client: client, kubeconfig: path}
+}
+
+// scheduler is one claimstore-scheduler process.
+type scheduler struct {
+	cmd *exec.Cmd
+	log *os.File
+}
+
+// startScheduler runs cmd/claimstore-scheduler with the example
+// configuration (examples/claimstore-scheduler.yaml), its kubeconfig and
+// store directory replaced by the test's, and without leader election.
+func (c *cluster) startScheduler(t *testing.T, dir string, extraArgs ...string) *scheduler {
+	t.Helper()
+	example, err := os.ReadFile("examples/claimstore-scheduler.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := strings.NewReplacer(
+		"/etc/kubernetes/scheduler.conf", c.kubeconfig,
+		"/var/lib/claimstore-scheduler", dir,
+		"leaderElect: true", "leaderElect: false").Replace(string(example))
+	configPath := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.CreateTemp(t.TempDir(), "scheduler-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--config", configPath, "--secure-port", strconv.Itoa(freePort(t)),
+		"--bind-address", "127.0.0.1",
+		"--authentication-kubeconfig", c.kubeconfig, "--authorization-kubeconfig", c.kubeconfig,
+		"--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics"}, extraArgs...)
+	cmd := exec.Command(schedulerBin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &scheduler{cmd: cmd, log: log}
+	t.Cleanup(func() {
+		s.kill()
+		if t.Failed() {
+			out, _ := os.ReadFile(log.Name())
+			t.Logf("claimstore-scheduler's log (%s):\n%s", log.Name(), tail(string(out), 200))
+		}
+	})
+	return s
+}
+
+// kill SIGKILLs the scheduler (once).
+func (s *scheduler) kill() {
+	if s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	}
+}
+
+func tail(s string, lines int) string {
+	all := strings.Split(s, "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+const driver = "gpu.example.com"
+
+// createDevices creates the DeviceClass and, for each of nodes nodes, the
+// Node and a ResourceSlice of its pool with devicesPerNode devices.
+func (c *cluster) createDevices(t *testing.T, ctx context.Context, nodes, devicesPerNode int) {
+	t.Helper()
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: driver},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)}}}}}
+	if _, err := c.client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range nodes {
+		name := fmt.Sprintf("node-%d", i)
+		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+			Status: v1.NodeStatus{
+				Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("32"),
+					v1.ResourceMemory: resource.MustParse("64Gi"), v1.ResourcePods: resource.MustParse("110")},
+				Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("32"),
+					v1.ResourceMemory: resource.MustParse("64Gi"), v1.ResourcePods: resource.MustParse("110")},
+				Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
+			}}
+		if _, err := c.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + driver},
+			Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: &name,
+				Pool: resourcev1.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1}}}
+		for d := range devicesPerNode {
+			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", d)})
+		}
+		if _, err := c.client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// createPods creates a ResourceClaimTemplate (once per namespace) asking
+// for one device of the class, and count pods named prefix-i, each with a
+// claim from it.
+func (c *cluster) createPods(t *testing.T, ctx context.Context, namespace, prefix string, count int) {
+	t.Helper()
+	if _, err := c.client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{}); err != nil {
+		if _, err := c.client.CoreV1().Namespaces().Create(ctx,
+			&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: namespace},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
+				Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu",
+					Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: driver}}}}}}}
+		if _, err := c.client.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmplName := "gpu"
+	for i := range count {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: namespace},
+			Spec: v1.PodSpec{
+				Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
+					Resources: v1.ResourceRequirements{Claims: []v1.ResourceClaim{{Name: "gpu"}}}}},
+				ResourceClaims: []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmplName}},
+			}}
+		if _, err := c.client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
