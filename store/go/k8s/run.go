@@ -199,7 +199,10 @@ func (t *Tracker) relist(ctx context.Context, client kubernetes.Interface) (uint
 	t.mu.Lock()
 	clear(t.held)
 	t.mu.Unlock()
-	if _, err := t.store.ApplyClusterEventsJSON(context.Background(), input, objects, rv); err != nil {
+	start := time.Now()
+	_, err = t.store.ApplyClusterEventsJSON(context.Background(), input, objects, rv)
+	t.observed("list", start, err)
+	if err != nil {
 		var conflict *claimstore.ConflictError
 		if errors.As(err, &conflict) || errors.Is(err, claimstore.ErrInvalid) {
 			// One claim the store refuses: apply the rest one by one, so
@@ -341,10 +344,25 @@ func (t *Tracker) watch(ctx context.Context, client kubernetes.Interface, rv uin
 				t.remove(claim, n)
 			} else {
 				_ = t.add(claim, n) // refusals are reported
+				if t.observeLag != nil {
+					t.observeLag(time.Since(lastWritten(claim)))
+				}
 			}
 			if n > rv {
 				rv = n
 			}
 		}
 	}
+}
+
+// lastWritten is when the API server last wrote claim, as far as its
+// object says: its newest managedFields time, or its creation.
+func lastWritten(claim *resourcev1.ResourceClaim) time.Time {
+	last := claim.CreationTimestamp.Time
+	for _, f := range claim.ManagedFields {
+		if f.Time != nil && f.Time.After(last) {
+			last = f.Time.Time
+		}
+	}
+	return last
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,6 +44,29 @@ type TrackerOptions struct {
 	// the store's watch position before it: Tracker.Run). So does a claim
 	// the store cannot write (ErrNoSpace: a full disk).
 	OnRefused func(claim *resourcev1.ResourceClaim, err error)
+	// ObserveWrite, when set, is called after each write to the store
+	// with its operation ("apply": a claim as the cluster has it;
+	// "delete"; "list": a whole list in one write), how long it took and
+	// its error. For metrics: it must be quick and safe for concurrent use.
+	ObserveWrite func(operation string, took time.Duration, err error)
+	// ObserveWatchLag, when set, is called for each claim a watch of Run
+	// brings (added or modified) with the time since the API server wrote
+	// it: its newest managedFields time (whole seconds: the API's
+	// resolution), or its creation. For metrics, as ObserveWrite.
+	ObserveWatchLag func(lag time.Duration)
+}
+
+// TrackerStats are a Tracker's figures at one moment.
+type TrackerStats struct {
+	Claims             int    // claims tracked
+	PendingAllocations int    // allocations signalled and not yet removed
+	Held               int    // claims counted that the store lacks (double allocations)
+	Position           uint64 // the watch position (resourceVersion) recorded in the store
+	Seen               uint64 // the newest watch position applied
+	Refused            uint64 // claims the store refused, since NewTracker
+	Conflicts          uint64 // of those, for a device another claim holds (ErrConflict)
+	Signalled          uint64 // SignalClaimPendingAllocation calls
+	Assumed            uint64 // AssumeClaimAfterAPICall calls that took the claim
 }
 
 // A Tracker is kube-scheduler's ResourceClaimTracker over a claimstore
@@ -81,6 +105,11 @@ type Tracker struct {
 	gathered     cached[*structured.AllocatedState]
 	listed       cached[sets.Set[structured.DeviceID]]
 	refusedCount uint64
+	conflicts    uint64
+	signalled    uint64
+	assumed      uint64
+	observeWrite func(string, time.Duration, error)
+	observeLag   func(time.Duration)
 	// position is the watch position last recorded in the store (Run).
 	// held are the claims the store refused for a device another claim
 	// holds, though the tracker counts them (double allocations), each
@@ -111,14 +140,16 @@ type pendingAllocation struct {
 // rewrites the store).
 func NewTracker(store *claimstore.Store, opts TrackerOptions) *Tracker {
 	return &Tracker{
-		store:      store,
-		consumable: opts.ConsumableCapacity,
-		logger:     loggerOr(opts.Logger),
-		onRefused:  opts.OnRefused,
-		claims:     map[types.NamespacedName]*entry{},
-		pending:    map[types.UID]*pendingAllocation{},
-		counts:     newAllocatedCounts(),
-		held:       map[types.NamespacedName]uint64{},
+		store:        store,
+		consumable:   opts.ConsumableCapacity,
+		logger:       loggerOr(opts.Logger),
+		onRefused:    opts.OnRefused,
+		observeWrite: opts.ObserveWrite,
+		observeLag:   opts.ObserveWatchLag,
+		claims:       map[types.NamespacedName]*entry{},
+		pending:      map[types.UID]*pendingAllocation{},
+		counts:       newAllocatedCounts(),
+		held:         map[types.NamespacedName]uint64{},
 	}
 }
 
@@ -131,6 +162,22 @@ func (t *Tracker) Refused() uint64 {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.refusedCount
+}
+
+// Stats returns the tracker's figures (for metrics).
+func (t *Tracker) Stats() TrackerStats {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return TrackerStats{Claims: len(t.claims), PendingAllocations: len(t.pending), Held: len(t.held),
+		Position: t.position, Seen: t.seen, Refused: t.refusedCount, Conflicts: t.conflicts,
+		Signalled: t.signalled, Assumed: t.assumed}
+}
+
+// observed reports a store write that started at start to ObserveWrite.
+func (t *Tracker) observed(operation string, start time.Time, err error) {
+	if t.observeWrite != nil {
+		t.observeWrite(operation, time.Since(start), err)
+	}
 }
 
 // Handler returns the event handler to register with a ResourceClaim
@@ -335,8 +382,10 @@ func (t *Tracker) remove(claim *resourcev1.ResourceClaim, position uint64) {
 		uid := string(claim.UID)
 		pre.UID = &uid
 	}
-	if _, err := t.store.Delete(context.Background(), claimstore.Key{Namespace: key.Namespace, Name: key.Name}, pre); err != nil &&
-		!errors.Is(err, claimstore.ErrNotFound) && !(pre.UID != nil && errors.Is(err, claimstore.ErrConflict)) {
+	start := time.Now()
+	_, err := t.store.Delete(context.Background(), claimstore.Key{Namespace: key.Namespace, Name: key.Name}, pre)
+	t.observed("delete", start, err)
+	if err != nil && !errors.Is(err, claimstore.ErrNotFound) && !(pre.UID != nil && errors.Is(err, claimstore.ErrConflict)) {
 		t.logger.Error(err, "claimstore tracker: delete not written to the store", "claim", klog.KObj(claim))
 	}
 	t.mu.Lock()
@@ -373,7 +422,9 @@ func (t *Tracker) write(claim *resourcev1.ResourceClaim, position uint64) error 
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	_, err = t.store.ApplyClusterEventsJSON(context.Background(), b, [][]byte{object}, position)
+	t.observed("apply", start, err)
 	return err
 }
 
@@ -392,8 +443,15 @@ func encode(claim *resourcev1.ResourceClaim) (claimJSON, object []byte, err erro
 func (t *Tracker) refused(claim *resourcev1.ResourceClaim, err error) {
 	t.mu.Lock()
 	t.refusedCount++
+	if errors.Is(err, claimstore.ErrConflict) {
+		t.conflicts++
+	}
 	t.mu.Unlock()
-	t.logger.Error(err, "claimstore tracker: claim refused, left out", "claim", klog.KObj(claim))
+	if errors.Is(err, claimstore.ErrInvalid) {
+		t.logger.Error(err, "claimstore tracker: claim refused, left out", "claim", klog.KObj(claim))
+	} else {
+		t.logger.Error(err, "claimstore tracker: claim not stored, counted all the same", "claim", klog.KObj(claim))
+	}
 	if t.onRefused != nil {
 		t.onRefused(claim, err)
 	}
@@ -515,6 +573,7 @@ func cachedGet[T any](t *Tracker, c *cached[T], build func() T) T {
 func (t *Tracker) SignalClaimPendingAllocation(claimUID types.UID, allocatedClaim *resourcev1.ResourceClaim) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.signalled++
 	if p := t.pending[claimUID]; p != nil {
 		p.sharers++
 		return nil
@@ -596,6 +655,7 @@ func (t *Tracker) AssumeClaimAfterAPICall(claim *resourcev1.ResourceClaim) error
 	if n < s {
 		return fmt.Errorf("ResourceClaim %s/%s is out of sync (stored: %d, assume: %d)", claim.Namespace, claim.Name, s, n)
 	}
+	t.assumed++
 	t.setLatestLocked(e, claim, h)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -466,5 +467,50 @@ func TestTrackerConcurrentUse(t *testing.T) {
 	}
 	if len(s.AllocatedDevices) != want {
 		t.Fatalf("%d devices allocated at the end, want %d", len(s.AllocatedDevices), want)
+	}
+}
+
+// TestStatsAndObservers: what the tracker counts and reports for metrics
+// follows the calls it gets: writes by operation with their errors,
+// pending allocations signalled, assumed claims, refusals and conflicts.
+func TestStatsAndObservers(t *testing.T) {
+	var mu sync.Mutex
+	writes := map[string]int{}
+	failed := map[string]int{}
+	tr := NewTracker(openStore(t), TrackerOptions{ObserveWrite: func(op string, took time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if took <= 0 {
+			t.Errorf("%s took %v", op, took)
+		}
+		writes[op]++
+		if err != nil {
+			failed[op]++
+		}
+	}})
+	a := pendingClaim("a", claimUID, "1")
+	tr.OnAdd(a)
+	if err := tr.SignalClaimPendingAllocation(claimUID, allocated(a, "1", dev{device: "d1"})); err != nil {
+		t.Fatal(err)
+	}
+	if st := tr.Stats(); st.Claims != 1 || st.PendingAllocations != 1 || st.Signalled != 1 {
+		t.Errorf("after a signalled allocation: %+v", st)
+	}
+	if err := tr.AssumeClaimAfterAPICall(allocated(a, "2", dev{device: "d1"})); err != nil {
+		t.Fatal(err)
+	}
+	tr.MaybeRemoveClaimPendingAllocation(claimUID, false)
+	tr.OnAdd(allocated(a, "2", dev{device: "d1"}))
+	// Another claim holding d1 whole: a conflict, counted as refused.
+	tr.OnAdd(allocated(pendingClaim("b", otherClaimUID, "3"), "3", dev{device: "d1"}))
+	tr.OnDelete(a)
+	st := tr.Stats()
+	if st.Assumed != 1 || st.PendingAllocations != 0 || st.Refused != 1 || st.Conflicts != 1 || st.Claims != 1 {
+		t.Errorf("stats: %+v, want 1 assumed, 0 pending, 1 refused (a conflict), 1 claim", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if writes["apply"] != 3 || failed["apply"] != 1 || writes["delete"] != 1 || failed["delete"] != 0 {
+		t.Errorf("writes observed %v, failed %v: want 3 applies (1 failed), 1 delete", writes, failed)
 	}
 }

@@ -2,7 +2,9 @@ package scheduler_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -148,8 +150,9 @@ func startCluster(t *testing.T) *cluster {
 
 // scheduler is one claimstore-scheduler process.
 type scheduler struct {
-	cmd *exec.Cmd
-	log *os.File
+	cmd  *exec.Cmd
+	log  *os.File
+	port int // of /metrics and /healthz (HTTPS)
 }
 
 // startScheduler runs cmd/claimstore-scheduler with the example
@@ -173,7 +176,8 @@ func (c *cluster) startScheduler(t *testing.T, dir string, extraArgs ...string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--config", configPath, "--secure-port", strconv.Itoa(freePort(t)),
+	port := freePort(t)
+	args := append([]string{"--config", configPath, "--secure-port", strconv.Itoa(port),
 		"--bind-address", "127.0.0.1",
 		"--authentication-kubeconfig", c.kubeconfig, "--authorization-kubeconfig", c.kubeconfig,
 		"--authorization-always-allow-paths", "/healthz,/readyz,/livez,/metrics"}, extraArgs...)
@@ -183,7 +187,7 @@ func (c *cluster) startScheduler(t *testing.T, dir string, extraArgs ...string) 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &scheduler{cmd: cmd, log: log}
+	s := &scheduler{cmd: cmd, log: log, port: port}
 	t.Cleanup(func() {
 		s.kill()
 		if t.Failed() {
@@ -192,6 +196,54 @@ func (c *cluster) startScheduler(t *testing.T, dir string, extraArgs ...string) 
 		}
 	})
 	return s
+}
+
+// metrics scrapes the scheduler's /metrics (as Prometheus does, without
+// credentials: the test allows the path) and returns each sample's value
+// by its name and labels as exposed ("name{label=\"value\"}").
+func (s *scheduler) metrics(t *testing.T) map[string]float64 {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the scheduler's own self-signed certificate
+	var body []byte
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", s.port))
+		if err == nil {
+			body, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode == http.StatusOK {
+				break
+			}
+			err = fmt.Errorf("%s: %s", resp.Status, body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scraping the scheduler's /metrics: %v", err)
+		}
+	}
+	samples := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if i < 0 || err != nil {
+			t.Fatalf("/metrics: line %q", line)
+		}
+		samples[line[:i]] = v
+	}
+	return samples
+}
+
+// sum adds the samples of metric name (any labels).
+func sum(samples map[string]float64, name string) float64 {
+	total := 0.0
+	for k, v := range samples {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			total += v
+		}
+	}
+	return total
 }
 
 // kill SIGKILLs the scheduler (once).

@@ -129,9 +129,15 @@ type manager struct {
 
 func (m manager) ResourceClaims() fwk.ResourceClaimTracker { return m.claims }
 
+// started is a store opened and its tracker running.
+type started struct {
+	tracker *k8s.Tracker
+	shared  bool // etcd holds the store (the shared mode)
+}
+
 var (
 	trackersMu sync.Mutex
-	trackers   = map[string]*k8s.Tracker{}
+	trackers   = map[string]*started{}
 )
 
 // trackerFor opens the store at args.Directory and starts its tracker, or
@@ -139,9 +145,10 @@ var (
 func trackerFor(ctx context.Context, args *Args, fh fwk.Handle, fts plfeature.Features) (*k8s.Tracker, error) {
 	trackersMu.Lock()
 	defer trackersMu.Unlock()
-	if t, ok := trackers[args.Directory]; ok {
-		return t, nil
+	if s, ok := trackers[args.Directory]; ok {
+		return s.tracker, nil
 	}
+	registerMetrics()
 	logger := klog.FromContext(ctx).WithName(Name)
 	store, err := claimstore.Open(ctx, args.Directory, claimstore.Options{
 		EtcdEndpoints: args.EtcdEndpoints,
@@ -150,7 +157,9 @@ func trackerFor(ctx context.Context, args *Args, fh fwk.Handle, fts plfeature.Fe
 	if err != nil {
 		return nil, fmt.Errorf("%s: opening the store in %q: %w", Name, args.Directory, err)
 	}
-	t := k8s.NewTracker(store, k8s.TrackerOptions{ConsumableCapacity: fts.EnableDRAConsumableCapacity, Logger: &logger})
+	observeWrite, observeLag := observers(args.Directory)
+	t := k8s.NewTracker(store, k8s.TrackerOptions{ConsumableCapacity: fts.EnableDRAConsumableCapacity, Logger: &logger,
+		ObserveWrite: observeWrite, ObserveWatchLag: observeLag})
 	go func() {
 		defer store.Close()
 		if err := t.Run(ctx, fh.ClientSet()); err != nil && !errors.Is(err, context.Canceled) {
@@ -166,6 +175,6 @@ func trackerFor(ctx context.Context, args *Args, fh fwk.Handle, fts plfeature.Fe
 		}
 	}
 	logger.Info("claimstore tracker synced", "directory", args.Directory, "duration", time.Since(start))
-	trackers[args.Directory] = t
+	trackers[args.Directory] = &started{tracker: t, shared: len(args.EtcdEndpoints) > 0}
 	return t, nil
 }

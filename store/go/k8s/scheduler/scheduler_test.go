@@ -177,8 +177,36 @@ func TestSchedulerAllocatesFromTheStoreAndResumesAfterKill(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	s := c.startScheduler(t, dir)
 
+	before := s.metrics(t)
 	c.createPods(t, ctx, "team-a", "pod", nodes*devices+2)
 	bound, pending := c.podsSettled(t, ctx, "team-a", nodes*devices, 2)
+	// The plugin asked claimstore's tracker (not the scheduler's own
+	// manager): every allocation was signalled to it and assumed by it,
+	// and the figures an operator scrapes moved.
+	after := s.metrics(t)
+	for _, m := range []struct {
+		name string
+		min  float64
+	}{
+		{"claimstore_tracker_pending_allocations_signalled_total", nodes * devices},
+		{"claimstore_tracker_assumed_total", nodes * devices},
+		{"claimstore_tracker_claims", nodes*devices + 2},
+		{"claimstore_store_claims", nodes*devices + 2},
+		{"claimstore_write_duration_seconds_count", 2 * (nodes*devices + 2)},
+		{"claimstore_tracker_watch_lag_seconds_count", 2 * (nodes*devices + 2)},
+	} {
+		if got := sum(after, m.name) - sum(before, m.name); got < m.min {
+			t.Errorf("%s moved by %v, want at least %v", m.name, got, m.min)
+		}
+	}
+	for _, name := range []string{"claimstore_store_revision", "claimstore_tracker_watch_resource_version"} {
+		if sum(after, name) <= sum(before, name) {
+			t.Errorf("%s: %v before the pods, %v after", name, sum(before, name), sum(after, name))
+		}
+	}
+	if n := sum(after, "claimstore_tracker_refused_total"); n != 0 {
+		t.Errorf("claimstore_tracker_refused_total %v, want 0", n)
+	}
 	for _, p := range pending {
 		if r := unschedulableReason(&p); !strings.Contains(r, "cannot allocate all claims") {
 			t.Errorf("pod %s pending: %q, want the DRA plugin's reason", p.Name, r)
