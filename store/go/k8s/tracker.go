@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -447,14 +448,41 @@ func (t *Tracker) refused(claim *resourcev1.ResourceClaim, err error) {
 		t.conflicts++
 	}
 	t.mu.Unlock()
-	if errors.Is(err, claimstore.ErrInvalid) {
+	switch {
+	case errors.Is(err, claimstore.ErrInvalid):
 		t.logger.Error(err, "claimstore tracker: claim refused, left out", "claim", klog.KObj(claim))
-	} else {
+	case errors.Is(err, claimstore.ErrConflict):
+		t.logger.Error(err, "claimstore tracker: claim holds a device another claim holds; counted all the same, not stored",
+			"claim", klog.KObj(claim), "field", t.heldElsewhere(claim, err))
+	default:
 		t.logger.Error(err, "claimstore tracker: claim not stored, counted all the same", "claim", klog.KObj(claim))
 	}
 	if t.onRefused != nil {
 		t.onRefused(claim, err)
 	}
+}
+
+// heldElsewhere is the field path of claim's first allocation result
+// whose device a claim that err names as its holder holds
+// ("status.allocation.devices.results[2]"), or "status.allocation" when
+// none is found.
+func (t *Tracker) heldElsewhere(claim *resourcev1.ResourceClaim, err error) string {
+	var conflict *claimstore.ConflictError
+	if claim.Status.Allocation == nil || !errors.As(err, &conflict) {
+		return "status.allocation"
+	}
+	for i, r := range claim.Status.Allocation.Devices.Results {
+		held, qerr := t.store.ClaimsUsingDevice(claimstore.DeviceQuery{Driver: r.Driver, Pool: r.Pool, Device: r.Device})
+		if qerr != nil {
+			continue
+		}
+		for _, h := range held.Holdings {
+			if slices.Contains(conflict.Holders, h.Claim) {
+				return fmt.Sprintf("status.allocation.devices.results[%d]", i)
+			}
+		}
+	}
+	return "status.allocation"
 }
 
 // setLatestLocked makes claim the version in effect for e.

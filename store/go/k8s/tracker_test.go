@@ -514,3 +514,22 @@ func TestStatsAndObservers(t *testing.T) {
 		t.Errorf("writes observed %v, failed %v: want 3 applies (1 failed), 1 delete", writes, failed)
 	}
 }
+
+// TestConflictNamesTheField: a claim refused for a device another claim
+// holds is reported with the path of the result that holds it.
+func TestConflictNamesTheField(t *testing.T) {
+	var got error
+	tr := NewTracker(openStore(t), TrackerOptions{OnRefused: func(_ *resourcev1.ResourceClaim, err error) { got = err }})
+	tr.OnAdd(allocated(pendingClaim("a", claimUID, "1"), "1", dev{device: "d2"}))
+	b := allocated(pendingClaim("b", otherClaimUID, "2"), "2", dev{device: "d1"}, dev{device: "d2"})
+	tr.OnAdd(b)
+	if !errors.Is(got, claimstore.ErrConflict) {
+		t.Fatalf("b refused with %v, want a conflict", got)
+	}
+	if f := tr.heldElsewhere(b, got); f != "status.allocation.devices.results[1]" {
+		t.Errorf("field %q, want status.allocation.devices.results[1] (d2, which a holds)", f)
+	}
+	if f := tr.heldElsewhere(b, errors.New("other")); f != "status.allocation" {
+		t.Errorf("field %q for an error without holders, want status.allocation", f)
+	}
+}

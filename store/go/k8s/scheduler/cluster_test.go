@@ -330,3 +330,38 @@ func (c *cluster) createPods(t *testing.T, ctx context.Context, namespace, prefi
 		}
 	}
 }
+
+// createDoubleAllocation creates two claims in namespace and allocates
+// both the same device (of a pool no node has), through the status
+// subresource as a scheduler would: the API server lets it through.
+func (c *cluster) createDoubleAllocation(t *testing.T, ctx context.Context, namespace string) {
+	t.Helper()
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx,
+		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"first", "second"} {
+		claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+				Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: driver}}}}}}
+		claim, err := c.client.ResourceV1().ResourceClaims(namespace).Create(ctx, claim, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+			Results: []resourcev1.DeviceRequestAllocationResult{{Request: "gpu", Driver: driver, Pool: "spare", Device: "spare-0"}}}}
+		if _, err := c.client.ResourceV1().ResourceClaims(namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitFor polls cond for up to a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: not within a minute", what)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,8 +64,9 @@ func unschedulableReason(p *v1.Pod) string {
 
 // checkAllocations checks, from the API server's claims, that each bound
 // pod's claim is allocated a device of its node's pool and reserved for
-// the pod, and that no device is allocated to two claims.
-func (c *cluster) checkAllocations(t *testing.T, ctx context.Context, bound []v1.Pod) {
+// the pod, and that no device is allocated to two claims (but in the
+// planted namespaces, whose claims the test allocated itself).
+func (c *cluster) checkAllocations(t *testing.T, ctx context.Context, bound []v1.Pod, planted ...string) {
 	t.Helper()
 	claims, err := c.client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -75,7 +77,7 @@ func (c *cluster) checkAllocations(t *testing.T, ctx context.Context, bound []v1
 	for i := range claims.Items {
 		claim := &claims.Items[i]
 		byName[claim.Namespace+"/"+claim.Name] = claim
-		if claim.Status.Allocation == nil {
+		if claim.Status.Allocation == nil || slices.Contains(planted, claim.Namespace) {
 			continue
 		}
 		for _, r := range claim.Status.Allocation.Devices.Results {
@@ -108,18 +110,20 @@ func (c *cluster) checkAllocations(t *testing.T, ctx context.Context, bound []v1
 // checkStoreEqualsAPI waits until the store at dir (opened read-only
 // beside the scheduler that writes it) holds every claim of the API
 // server with the same status, field by field, and no other.
-func (c *cluster) checkStoreEqualsAPI(t *testing.T, ctx context.Context, dir string) {
+// lacking are claims ("namespace/name") whose version in the API server
+// the store refused: it must have an older one or none.
+func (c *cluster) checkStoreEqualsAPI(t *testing.T, ctx context.Context, dir string, lacking ...string) {
 	t.Helper()
 	var diff string
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if diff = c.storeDiff(t, ctx, dir); diff == "" {
+		if diff = c.storeDiff(t, ctx, dir, lacking); diff == "" {
 			return
 		}
 	}
 	t.Errorf("the store in %s differs from the API server's claims:\n%s", dir, diff)
 }
 
-func (c *cluster) storeDiff(t *testing.T, ctx context.Context, dir string) string {
+func (c *cluster) storeDiff(t *testing.T, ctx context.Context, dir string, lacking []string) string {
 	claims, err := c.client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -136,10 +140,18 @@ func (c *cluster) storeDiff(t *testing.T, ctx context.Context, dir string) strin
 		key := claimstore.Key{Namespace: claim.Namespace, Name: claim.Name}
 		inAPI[key] = true
 		rec, err := store.Get(key)
-		if errors.Is(err, claimstore.ErrNotFound) {
+		switch {
+		case slices.Contains(lacking, key.String()):
+			if err == nil {
+				if stored, err := k8s.FromRecord(rec); err != nil || apiequality.Semantic.DeepEqual(stored.Status, claim.Status) {
+					diffs = append(diffs, fmt.Sprintf("%s: in the store as the API server has it, which the store should have refused", key))
+				}
+			}
+			continue
+		case errors.Is(err, claimstore.ErrNotFound):
 			diffs = append(diffs, fmt.Sprintf("%s: in the API server, not in the store", key))
 			continue
-		} else if err != nil {
+		case err != nil:
 			t.Fatal(err)
 		}
 		stored, err := k8s.FromRecord(rec)
@@ -218,6 +230,20 @@ func TestSchedulerAllocatesFromTheStoreAndResumesAfterKill(t *testing.T) {
 		t.Errorf("the first start did not list the cluster's claims:\n%s", tail(string(log), 50))
 	}
 
+	// Two claims allocated one device (the API server checks each claim
+	// alone; #133602): the second is reported with its name and field
+	// path, counted, and kept out of the store; the scheduler goes on.
+	c.createDoubleAllocation(t, ctx, "team-b")
+	waitFor(t, "the double allocation reported", func() bool {
+		log, _ := os.ReadFile(s.log.Name())
+		return strings.Contains(string(log), `claim="team-b/second" field="status.allocation.devices.results[0]"`) &&
+			sum(s.metrics(t), "claimstore_tracker_conflicts_total") == 1
+	})
+	c.checkStoreEqualsAPI(t, ctx, dir, "team-b/second")
+	if s.cmd.ProcessState != nil {
+		t.Fatalf("the scheduler stopped: %v", s.cmd.ProcessState)
+	}
+
 	// Killed: two bound pods go (their claims with them, by the claim
 	// controller), and three pods come while no scheduler runs.
 	s.kill()
@@ -230,11 +256,38 @@ func TestSchedulerAllocatesFromTheStoreAndResumesAfterKill(t *testing.T) {
 	c.createPods(t, ctx, "team-a", "later", 3)
 	s = c.startScheduler(t, dir)
 	bound, _ = c.podsSettled(t, ctx, "team-a", nodes*devices, 3)
-	c.checkAllocations(t, ctx, bound)
-	c.checkStoreEqualsAPI(t, ctx, dir)
+	c.checkAllocations(t, ctx, bound, "team-b")
+	c.checkStoreEqualsAPI(t, ctx, dir, "team-b/second")
 	log, _ := os.ReadFile(s.log.Name())
 	if !strings.Contains(string(log), "resuming the watch of ResourceClaims from the store") ||
 		strings.Contains(string(log), "listed the cluster's ResourceClaims") {
 		t.Errorf("the restarted scheduler did not resume from its store:\n%s", tail(string(log), 50))
+	}
+}
+
+// TestSchedulerRefusesAStoreItCannotOpen: a store directory that cannot
+// be created stops the scheduler at start with an error naming it.
+func TestSchedulerRefusesAStoreItCannotOpen(t *testing.T) {
+	c := startCluster(t)
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(file, "store")
+	s := c.startScheduler(t, dir)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("the scheduler exited 0")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the scheduler still runs on a store it cannot open")
+	}
+	log, _ := os.ReadFile(s.log.Name())
+	// klog quotes the error, and in it the directory's quotes.
+	if want := `ClaimstoreDynamicResources: opening the store in \"` + dir + `\"`; !strings.Contains(string(log), want) {
+		t.Errorf("the scheduler's log lacks %s:\n%s", want, tail(string(log), 30))
 	}
 }
