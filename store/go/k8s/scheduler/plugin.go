@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"claimstore.dev/claimstore"
 	"claimstore.dev/claimstore/k8s"
@@ -44,10 +45,15 @@ type Args struct {
 }
 
 // Options are the app options that register the plugin, for
-// app.NewSchedulerCommand (cmd/claimstore-scheduler) or scheduler_perf's
-// out-of-tree registry.
+// app.NewSchedulerCommand (cmd/claimstore-scheduler).
 func Options() []app.Option {
 	return []app.Option{app.WithPlugin(Name, New)}
+}
+
+// Registry is the plugin as an out-of-tree registry (scheduler.New's
+// WithFrameworkOutOfTreeRegistry, scheduler_perf's outOfTreePluginRegistry).
+func Registry() frameworkruntime.Registry {
+	return frameworkruntime.Registry{Name: New}
 }
 
 // plugin is upstream's DynamicResources plugin under this plugin's name:
@@ -141,7 +147,8 @@ var (
 )
 
 // trackerFor opens the store at args.Directory and starts its tracker, or
-// returns the one already started for that directory.
+// returns the one already started for that directory. When ctx (the
+// scheduler's) ends, the tracker stops and the store is closed.
 func trackerFor(ctx context.Context, args *Args, fh fwk.Handle, fts plfeature.Features) (*k8s.Tracker, error) {
 	trackersMu.Lock()
 	defer trackersMu.Unlock()
@@ -160,11 +167,17 @@ func trackerFor(ctx context.Context, args *Args, fh fwk.Handle, fts plfeature.Fe
 	observeWrite, observeLag := observers(args.Directory)
 	t := k8s.NewTracker(store, k8s.TrackerOptions{ConsumableCapacity: fts.EnableDRAConsumableCapacity, Logger: &logger,
 		ObserveWrite: observeWrite, ObserveWatchLag: observeLag})
+	s := &started{tracker: t, shared: len(args.EtcdEndpoints) > 0}
 	go func() {
-		defer store.Close()
 		if err := t.Run(ctx, fh.ClientSet()); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Error(err, "claimstore tracker stopped")
 		}
+		trackersMu.Lock()
+		if trackers[args.Directory] == s {
+			delete(trackers, args.Directory)
+		}
+		trackersMu.Unlock()
+		_ = store.Close()
 	}()
 	start := time.Now()
 	for !t.HasSynced() {
@@ -175,6 +188,6 @@ func trackerFor(ctx context.Context, args *Args, fh fwk.Handle, fts plfeature.Fe
 		}
 	}
 	logger.Info("claimstore tracker synced", "directory", args.Directory, "duration", time.Since(start))
-	trackers[args.Directory] = &started{tracker: t, shared: len(args.EtcdEndpoints) > 0}
+	trackers[args.Directory] = s
 	return t, nil
 }
