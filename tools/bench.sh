@@ -5,7 +5,7 @@
 # prints one table: per operation and size, claimstore's time and its ratio
 # to each baseline.
 #
-# Usage: tools/bench.sh [--quick|--go]
+# Usage: tools/bench.sh [--quick|--go|--scheduler]
 #   --quick   10k and 100k claims, short runs (under 3 minutes here)
 #   --go      the Go benchmarks instead, 5 runs each: the Go package's
 #             (bench/go, into bench/results/go.txt) and the Kubernetes module's
@@ -13,6 +13,13 @@
 #             into bench/results/go-k8s.txt) and the record reader against
 #             flatc --go's (store/go, into bench/results/go-reader.txt); about
 #             12 minutes
+#   --scheduler  kube-scheduler's own scheduler_perf DRA workloads (k8s.io/kubernetes
+#             v1.37.2; store/go/k8s/scheduler/perf) at 100 to 500 nodes, with
+#             upstream's DynamicResources and with ClaimstoreDynamicResources, one
+#             after the other in one process, into bench/results/scheduler.txt (the
+#             whole log and scheduler_perf's JSON data items into
+#             build/release/scheduler-perf/), and a table of pods/s and peak heap per
+#             workload (scheduler.md); about 15 minutes
 #   default   10k, 100k and 1M claims, 3 repetitions (medians), and the peak
 #             memory and disk size of each backend at 1M claims
 # Databases are built once under $TMPDIR/claimstore-bench (or /tmp) and
@@ -22,14 +29,56 @@ cd "$(dirname "$0")/.."
 
 quick=0
 go=0
+sched=0
 case "${1:-}" in
   --quick) quick=1 ;;
   --go) go=1 ;;
+  --scheduler) sched=1 ;;
   "") ;;
-  *) echo "usage: tools/bench.sh [--quick|--go]" >&2; exit 2 ;;
+  *) echo "usage: tools/bench.sh [--quick|--go|--scheduler]" >&2; exit 2 ;;
 esac
 
 tools/deps.sh
+if [ "$sched" -eq 1 ]; then
+  cmake --preset release >/dev/null
+  cmake --build --preset release --target claimstore_shared >/dev/null
+  # The whole log and scheduler_perf's data items (JSON, per-plugin
+  # figures) stay in the build tree; the results' lines go to bench/results.
+  out="$PWD/build/release/scheduler-perf"
+  rm -rf "$out" && mkdir -p "$out" bench/results
+  workloads='2000pods_200nodes|empty_500nodes|half_100nodes|full_100nodes'
+  rc=0
+  (cd store/go/k8s/scheduler && PKG_CONFIG_PATH="$PWD/../../../../build/release/pkgconfig" GOFLAGS=-mod=readonly \
+     GOPROXY=off GOTOOLCHAIN=local GOCACHE="$PWD/../../../../build/release/go/cache" \
+     go test -count=1 -timeout 2h -run '^$' -bench "BenchmarkPerfScheduling/.*/.*/.*/^(${workloads})\$" -benchtime 1x \
+       ./perf/ -perf-scheduling-label-filter= -data-items-dir "$out") > "$out/log.txt" 2>&1 || rc=$?
+  { grep -E '^(Benchmark|ok|FAIL|--- FAIL)' "$out/log.txt" || true; } | tee bench/results/scheduler.txt
+  if [ "$rc" -ne 0 ]; then echo "tools/bench.sh: the scheduler benchmark failed (rc ${rc}); its log: ${out}/log.txt" >&2; fi
+  # Per workload: SchedulingThroughput (pods/s, average) and the peak heap
+  # of each plugin, and claimstore's over upstream's.
+  {
+    echo "# tools/bench.sh --scheduler on $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo
+    echo "| workload | upstream pods/s | claimstore pods/s | ratio | upstream heap MB (max) | claimstore heap MB (max) |"
+    echo "|---|---|---|---|---|---|"
+    awk '/^BenchmarkPerfScheduling\// {
+        split($1, p, "/"); sub(/-[0-9]+$/, "", p[5]); w = p[2] "/" p[4] "/" p[5]; plugin = p[3]
+        for (i = 2; i < NF; i++) {
+          if ($(i+1) == "SchedulingThroughput/Average") tput[w, plugin] = $i
+          if ($(i+1) == "heap_memory_usage/Max") heap[w, plugin] = $i
+        }
+        if (!(w in seen)) { seen[w] = 1; order[++n] = w }
+      }
+      END {
+        for (k = 1; k <= n; k++) {
+          w = order[k]; u = tput[w, "upstream"]; c = tput[w, "claimstore"]
+          printf "| %s | %s | %s | %s | %s | %s |\n", w, u, c, (u > 0 && c > 0) ? sprintf("%.2f", c / u) : "-", \
+            heap[w, "upstream"], heap[w, "claimstore"]
+        }
+      }' bench/results/scheduler.txt
+  } | tee bench/results/scheduler.md
+  exit "$rc"
+fi
 if [ "$go" -eq 1 ]; then
   cmake --preset release >/dev/null
   cmake --build --preset release --target claimstore_shared >/dev/null

@@ -343,8 +343,8 @@ func (t *Tracker) watch(ctx context.Context, client kubernetes.Interface, rv uin
 			if ev.Type == watch.Deleted {
 				t.remove(claim, n)
 			} else {
-				_ = t.add(claim, n) // refusals are reported
-				if t.observeLag != nil {
+				// Refusals are reported; the lag is of claims applied.
+				if err := t.add(claim, n); err == nil && t.observeLag != nil {
 					t.observeLag(time.Since(lastWritten(claim)))
 				}
 			}

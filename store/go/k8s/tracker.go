@@ -51,9 +51,11 @@ type TrackerOptions struct {
 	// its error. For metrics: it must be quick and safe for concurrent use.
 	ObserveWrite func(operation string, took time.Duration, err error)
 	// ObserveWatchLag, when set, is called for each claim a watch of Run
-	// brings (added or modified) with the time since the API server wrote
-	// it: its newest managedFields time (whole seconds: the API's
-	// resolution), or its creation. For metrics, as ObserveWrite.
+	// brings (added or modified) and the store takes, with the time since
+	// the API server wrote it: its newest managedFields time (whole
+	// seconds: the API's resolution; the API server's clock), or its
+	// creation. A watch resumed after a restart counts the time it was
+	// down. For metrics, as ObserveWrite.
 	ObserveWatchLag func(lag time.Duration)
 }
 
@@ -165,6 +167,15 @@ func (t *Tracker) Refused() uint64 {
 	return t.refusedCount
 }
 
+// Applied returns the newest watch position (a resourceVersion of
+// ResourceClaims) whose event the tracker's answers reflect: Run's load or
+// list, and each watch event or bookmark after it.
+func (t *Tracker) Applied() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return max(t.seen, t.position)
+}
+
 // Stats returns the tracker's figures (for metrics).
 func (t *Tracker) Stats() TrackerStats {
 	t.mu.RLock()
@@ -231,18 +242,22 @@ func (t *Tracker) claimOf(obj any) *resourcev1.ResourceClaim {
 func (t *Tracker) add(claim *resourcev1.ResourceClaim, position uint64) error {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	t.mu.Lock()
-	t.seen = max(t.seen, position)
 	record := t.recordableLocked(position, key)
 	t.mu.Unlock()
 	err := t.write(claim, record)
 	if err != nil {
 		t.refused(claim, err)
 		if errors.Is(err, claimstore.ErrInvalid) {
+			t.mu.Lock()
+			t.seen = max(t.seen, position)
+			t.mu.Unlock()
 			return err
 		}
 	}
 	h := holdingsOf(claim, t.consumable)
 	t.mu.Lock()
+	// Applied only once the tracker answers with it (Applied).
+	t.seen = max(t.seen, position)
 	switch {
 	case err == nil:
 		delete(t.held, key)

@@ -150,9 +150,21 @@ func startCluster(t *testing.T) *cluster {
 
 // scheduler is one claimstore-scheduler process.
 type scheduler struct {
-	cmd  *exec.Cmd
-	log  *os.File
-	port int // of /metrics and /healthz (HTTPS)
+	cmd    *exec.Cmd
+	log    *os.File
+	port   int           // of /metrics and /healthz (HTTPS)
+	exited chan struct{} // closed when the process has exited (err: how)
+	err    error
+}
+
+// running reports whether the process has not exited.
+func (s *scheduler) running() bool {
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // startScheduler runs cmd/claimstore-scheduler with the example
@@ -187,7 +199,8 @@ func (c *cluster) startScheduler(t *testing.T, dir string, extraArgs ...string) 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &scheduler{cmd: cmd, log: log, port: port}
+	s := &scheduler{cmd: cmd, log: log, port: port, exited: make(chan struct{})}
+	go func() { s.err = cmd.Wait(); close(s.exited) }()
 	t.Cleanup(func() {
 		s.kill()
 		if t.Failed() {
@@ -246,12 +259,10 @@ func sum(samples map[string]float64, name string) float64 {
 	return total
 }
 
-// kill SIGKILLs the scheduler (once).
+// kill SIGKILLs the scheduler and waits for it to exit.
 func (s *scheduler) kill() {
-	if s.cmd.ProcessState == nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
 }
 
 func tail(s string, lines int) string {

@@ -22,8 +22,8 @@ var (
 	}, []string{"store", "operation", "result"})
 	watchLag = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Namespace: "claimstore", Name: "tracker_watch_lag_seconds",
-		Help:    "Time from the API server's write of a claim (its newest managedFields time: whole seconds) to the tracker applying its watch event.",
-		Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 300}, StabilityLevel: metrics.ALPHA,
+		Help:    "Time from the API server's write of a claim (its newest managedFields time: whole seconds, the API server's clock) to the tracker applying its watch event; a watch resumed after a restart counts the time it was down.",
+		Buckets: []float64{1, 2, 5, 10, 30, 60, 300}, StabilityLevel: metrics.ALPHA,
 	}, []string{"store"})
 
 	descRevision    = newDesc("store_revision", "The store's revision (the shared mode: etcd's).")
@@ -101,6 +101,9 @@ func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
 	}
 	trackersMu.Unlock()
 	for dir, s := range all {
+		if s.ctx.Err() != nil {
+			continue
+		}
 		t := s.tracker
 		gauge := func(d *metrics.Desc, v float64) { ch <- metrics.NewLazyConstMetric(d, metrics.GaugeValue, v, dir) }
 		counter := func(d *metrics.Desc, v uint64) {
@@ -121,10 +124,13 @@ func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
 		}
 		gauge(descRevision, float64(st.Revision))
 		gauge(descClaims, float64(st.Claims))
-		if s.shared {
+		if s.endpoints != "" {
 			following, unreachable := 1.0, 0.0
 			if !st.EtcdFollowing {
-				following, unreachable = 0, time.Since(st.EtcdUnreachableSince).Seconds()
+				following = 0
+				if !st.EtcdUnreachableSince.IsZero() {
+					unreachable = time.Since(st.EtcdUnreachableSince).Seconds()
+				}
 			}
 			gauge(descFollowing, following)
 			gauge(descUnreachable, unreachable)

@@ -6,16 +6,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -58,15 +68,27 @@ func Registry() frameworkruntime.Registry {
 
 // plugin is upstream's DynamicResources plugin under this plugin's name:
 // every extension point is upstream's, with a Handle whose
-// SharedDRAManager answers claims from claimstore.
+// SharedDRAManager answers claims from claimstore, and PreFilter first
+// waits (a moment at most) until the tracker has applied every claim event
+// the scheduler's own informer delivered: the scheduler's queue acts on
+// that informer's events, and the tracker has a watch of its own.
 type plugin struct {
 	*dynamicresources.DynamicResources
+	s *started
 }
 
 func (plugin) Name() string { return Name }
 
+// catchUpTimeout bounds PreFilter's wait for the tracker.
+const catchUpTimeout = time.Second
+
+func (p plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	p.s.catchUp(ctx)
+	return p.DynamicResources.PreFilter(ctx, state, pod, nodes)
+}
+
 // New builds the plugin (a runtime.PluginFactory). The store and its
-// tracker are opened once per directory for the process and shared by
+// tracker are opened once per directory for the scheduler and shared by
 // every profile that names it; New returns once the tracker holds the
 // cluster's claims (loaded from the store, or listed), or ctx ends.
 func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
@@ -75,10 +97,6 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 		return nil, err
 	}
 	fts := plfeature.NewSchedulerFeaturesFromGates(feature.DefaultFeatureGate)
-	tracker, err := trackerFor(ctx, args, fh, fts)
-	if err != nil {
-		return nil, err
-	}
 	upstreamArgs := &config.DynamicResourcesArgs{FilterTimeout: args.FilterTimeout, BindingTimeout: args.BindingTimeout}
 	if upstreamArgs.FilterTimeout == nil && fts.EnableDRASchedulerFilterTimeout {
 		upstreamArgs.FilterTimeout = &metav1.Duration{Duration: config.DynamicResourcesFilterTimeoutDefault}
@@ -86,12 +104,21 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	if upstreamArgs.BindingTimeout == nil && fts.EnableDRADeviceBindingConditions && fts.EnableDRAResourceClaimDeviceStatus {
 		upstreamArgs.BindingTimeout = &metav1.Duration{Duration: config.DynamicResourcesBindingTimeoutDefault}
 	}
-	h := handle{Handle: fh, dra: manager{SharedDRAManager: fh.SharedDRAManager(), claims: tracker}}
+	// Before the store is opened: bad args change nothing.
+	if err := validation.ValidateDynamicResourcesArgs(field.NewPath("pluginConfig", Name, "args"), upstreamArgs, fts); err != nil {
+		return nil, err
+	}
+	s, err := trackerFor(ctx, args, fh, fts)
+	if err != nil {
+		return nil, err
+	}
+	h := handle{Handle: fh, dra: manager{SharedDRAManager: fh.SharedDRAManager(),
+		claims: claimsView{Tracker: s.tracker, informer: fh.SharedDRAManager().ResourceClaims()}}}
 	p, err := dynamicresources.New(ctx, upstreamArgs, h, fts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return plugin{p.(*dynamicresources.DynamicResources)}, nil
+	return plugin{DynamicResources: p.(*dynamicresources.DynamicResources), s: s}, nil
 }
 
 // decodeArgs reads the pluginConfig args strictly: an unknown field (a
@@ -130,15 +157,80 @@ func (h handle) SharedDRAManager() fwk.SharedDRAManager { return h.dra }
 // resource resolver) from the scheduler's own manager.
 type manager struct {
 	fwk.SharedDRAManager
-	claims *k8s.Tracker
+	claims claimsView
 }
 
 func (m manager) ResourceClaims() fwk.ResourceClaimTracker { return m.claims }
 
-// started is a store opened and its tracker running.
+// claimsView is the Tracker, but Get answers with the newer of the
+// Tracker's claim and the scheduler's own informer's: the scheduler's
+// queue (PreEnqueue, the queueing hints) looks a claim up as soon as its
+// informer delivers an event about it, which may be moments before the
+// Tracker's watch brings the same change.
+type claimsView struct {
+	*k8s.Tracker
+	informer fwk.ResourceClaimTracker
+}
+
+func (c claimsView) Get(namespace, name string) (*resourcev1.ResourceClaim, error) {
+	claim, err := c.Tracker.Get(namespace, name)
+	if c.informer == nil || (err != nil && !apierrors.IsNotFound(err)) {
+		return claim, err
+	}
+	other, oerr := c.informer.Get(namespace, name)
+	switch {
+	case oerr != nil:
+		return claim, err
+	case err != nil || resourceVersion(other) > resourceVersion(claim):
+		return other, nil
+	}
+	return claim, nil
+}
+
+func resourceVersion(o metav1.Object) uint64 {
+	n, _ := strconv.ParseUint(o.GetResourceVersion(), 10, 64)
+	return n
+}
+
+// started is a store opened and its tracker running for one scheduler
+// (ctx) until it stops.
 type started struct {
-	tracker *k8s.Tracker
-	shared  bool // etcd holds the store (the shared mode)
+	tracker   *k8s.Tracker
+	applied   func() uint64 // tracker.Applied
+	endpoints string        // etcd's, joined (the shared mode), or ""
+	ctx       context.Context
+	stopped   chan struct{} // closed once the tracker stopped and the store is closed
+	// informed is the newest ResourceClaim resourceVersion the scheduler's
+	// own informer delivered.
+	informed atomic.Uint64
+}
+
+// catchUp waits until the tracker has applied what the scheduler's
+// informer delivered, for catchUpTimeout at most.
+func (s *started) catchUp(ctx context.Context) {
+	want := s.informed.Load()
+	if s.applied() >= want {
+		return
+	}
+	deadline := time.Now().Add(catchUpTimeout)
+	for s.applied() < want && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	if got := s.applied(); got < want {
+		klog.FromContext(ctx).V(2).Info("claimstore tracker behind the scheduler's informer; scheduling on",
+			"applied", got, "informer", want)
+	}
+}
+
+func (s *started) inform(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		n := resourceVersion(o)
+		for cur := s.informed.Load(); n > cur && !s.informed.CompareAndSwap(cur, n); cur = s.informed.Load() {
+		}
+	}
 }
 
 var (
@@ -147,38 +239,56 @@ var (
 )
 
 // trackerFor opens the store at args.Directory and starts its tracker, or
-// returns the one already started for that directory. When ctx (the
-// scheduler's) ends, the tracker stops and the store is closed.
-func trackerFor(ctx context.Context, args *Args, fh fwk.Handle, fts plfeature.Features) (*k8s.Tracker, error) {
+// returns the one already running for that directory. When ctx (the
+// scheduler's) ends, the tracker stops and the store is closed; a later
+// scheduler in the process (a test's) opens it again.
+func trackerFor(ctx context.Context, args *Args, fh fwk.Handle, fts plfeature.Features) (*started, error) {
+	dir, err := filepath.Abs(args.Directory)
+	if err != nil {
+		return nil, fmt.Errorf("%s: directory %q: %w", Name, args.Directory, err)
+	}
+	endpoints := strings.Join(args.EtcdEndpoints, ",")
 	trackersMu.Lock()
 	defer trackersMu.Unlock()
-	if s, ok := trackers[args.Directory]; ok {
-		return s.tracker, nil
+	if s, ok := trackers[dir]; ok {
+		if s.ctx.Err() == nil {
+			if s.endpoints != endpoints {
+				return nil, fmt.Errorf("%s: directory %q is the store of another profile with etcdEndpoints %q, not %q",
+					Name, args.Directory, s.endpoints, endpoints)
+			}
+			return s, nil
+		}
+		<-s.stopped
+		delete(trackers, dir)
 	}
 	registerMetrics()
 	logger := klog.FromContext(ctx).WithName(Name)
-	store, err := claimstore.Open(ctx, args.Directory, claimstore.Options{
+	store, err := claimstore.Open(ctx, dir, claimstore.Options{
 		EtcdEndpoints: args.EtcdEndpoints,
 		EtcdPrefix:    args.EtcdPrefix,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: opening the store in %q: %w", Name, args.Directory, err)
 	}
-	observeWrite, observeLag := observers(args.Directory)
+	observeWrite, observeLag := observers(dir)
 	t := k8s.NewTracker(store, k8s.TrackerOptions{ConsumableCapacity: fts.EnableDRAConsumableCapacity, Logger: &logger,
 		ObserveWrite: observeWrite, ObserveWatchLag: observeLag})
-	s := &started{tracker: t, shared: len(args.EtcdEndpoints) > 0}
+	s := &started{tracker: t, applied: t.Applied, endpoints: endpoints, ctx: ctx, stopped: make(chan struct{})}
 	go func() {
+		defer close(s.stopped)
 		if err := t.Run(ctx, fh.ClientSet()); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Error(err, "claimstore tracker stopped")
 		}
-		trackersMu.Lock()
-		if trackers[args.Directory] == s {
-			delete(trackers, args.Directory)
-		}
-		trackersMu.Unlock()
 		_ = store.Close()
 	}()
+	if _, err := fh.SharedInformerFactory().Resource().V1().ResourceClaims().Informer().AddEventHandler(
+		cache.ResourceEventHandlerFuncs{
+			AddFunc:    s.inform,
+			UpdateFunc: func(_, obj any) { s.inform(obj) },
+			DeleteFunc: s.inform,
+		}); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
 	start := time.Now()
 	for !t.HasSynced() {
 		select {
@@ -187,7 +297,7 @@ func trackerFor(ctx context.Context, args *Args, fh fwk.Handle, fts plfeature.Fe
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	logger.Info("claimstore tracker synced", "directory", args.Directory, "duration", time.Since(start))
-	trackers[args.Directory] = s
-	return t, nil
+	logger.Info("claimstore tracker synced", "directory", dir, "duration", time.Since(start))
+	trackers[dir] = s
+	return s, nil
 }

@@ -240,12 +240,12 @@ func TestSchedulerAllocatesFromTheStoreAndResumesAfterKill(t *testing.T) {
 			sum(s.metrics(t), "claimstore_tracker_conflicts_total") == 1
 	})
 	c.checkStoreEqualsAPI(t, ctx, dir, "team-b/second")
-	if s.cmd.ProcessState != nil {
-		t.Fatalf("the scheduler stopped: %v", s.cmd.ProcessState)
+	if !s.running() {
+		t.Fatalf("the scheduler stopped: %v", s.err)
 	}
 
-	// Killed: two bound pods go (their claims with them, by the claim
-	// controller), and three pods come while no scheduler runs.
+	// Killed: two bound pods go (the claim controller deallocates their
+	// claims), and three pods come while no scheduler runs.
 	s.kill()
 	zero := int64(0)
 	for _, p := range bound[:2] {
@@ -275,11 +275,9 @@ func TestSchedulerRefusesAStoreItCannotOpen(t *testing.T) {
 	}
 	dir := filepath.Join(file, "store")
 	s := c.startScheduler(t, dir)
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
 	select {
-	case err := <-done:
-		if err == nil {
+	case <-s.exited:
+		if s.err == nil {
 			t.Errorf("the scheduler exited 0")
 		}
 	case <-time.After(time.Minute):

@@ -58,7 +58,7 @@ type suite struct{ dir, topic, allocator string }
 var suites = []suite{
 	{".", "dra", "incubating"},
 	{"consumablecapacity", "dra_consumablecapacity", "experimental"},
-	{"partitionabledevices", "dra_partitionabledevices", "incubating"},
+	{"partitionabledevices", "dra_partitionabledevices", "experimental"},
 }
 
 // workspace is a copy of upstream's scheduler_perf/dra directory in
