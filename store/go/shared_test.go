@@ -14,33 +14,15 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"claimstore.dev/claimstore"
+	"claimstore.dev/claimstore/internal/etcdtest"
 )
-
-// etcdMember is a one-member etcd on loopback: free ports, a temporary data
-// directory, killed when the test ends (or when this process dies).
-type etcdMember struct {
-	url string
-	cmd *exec.Cmd
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // tlsFiles are PEM files: a CA, a server certificate for 127.0.0.1 and a
 // client certificate it signed.
@@ -101,59 +83,15 @@ func makeTLS(t *testing.T) *tlsFiles {
 	return files
 }
 
-// startEtcd runs $CLAIMSTORE_TEST_ETCD (ctest sets it to etcd-server's
-// binary; without it the test is skipped) and waits until it serves. With
+// startEtcd runs a one-member etcd on loopback (etcdtest.Start); with
 // tls, it serves clients over TLS only and requires client certificates.
-func startEtcd(t *testing.T, tls *tlsFiles) *etcdMember {
+func startEtcd(t *testing.T, files *tlsFiles) *etcdtest.Member {
 	t.Helper()
-	bin := os.Getenv("CLAIMSTORE_TEST_ETCD")
-	if bin == "" {
-		t.Skip("CLAIMSTORE_TEST_ETCD is not set (ctest sets it to etcd's binary)")
+	if files == nil {
+		return etcdtest.Start(t, nil)
 	}
-	scheme := "http"
-	if tls != nil {
-		scheme = "https"
-	}
-	client := scheme + "://127.0.0.1:" + strconv.Itoa(freePort(t))
-	peer := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
-	args := []string{"--name", "m0", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "m0=" + peer, "--initial-cluster-state", "new",
-		"--logger", "zap", "--log-level", "warn"}
-	if tls != nil {
-		args = append(args, "--cert-file", tls.serverCert, "--key-file", tls.serverKey,
-			"--trusted-ca-file", tls.ca, "--client-cert-auth")
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	m := &etcdMember{url: client, cmd: cmd}
-	t.Cleanup(m.kill)
-	// Each check within a second: a starting member accepts connections
-	// before it serves them.
-	httpClient := &http.Client{Timeout: time.Second}
-	if tls != nil {
-		httpClient = tlsClient(t, tls)
-		httpClient.Timeout = time.Second
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := httpClient.Get(client + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return m
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd at %s did not serve within 60 s: %v", client, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return etcdtest.Start(t, &etcdtest.TLS{CA: files.ca, ServerCert: files.serverCert, ServerKey: files.serverKey,
+		Client: tlsClient(t, files)})
 }
 
 // tlsClient is an HTTP client with the test's CA and client certificate.
@@ -171,13 +109,6 @@ func tlsClient(t *testing.T, files *tlsFiles) *http.Client {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
 }
 
-func (m *etcdMember) kill() {
-	if m.cmd.ProcessState == nil {
-		m.cmd.Process.Kill()
-		m.cmd.Wait()
-	}
-}
-
 // The shared mode from Go: two stores (two mirrors, as two schedulers on
 // two machines would have) share claims through etcd. Writes on one are
 // read on the other at the same revisions, goroutines on both race for
@@ -187,7 +118,7 @@ func (m *etcdMember) kill() {
 // go on and Stats says since when the mirror is stale.
 func TestSharedModeThroughEtcd(t *testing.T) {
 	etcd := startEtcd(t, nil)
-	opts := claimstore.Options{EtcdEndpoints: []string{etcd.url}, EtcdPrefix: "/gotest/",
+	opts := claimstore.Options{EtcdEndpoints: []string{etcd.URL}, EtcdPrefix: "/gotest/",
 		EtcdTimeout: 2 * time.Second}
 	a, _ := open(t, opts)
 	b, _ := open(t, opts)
@@ -273,7 +204,7 @@ func TestSharedModeThroughEtcd(t *testing.T) {
 
 	// etcd gone: writes fail within the timeout, reads go on, Stats says
 	// since when the mirror cannot follow.
-	etcd.kill()
+	etcd.Kill()
 	// A context that ends first ends the wait (the write may still land,
 	// as with etcd's client): well before the 2 s timeout.
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -335,7 +266,7 @@ func TestSharedModeOptions(t *testing.T) {
 func TestSharedModeOverTLS(t *testing.T) {
 	files := makeTLS(t)
 	etcd := startEtcd(t, files)
-	opts := claimstore.Options{EtcdEndpoints: []string{etcd.url}, EtcdPrefix: "/gotls/",
+	opts := claimstore.Options{EtcdEndpoints: []string{etcd.URL}, EtcdPrefix: "/gotls/",
 		EtcdTimeout: 2 * time.Second, EtcdCAFile: files.ca, EtcdCertFile: files.clientCert, EtcdKeyFile: files.clientKey}
 	s, _ := open(t, opts)
 	r := put(t, s, "ns", "tls", "{}")

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +27,8 @@ import (
 	"k8s.io/klog/v2"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/pkg/controller/resourceclaim"
+
+	"claimstore.dev/claimstore/internal/etcdtest"
 )
 
 // schedulerBin is cmd/claimstore-scheduler, built once by TestMain.
@@ -51,54 +52,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startEtcd runs $CLAIMSTORE_TEST_ETCD (ctest sets it to etcd's binary;
-// without it the test is skipped) on loopback until the test ends, and
-// returns its client URL.
-func startEtcd(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("CLAIMSTORE_TEST_ETCD")
-	if bin == "" {
-		t.Skip("CLAIMSTORE_TEST_ETCD is not set (ctest sets it to etcd's binary)")
-	}
-	client := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
-	peer := "http://127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(bin, "--name", "m0", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "m0="+peer, "--initial-cluster-state", "new",
-		"--logger", "zap", "--log-level", "warn")
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	hc := &http.Client{Timeout: time.Second}
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		resp, err := hc.Get(client + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return client
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd at %s did not serve within 60 s: %v", client, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // cluster is a kube-apiserver in this process (on loopback, its own
 // certificates) on an etcd of its own, with kube-controller-manager's
 // ResourceClaim controller (claims from templates) running beside it.
@@ -109,9 +62,9 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	etcd := startEtcd(t)
+	etcd := etcdtest.Start(t, nil)
 	storage := storagebackend.NewDefaultConfig("/registry", nil)
-	storage.Transport.ServerList = []string{etcd}
+	storage.Transport.ServerList = []string{etcd.URL}
 	server, err := kubeapiservertesting.StartTestServer(t, kubeapiservertesting.NewDefaultTestServerOptions(),
 		[]string{"--endpoint-reconciler-type=none", "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}, storage)
 	if err != nil {
@@ -188,7 +141,7 @@ func (c *cluster) startScheduler(t *testing.T, dir string, extraArgs ...string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := etcdtest.FreePort(t)
 	args := append([]string{"--config", configPath, "--secure-port", strconv.Itoa(port),
 		"--bind-address", "127.0.0.1",
 		"--authentication-kubeconfig", c.kubeconfig, "--authorization-kubeconfig", c.kubeconfig,
