@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
@@ -162,16 +161,11 @@ func (a *allocatedCounts) remove(h *holdings) {
 	}
 }
 
-// gather builds the AllocatedState: the claims' state plus what the
-// pending allocations hold, as kube-scheduler's own tracker computes it.
-// Without pending allocations the claims' sets are handed out as they are.
-func (a *allocatedCounts) gather(pending map[types.UID]*pendingAllocation, consumableCapacity bool) *structured.AllocatedState {
-	var pend []*holdings
-	for _, p := range pending {
-		if p.holdings != nil {
-			pend = append(pend, p.holdings)
-		}
-	}
+// gather builds the AllocatedState: the claims' state plus what pend (the
+// pending allocations, and the ledger's claims the tracker does not count)
+// hold, as kube-scheduler's own tracker computes it. Without pend the
+// claims' sets are handed out as they are.
+func (a *allocatedCounts) gather(pend []*holdings, consumableCapacity bool) *structured.AllocatedState {
 	devices := a.devices
 	if len(pend) > 0 {
 		devices = maps.Clone(a.devices)
@@ -208,18 +202,15 @@ func (a *allocatedCounts) gather(pending map[types.UID]*pendingAllocation, consu
 }
 
 // listAll builds ListAllAllocatedDevices' set: the devices the claims
-// hold whole, and every device of a pending allocation.
-func (a *allocatedCounts) listAll(pending map[types.UID]*pendingAllocation) sets.Set[structured.DeviceID] {
+// hold whole, and every device of pend (as gather's).
+func (a *allocatedCounts) listAll(pend []*holdings) sets.Set[structured.DeviceID] {
 	devices := a.devices
 	cloned := false
-	for _, p := range pending {
-		if p.holdings == nil {
-			continue
-		}
+	for _, h := range pend {
 		if !cloned {
 			devices, cloned = maps.Clone(a.devices), true
 		}
-		devices.Insert(p.holdings.all...)
+		devices.Insert(h.all...)
 	}
 	if !cloned {
 		a.devicesShared = true

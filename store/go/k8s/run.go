@@ -42,12 +42,20 @@ import (
 // HasSynced reports when the first load or list is in. Run returns ctx's
 // error; other errors (an unreachable API server) are retried with
 // backoff and logged.
+//
+// With a ledger (TrackerOptions.Ledger), Run also follows the ledger, and
+// once the claims are in, takes out the ledger's entries of claims the
+// API server no longer has.
 func (t *Tracker) Run(ctx context.Context, client kubernetes.Interface) error {
+	if t.ledger != nil {
+		go t.followLedger(ctx)
+	}
 	rv, err := t.load()
 	if err != nil {
 		t.logger.Error(err, "claimstore tracker: the store's claims cannot be resumed from; listing the cluster")
 	}
 	needList := err != nil || rv == 0
+	swept := false
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if needList {
@@ -60,6 +68,10 @@ func (t *Tracker) Run(ctx context.Context, client kubernetes.Interface) error {
 				continue
 			}
 			needList = false
+		}
+		if t.ledger != nil && !swept {
+			t.sweepLedger(ctx, client)
+			swept = true
 		}
 		next, err := t.watch(ctx, client, rv)
 		switch {
@@ -90,8 +102,11 @@ func sleep(ctx context.Context, backoff *time.Duration) {
 }
 
 // HasSynced reports whether the tracker holds the cluster's claims: Run has
-// loaded them from the store or listed them (for cache.WaitForCacheSync).
-func (t *Tracker) HasSynced() bool { return t.synced.Load() }
+// loaded them from the store or listed them (for cache.WaitForCacheSync),
+// and, with a ledger, read the ledger's claims.
+func (t *Tracker) HasSynced() bool {
+	return t.synced.Load() && (t.ledger == nil || t.ledgerSynced.Load())
+}
 
 // load fills the tracker from the store and returns the position to
 // resume the watch from: 0 (list) when the store has no position or a

@@ -57,6 +57,15 @@ type TrackerOptions struct {
 	// creation. A watch resumed after a restart counts the time it was
 	// down. For metrics, as ObserveWrite.
 	ObserveWatchLag func(lag time.Duration)
+	// Ledger, when set, is a store in the shared mode (opened with
+	// claimstore.Options.EtcdEndpoints, a mirror directory of its own) that
+	// every scheduler allocating from the same pools shares: an
+	// allocation is recorded there, where one device goes to one claim
+	// only, before the scheduler writes it to the API server (ledger.go).
+	// SignalClaimPendingAllocation then fails with ErrHeldInLedger when
+	// another scheduler holds a device of the allocation. Run follows the
+	// ledger (HasSynced waits for it too).
+	Ledger *claimstore.Store
 }
 
 // TrackerStats are a Tracker's figures at one moment.
@@ -70,6 +79,10 @@ type TrackerStats struct {
 	Conflicts          uint64 // of those, for a device another claim holds (ErrConflict)
 	Signalled          uint64 // SignalClaimPendingAllocation calls
 	Assumed            uint64 // AssumeClaimAfterAPICall calls that took the claim
+	// With a ledger (TrackerOptions.Ledger):
+	Elsewhere       int    // claims the ledger holds that the tracker does not count (being allocated elsewhere)
+	LedgerRefused   uint64 // allocations the ledger refused (a device another claim holds there)
+	LedgerConflicts uint64 // claims allocated in the cluster that the ledger refused (double allocations)
 }
 
 // A Tracker is kube-scheduler's ResourceClaimTracker over a claimstore
@@ -122,6 +135,13 @@ type Tracker struct {
 	held     map[types.NamespacedName]uint64
 	seen     uint64 // the last watch position applied
 
+	// ledger (TrackerOptions.Ledger) and what its watch shows it holds.
+	ledger          *claimstore.Store
+	elsewhere       map[types.NamespacedName]*ledgerEntry
+	ledgerRefused   uint64
+	ledgerConflicts uint64
+	ledgerSynced    atomic.Bool
+
 	synced atomic.Bool // Run has loaded or listed the claims
 }
 
@@ -136,6 +156,9 @@ type pendingAllocation struct {
 	claim    *resourcev1.ResourceClaim
 	holdings *holdings
 	sharers  int
+	// ledgerRevision is the mod revision of the allocation's entry in the
+	// ledger (0: none).
+	ledgerRevision uint64
 }
 
 // NewTracker returns a tracker that keeps its claims in store. The store's
@@ -153,6 +176,8 @@ func NewTracker(store *claimstore.Store, opts TrackerOptions) *Tracker {
 		pending:      map[types.UID]*pendingAllocation{},
 		counts:       newAllocatedCounts(),
 		held:         map[types.NamespacedName]uint64{},
+		ledger:       opts.Ledger,
+		elsewhere:    map[types.NamespacedName]*ledgerEntry{},
 	}
 }
 
@@ -182,7 +207,8 @@ func (t *Tracker) Stats() TrackerStats {
 	defer t.mu.RUnlock()
 	return TrackerStats{Claims: len(t.claims), PendingAllocations: len(t.pending), Held: len(t.held),
 		Position: t.position, Seen: t.seen, Refused: t.refusedCount, Conflicts: t.conflicts,
-		Signalled: t.signalled, Assumed: t.assumed}
+		Signalled: t.signalled, Assumed: t.assumed,
+		Elsewhere: t.elsewhereLocked(nil), LedgerRefused: t.ledgerRefused, LedgerConflicts: t.ledgerConflicts}
 }
 
 // observed reports a store write that started at start to ObserveWrite.
@@ -256,6 +282,10 @@ func (t *Tracker) add(claim *resourcev1.ResourceClaim, position uint64) error {
 	}
 	h := holdingsOf(claim, t.consumable)
 	t.mu.Lock()
+	var prev *resourcev1.ResourceClaim
+	if e := t.claims[key]; e != nil {
+		prev = e.api
+	}
 	// Applied only once the tracker answers with it (Applied).
 	t.seen = max(t.seen, position)
 	switch {
@@ -270,6 +300,9 @@ func (t *Tracker) add(claim *resourcev1.ResourceClaim, position uint64) error {
 	t.applyLocked(claim, h)
 	retry := err == nil && len(t.held) > 0
 	t.mu.Unlock()
+	if t.ledger != nil {
+		t.syncLedger(claim, prev)
+	}
 	if retry {
 		t.retryHeld()
 	}
@@ -410,6 +443,9 @@ func (t *Tracker) remove(claim *resourcev1.ResourceClaim, position uint64) {
 		t.deleteLocked(key)
 	}
 	t.mu.Unlock()
+	if t.ledger != nil && claim.UID != "" {
+		t.releaseInLedger(key, claim.UID, 0, 0)
+	}
 	if err := t.recordPosition(position); err != nil {
 		t.logger.Error(err, "claimstore tracker: watch position not recorded", "resourceVersion", position)
 	}
@@ -570,7 +606,7 @@ func (t *Tracker) List() ([]*resourcev1.ResourceClaim, error) {
 // every device of a pending allocation. The same set while nothing
 // changed; it is never changed after it is returned.
 func (t *Tracker) ListAllAllocatedDevices() (sets.Set[structured.DeviceID], error) {
-	return cachedGet(t, &t.listed, func() sets.Set[structured.DeviceID] { return t.counts.listAll(t.pending) }), nil
+	return cachedGet(t, &t.listed, func() sets.Set[structured.DeviceID] { return t.counts.listAll(t.extraLocked()) }), nil
 }
 
 // GatherAllocatedState returns what is allocated: the claims' allocations
@@ -578,8 +614,43 @@ func (t *Tracker) ListAllAllocatedDevices() (sets.Set[structured.DeviceID], erro
 // time); they are never changed after they are returned.
 func (t *Tracker) GatherAllocatedState() (*structured.AllocatedState, error) {
 	return cachedGet(t, &t.gathered, func() *structured.AllocatedState {
-		return t.counts.gather(t.pending, t.consumable)
+		return t.counts.gather(t.extraLocked(), t.consumable)
 	}), nil
+}
+
+// extraLocked is what the allocated state counts beyond the claims' own
+// allocations: the pending allocations' holdings, and the ledger's claims
+// the tracker does not count.
+func (t *Tracker) extraLocked() []*holdings {
+	var out []*holdings
+	for _, p := range t.pending {
+		if p.holdings != nil {
+			out = append(out, p.holdings)
+		}
+	}
+	t.elsewhereLocked(&out)
+	return out
+}
+
+// elsewhereLocked appends to *out (when out is not nil) what the ledger
+// holds for claims the tracker does not count (neither pending here nor
+// allocated in the version in effect: allocations of another scheduler
+// whose API write the tracker has not seen yet) and returns how many.
+func (t *Tracker) elsewhereLocked(out *[]*holdings) int {
+	n := 0
+	for key, le := range t.elsewhere {
+		if t.pending[le.uid] != nil {
+			continue
+		}
+		if e := t.claims[key]; e != nil && e.latest.UID == le.uid && e.latest.Status.Allocation != nil {
+			continue
+		}
+		n++
+		if out != nil {
+			*out = append(*out, le.holdings)
+		}
+	}
+	return n
 }
 
 // cached is a value built from the tracker's state at one count of its
@@ -613,6 +684,12 @@ func cachedGet[T any](t *Tracker, c *cached[T], build func() T) T {
 // write allocatedClaim's allocation; a second signal for the same uid adds
 // a sharer. Nothing is recorded when the claim in effect already is that
 // allocated claim.
+//
+// With a ledger (TrackerOptions.Ledger), the allocation is first written
+// there (an etcd round trip, outside the tracker's lock): an error
+// wrapping ErrHeldInLedger and the claimstore.ConflictError naming the
+// holder when another claim holds one of its devices, and nothing is
+// recorded.
 func (t *Tracker) SignalClaimPendingAllocation(claimUID types.UID, allocatedClaim *resourcev1.ResourceClaim) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -632,7 +709,22 @@ func (t *Tracker) SignalClaimPendingAllocation(claimUID types.UID, allocatedClai
 		}
 	}
 	h := holdingsOf(allocatedClaim, t.consumable)
-	t.pending[claimUID] = &pendingAllocation{claim: allocatedClaim, holdings: h, sharers: 1}
+	var rev uint64
+	if t.ledger != nil && h != nil && allocatedClaim.Name != extendedResourceClaimName {
+		t.mu.Unlock()
+		var err error
+		rev, err = t.reserveInLedger(allocatedClaim)
+		t.mu.Lock()
+		if err != nil {
+			t.ledgerRefused++
+			return err
+		}
+		if p := t.pending[claimUID]; p != nil {
+			p.sharers++ // signalled meanwhile: one entry in the ledger
+			return nil
+		}
+	}
+	t.pending[claimUID] = &pendingAllocation{claim: allocatedClaim, holdings: h, sharers: 1, ledgerRevision: rev}
 	if h != nil {
 		t.changes++
 	}
@@ -657,22 +749,37 @@ func (t *Tracker) GetPendingAllocation(claimUID types.UID) *resourcev1.Allocatio
 // MaybeRemoveClaimPendingAllocation removes one sharer of claimUID's
 // pending allocation, and the allocation with its last sharer (or at once
 // with forceRemove). It reports whether the allocation went away.
+//
+// With a ledger, an allocation removed without forceRemove (kube-scheduler's
+// Unreserve: the binding failed) is taken out of the ledger too, unless the
+// claim in effect is allocated (the API server took the allocation); with
+// forceRemove (the binding succeeded) it stays, as the cluster's.
 func (t *Tracker) MaybeRemoveClaimPendingAllocation(claimUID types.UID, forceRemove bool) bool {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	p := t.pending[claimUID]
 	if p == nil {
+		t.mu.Unlock()
 		return false
 	}
-	if forceRemove || p.sharers == 1 {
-		delete(t.pending, claimUID)
-		if p.holdings != nil {
-			t.changes++
-		}
-		return true
+	if !forceRemove && p.sharers > 1 {
+		p.sharers--
+		t.mu.Unlock()
+		return false
 	}
-	p.sharers--
-	return false
+	delete(t.pending, claimUID)
+	if p.holdings != nil {
+		t.changes++
+	}
+	key := types.NamespacedName{Namespace: p.claim.Namespace, Name: p.claim.Name}
+	release := t.ledger != nil && p.ledgerRevision > 0 && !forceRemove
+	if e := t.claims[key]; release && e != nil && e.latest.UID == claimUID && e.latest.Status.Allocation != nil {
+		release = false
+	}
+	t.mu.Unlock()
+	if release {
+		t.releaseInLedger(key, claimUID, 0, p.ledgerRevision)
+	}
+	return true
 }
 
 // AssumeClaimAfterAPICall makes claim, as the API server returned it from

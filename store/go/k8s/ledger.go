@@ -1,0 +1,289 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"claimstore.dev/claimstore"
+)
+
+// The ledger (TrackerOptions.Ledger) is what lets several schedulers
+// allocate from one pool: the API server checks each claim alone, so two
+// schedulers that each see a device free can both write it into a claim
+// (#128980). Every scheduler sharing the pool records an allocation in the
+// ledger, a claimstore store in the shared mode on one etcd, before it
+// writes the allocation to the API server; the store's device rule,
+// checked in etcd's transaction, lets exactly one claim hold a device. So:
+//
+//   - SignalClaimPendingAllocation (the scheduler's Reserve) writes the
+//     allocated claim to the ledger first; a device another claim holds
+//     there is ErrConflict, and Reserve fails (the pod is tried again);
+//   - MaybeRemoveClaimPendingAllocation after a failed binding takes the
+//     entry out again, unless the claim in effect is allocated (the API
+//     server has the allocation); after a successful one it stays;
+//   - a claim the cluster has allocated is written to the ledger when the
+//     ledger lacks it (allocations made before, or by another scheduler);
+//     a claim the cluster deallocates or deletes is taken out;
+//   - the allocated state the scheduler filters with counts what the
+//     ledger holds for claims the tracker does not count yet (another
+//     scheduler's pending allocations), from a watch of the ledger.
+
+// ledgerEntry is a claim the ledger holds, as its watch shows it.
+type ledgerEntry struct {
+	uid      types.UID
+	holdings *holdings
+}
+
+// ErrHeldInLedger is returned (wrapped, with the claimstore.ConflictError
+// naming the holder) by SignalClaimPendingAllocation when a device of the
+// allocation is held in the ledger by another claim: another scheduler
+// allocated it first.
+var ErrHeldInLedger = errors.New("a device of the allocation is held in the ledger by another claim")
+
+// reserveInLedger writes claim (allocated, about to be written to the API
+// server) to the ledger and returns the entry's mod revision. An entry of
+// the same claim from before (another incarnation, or an allocation the
+// cluster has since given up) is replaced; one of this allocation is
+// taken as it is.
+//
+// The ledger is read from its mirror, which may trail etcd: a write whose
+// precondition the mirror got wrong is tried once more after the mirror
+// caught up (Refresh).
+func (t *Tracker) reserveInLedger(claim *resourcev1.ResourceClaim) (uint64, error) {
+	rev, err := t.tryReserveInLedger(claim)
+	var conflict *claimstore.ConflictError
+	if errors.As(err, &conflict) && len(conflict.Holders) == 0 {
+		if err := t.ledger.Refresh(); err != nil {
+			return 0, fmt.Errorf("claim %s/%s: the ledger: %w", claim.Namespace, claim.Name, err)
+		}
+		rev, err = t.tryReserveInLedger(claim)
+	}
+	return rev, err
+}
+
+func (t *Tracker) tryReserveInLedger(claim *resourcev1.ResourceClaim) (uint64, error) {
+	key := claimstore.Key{Namespace: claim.Namespace, Name: claim.Name}
+	cur, err := t.ledger.Get(key)
+	switch {
+	case errors.Is(err, claimstore.ErrNotFound):
+	case err != nil:
+		return 0, err
+	default:
+		c, cerr := FromRecord(cur)
+		if cerr != nil {
+			return 0, cerr
+		}
+		if c.UID == claim.UID && sameHoldings(holdingsOf(c, t.consumable), holdingsOf(claim, t.consumable)) {
+			return cur.ModRevision(), nil
+		}
+		if c.UID == claim.UID && rvOf(c) >= rvOf(claim) {
+			return 0, fmt.Errorf("claim %s/%s: %w: %w", claim.Namespace, claim.Name, ErrHeldInLedger, &claimstore.ConflictError{
+				Message: fmt.Sprintf("claim %s/%s is allocated in the ledger at resourceVersion %s by another scheduler",
+					claim.Namespace, claim.Name, c.ResourceVersion),
+				Holders: []claimstore.Key{key}})
+		}
+		// An entry from before this version of the claim: replaced.
+		rev := cur.ModRevision()
+		if _, err := t.ledger.Delete(context.Background(), key, claimstore.Preconditions{ModRevision: &rev}); err != nil &&
+			!errors.Is(err, claimstore.ErrNotFound) {
+			return 0, err
+		}
+	}
+	b, err := json.Marshal(claim)
+	if err != nil {
+		return 0, err
+	}
+	create := uint64(0)
+	res, err := t.ledger.PutJSON(context.Background(), b, claimstore.Preconditions{ModRevision: &create})
+	if err != nil {
+		var conflict *claimstore.ConflictError
+		if errors.As(err, &conflict) && len(conflict.Holders) > 0 {
+			return 0, fmt.Errorf("claim %s/%s: %w: %w", claim.Namespace, claim.Name, ErrHeldInLedger, err)
+		}
+		return 0, fmt.Errorf("claim %s/%s: the ledger: %w", claim.Namespace, claim.Name, err)
+	}
+	return res.Revision, nil
+}
+
+// releaseInLedger takes key's entry out of the ledger when it is of uid and
+// (with below > 0) of a resourceVersion older than below, or (with rev > 0)
+// written at mod revision rev.
+func (t *Tracker) releaseInLedger(key types.NamespacedName, uid types.UID, below, rev uint64) {
+	k := claimstore.Key{Namespace: key.Namespace, Name: key.Name}
+	cur, err := t.ledger.Get(k)
+	if err != nil {
+		return // nothing held (a read of the mirror: no round trip)
+	}
+	if cur.UID() != string(uid) || (rev > 0 && cur.ModRevision() != rev) {
+		return
+	}
+	if below > 0 {
+		if n, err := strconv.ParseUint(cur.ResourceVersion(), 10, 64); err != nil || n >= below {
+			return
+		}
+	}
+	at := cur.ModRevision()
+	if _, err := t.ledger.Delete(context.Background(), k, claimstore.Preconditions{ModRevision: &at}); err != nil &&
+		!errors.Is(err, claimstore.ErrNotFound) && !errors.Is(err, claimstore.ErrConflict) {
+		t.logger.Error(err, "claimstore tracker: the ledger's entry not released", "claim", key)
+	}
+}
+
+// syncLedger brings the ledger in line with the cluster's claim (prev: the
+// tracker's version before it, or nil): an allocation the ledger lacks is
+// written; an entry of a claim the cluster deallocated is taken out (only
+// one from before the deallocation: a later one is another scheduler's new
+// allocation).
+func (t *Tracker) syncLedger(claim, prev *resourcev1.ResourceClaim) {
+	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+	if claim.Status.Allocation == nil {
+		if prev != nil && prev.UID == claim.UID && prev.Status.Allocation != nil {
+			t.releaseInLedger(key, claim.UID, rvOf(claim), 0)
+		}
+		return
+	}
+	if holdingsOf(claim, t.consumable) == nil {
+		return // admin access only: holds nothing
+	}
+	if cur, err := t.ledger.Get(claimstore.Key{Namespace: key.Namespace, Name: key.Name}); err == nil && cur.UID() == string(claim.UID) {
+		if c, err := FromRecord(cur); err == nil && sameHoldings(holdingsOf(c, t.consumable), holdingsOf(claim, t.consumable)) {
+			return
+		}
+	}
+	if _, err := t.reserveInLedger(claim); err != nil {
+		t.mu.Lock()
+		t.ledgerConflicts++
+		t.mu.Unlock()
+		t.logger.Error(err, "claimstore tracker: a claim the cluster has allocated is not in the ledger (a device another claim holds there: a double allocation)",
+			"claim", klog.KObj(claim))
+	}
+}
+
+// followLedger keeps t.elsewhere in step with the ledger until ctx is
+// done: its claims at one revision, then its watch from there (again
+// after a compaction).
+func (t *Tracker) followLedger(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := t.followLedgerOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		t.logger.Error(err, "claimstore tracker: the ledger's watch ended; listing it again")
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (t *Tracker) followLedgerOnce(ctx context.Context) error {
+	page, err := t.ledger.List(claimstore.ListOptions{})
+	if err != nil {
+		return err
+	}
+	entries := make(map[types.NamespacedName]*ledgerEntry, len(page.Claims))
+	for _, rec := range page.Claims {
+		if e := t.ledgerEntryOf(rec); e != nil {
+			entries[types.NamespacedName{Namespace: rec.Namespace(), Name: rec.Name()}] = e
+		}
+	}
+	t.mu.Lock()
+	t.elsewhere = entries
+	t.changes++
+	t.mu.Unlock()
+	t.ledgerSynced.Store(true)
+	w, err := t.ledger.Watch(ctx, page.Revision+1, claimstore.WatchOptions{})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	for {
+		ev, err := w.Next(ctx)
+		if err != nil {
+			return err
+		}
+		key := types.NamespacedName{Namespace: ev.Key.Namespace, Name: ev.Key.Name}
+		var e *ledgerEntry
+		if ev.Type != claimstore.EventDeleted {
+			e = t.ledgerEntryOf(ev.Claim)
+		}
+		t.mu.Lock()
+		if e == nil {
+			delete(t.elsewhere, key)
+		} else {
+			t.elsewhere[key] = e
+		}
+		t.changes++
+		t.mu.Unlock()
+	}
+}
+
+func (t *Tracker) ledgerEntryOf(rec *claimstore.Claim) *ledgerEntry {
+	c, err := FromRecord(rec)
+	if err != nil {
+		t.logger.Error(err, "claimstore tracker: a ledger entry not understood", "claim", rec.Key().String())
+		return nil
+	}
+	h := holdingsOf(c, t.consumable)
+	if h == nil {
+		return nil
+	}
+	return &ledgerEntry{uid: c.UID, holdings: h}
+}
+
+// sweepLedger brings the ledger in line with the claims Run loaded or
+// listed: each allocated one the ledger lacks is written, and the ledger's
+// entries of claims the cluster no longer has (deleted while no scheduler
+// watched) are taken out, asking the API server about each the tracker
+// does not know.
+func (t *Tracker) sweepLedger(ctx context.Context, client kubernetes.Interface) {
+	t.mu.RLock()
+	allocated := make([]*resourcev1.ResourceClaim, 0, len(t.claims))
+	for _, e := range t.claims {
+		if e.api.Status.Allocation != nil {
+			allocated = append(allocated, e.api)
+		}
+	}
+	t.mu.RUnlock()
+	for _, c := range allocated {
+		t.syncLedger(c, nil)
+	}
+	for rec, err := range t.ledger.All(ctx, claimstore.ListOptions{}) {
+		if err != nil {
+			return
+		}
+		key := types.NamespacedName{Namespace: rec.Namespace(), Name: rec.Name()}
+		t.mu.RLock()
+		e := t.claims[key]
+		known := e != nil && string(e.api.UID) == rec.UID()
+		t.mu.RUnlock()
+		if known {
+			continue
+		}
+		c, err := client.ResourceV1().ResourceClaims(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+		if (err == nil && string(c.UID) == rec.UID()) || (err != nil && !apierrors.IsNotFound(err)) {
+			continue
+		}
+		uid := rec.UID()
+		if _, err := t.ledger.Delete(ctx, rec.Key(), claimstore.Preconditions{UID: &uid}); err == nil {
+			t.logger.Info("claimstore tracker: the ledger's entry of a claim the cluster no longer has taken out", "claim", key)
+		}
+	}
+}
+
+// rvOf is claim's resourceVersion as a number (0 when it is none).
+func rvOf(claim *resourcev1.ResourceClaim) uint64 {
+	n, _ := strconv.ParseUint(claim.ResourceVersion, 10, 64)
+	return n
+}

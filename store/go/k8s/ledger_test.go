@@ -1,0 +1,158 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"claimstore.dev/claimstore"
+	"claimstore.dev/claimstore/internal/etcdtest"
+)
+
+// ledgerTracker is a tracker with a store of its own and a ledger on
+// etcdURL (its own mirror), following the ledger until the test ends.
+func ledgerTracker(t *testing.T, etcdURL string) (*Tracker, *claimstore.Store) {
+	t.Helper()
+	ledger, err := claimstore.Open(ctx, t.TempDir(), claimstore.Options{EtcdEndpoints: []string{etcdURL}, EtcdPrefix: "/ledgertest/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ledger.Close() })
+	tr := NewTracker(openStore(t), TrackerOptions{Ledger: ledger})
+	c, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go tr.followLedger(c)
+	waitUntil(t, "the ledger is read", tr.ledgerSynced.Load)
+	return tr, ledger
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func inLedger(t *testing.T, ledger *claimstore.Store, name string) bool {
+	t.Helper()
+	if err := ledger.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ledger.Get(claimstore.Key{Namespace: "default", Name: name})
+	if err != nil && !errors.Is(err, claimstore.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// Two trackers, as two schedulers, on one ledger: a device goes to one
+// claim only, whichever scheduler asks first; a failed binding gives it
+// back, a successful one keeps it until the cluster deallocates or deletes
+// the claim; the allocated state of one scheduler counts the other's
+// pending allocations.
+func TestLedgerSharesDevicesBetweenSchedulers(t *testing.T) {
+	etcd := etcdtest.Start(t, nil)
+	a, ledger := ledgerTracker(t, etcd.URL)
+	b, _ := ledgerTracker(t, etcd.URL)
+	x, y := pendingClaim("x", claimUID, "10"), pendingClaim("y", otherClaimUID, "11")
+	for _, tr := range []*Tracker{a, b} {
+		tr.OnAdd(x)
+		tr.OnAdd(y)
+	}
+
+	// A reserves dev-0 for x; B's reservation of dev-0 for y is refused,
+	// naming x, and B's allocated state shows dev-0 as A's.
+	if err := a.SignalClaimPendingAllocation(claimUID, allocated(x, "10", dev{device: "dev-0"})); err != nil {
+		t.Fatal(err)
+	}
+	err := b.SignalClaimPendingAllocation(otherClaimUID, allocated(y, "11", dev{device: "dev-0"}))
+	var conflict *claimstore.ConflictError
+	if !errors.Is(err, ErrHeldInLedger) || !errors.As(err, &conflict) ||
+		!slices.Contains(conflict.Holders, claimstore.Key{Namespace: "default", Name: "x"}) {
+		t.Fatalf("B's reservation of A's device: %v, want ErrHeldInLedger naming default/x", err)
+	}
+	if b.GetPendingAllocation(otherClaimUID) != nil {
+		t.Fatal("B recorded a pending allocation the ledger refused")
+	}
+	waitUntil(t, "B counts A's pending allocation", func() bool { return slices.Equal(devicesOf(t, b), []string{"dev-0"}) })
+	if st := b.Stats(); st.Elsewhere != 1 || st.LedgerRefused != 1 {
+		t.Fatalf("B's stats %+v, want Elsewhere 1, LedgerRefused 1", st)
+	}
+	if st := a.Stats(); st.Elsewhere != 0 {
+		t.Fatalf("A counts its own allocation as elsewhere: %+v", st)
+	}
+
+	// A's binding fails (Unreserve): dev-0 is free again, and B takes it.
+	if !a.MaybeRemoveClaimPendingAllocation(claimUID, false) {
+		t.Fatal("A's pending allocation was not removed")
+	}
+	if inLedger(t, ledger, "x") {
+		t.Fatal("x is still in the ledger after A's Unreserve")
+	}
+	waitUntil(t, "B sees dev-0 free", func() bool { return len(devicesOf(t, b)) == 0 })
+	if err := b.SignalClaimPendingAllocation(otherClaimUID, allocated(y, "11", dev{device: "dev-0"})); err != nil {
+		t.Fatal(err)
+	}
+
+	// B's binding succeeds: the entry stays, A cannot have dev-0.
+	yAllocated := allocated(y, "12", dev{device: "dev-0"})
+	if err := b.AssumeClaimAfterAPICall(yAllocated); err != nil {
+		t.Fatal(err)
+	}
+	if !b.MaybeRemoveClaimPendingAllocation(otherClaimUID, true) {
+		t.Fatal("B's pending allocation was not removed")
+	}
+	if !inLedger(t, ledger, "y") {
+		t.Fatal("y left the ledger after its binding succeeded")
+	}
+	if err := a.SignalClaimPendingAllocation(claimUID, allocated(x, "10", dev{device: "dev-0"})); !errors.Is(err, ErrHeldInLedger) {
+		t.Fatalf("A's reservation of y's device: %v, want ErrHeldInLedger", err)
+	}
+	// The cluster's version of y reaches both: nothing changes.
+	a.OnAdd(yAllocated)
+	b.OnAdd(yAllocated)
+	if !inLedger(t, ledger, "y") {
+		t.Fatal("y left the ledger when the cluster's allocation arrived")
+	}
+
+	// The cluster deallocates y: the entry goes, A takes dev-0.
+	a.OnAdd(pendingClaim("y", otherClaimUID, "13"))
+	if inLedger(t, ledger, "y") {
+		t.Fatal("y is still in the ledger after the cluster deallocated it")
+	}
+	if err := a.SignalClaimPendingAllocation(claimUID, allocated(x, "10", dev{device: "dev-0"})); err != nil {
+		t.Fatal(err)
+	}
+	// An update of x that is no deallocation (a finalizer added before the
+	// allocation is written) leaves A's pending allocation in the ledger.
+	b.OnAdd(pendingClaim("x", claimUID, "14"))
+	if !inLedger(t, ledger, "x") {
+		t.Fatal("an update of an unallocated claim took its pending allocation out of the ledger")
+	}
+	// The cluster deletes x: its entry goes.
+	b.OnDelete(pendingClaim("x", claimUID, "15"))
+	if inLedger(t, ledger, "x") {
+		t.Fatal("x is still in the ledger after the cluster deleted it")
+	}
+
+	// A claim the cluster has allocated (before, or by a scheduler without
+	// the ledger) is written to the ledger; a second claim on its device
+	// (a double allocation in the cluster) is counted.
+	z := allocated(pendingClaim("z", "uid-z", "20"), "20", dev{device: "dev-1"})
+	a.OnAdd(z)
+	if !inLedger(t, ledger, "z") {
+		t.Fatal("a claim the cluster allocated is not in the ledger")
+	}
+	b.OnAdd(allocated(pendingClaim("z2", types.UID("uid-z2"), "21"), "21", dev{device: "dev-1"}))
+	if st := b.Stats(); st.LedgerConflicts != 1 {
+		t.Fatalf("B's stats %+v, want LedgerConflicts 1 (z2 holds z's device)", st)
+	}
+}
