@@ -1,4 +1,4 @@
-// Package etcdtest runs a one-member etcd on loopback for the Go tests of
+// Package etcdtest runs an etcd (one member, or a cluster) on loopback for the Go tests of
 // claimstore's modules: free ports, a temporary data directory, killed when
 // the test ends (or when the test's process dies). The binary is
 // $CLAIMSTORE_TEST_ETCD (ctest sets it to etcd-server's); without it the
@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -45,6 +46,18 @@ func FreePort(t testing.TB) int {
 // Start runs a member (over TLS with tls) and waits until it serves.
 func Start(t testing.TB, tls *TLS) *Member {
 	t.Helper()
+	return start(t, tls, 1)[0]
+}
+
+// StartCluster runs a cluster of n members (plain HTTP) and waits until
+// each serves.
+func StartCluster(t testing.TB, n int) []*Member {
+	t.Helper()
+	return start(t, nil, n)
+}
+
+func start(t testing.TB, tls *TLS, n int) []*Member {
+	t.Helper()
 	bin := os.Getenv("CLAIMSTORE_TEST_ETCD")
 	if bin == "" {
 		t.Skip("CLAIMSTORE_TEST_ETCD is not set (ctest sets it to etcd's binary)")
@@ -53,27 +66,35 @@ func Start(t testing.TB, tls *TLS) *Member {
 	if tls != nil {
 		scheme = "https"
 	}
-	client := scheme + "://127.0.0.1:" + strconv.Itoa(FreePort(t))
-	peer := "http://127.0.0.1:" + strconv.Itoa(FreePort(t))
-	args := []string{"--name", "m0", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "m0=" + peer, "--initial-cluster-state", "new",
-		"--logger", "zap", "--log-level", "warn"}
-	if tls != nil {
-		args = append(args, "--cert-file", tls.ServerCert, "--key-file", tls.ServerKey,
-			"--trusted-ca-file", tls.CA, "--client-cert-auth")
+	clients, peers := make([]string, n), make([]string, n)
+	var initial []string
+	for i := range n {
+		clients[i] = scheme + "://127.0.0.1:" + strconv.Itoa(FreePort(t))
+		peers[i] = "http://127.0.0.1:" + strconv.Itoa(FreePort(t))
+		initial = append(initial, "m"+strconv.Itoa(i)+"="+peers[i])
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
+	members := make([]*Member, n)
+	for i := range n {
+		args := []string{"--name", "m" + strconv.Itoa(i), "--data-dir", filepath.Join(t.TempDir(), "etcd"),
+			"--listen-client-urls", clients[i], "--advertise-client-urls", clients[i],
+			"--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--logger", "zap", "--log-level", "warn"}
+		if tls != nil {
+			args = append(args, "--cert-file", tls.ServerCert, "--key-file", tls.ServerKey,
+				"--trusted-ca-file", tls.CA, "--client-cert-auth")
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting %s: %v", bin, err)
+		}
+		members[i] = &Member{URL: clients[i], cmd: cmd}
+		t.Cleanup(members[i].Kill)
 	}
-	m := &Member{URL: client, cmd: cmd}
-	t.Cleanup(m.Kill)
 	// Each check within a second: a starting member accepts connections
-	// before it serves them.
+	// before it serves them (and a cluster's before it has a leader).
 	hc := &http.Client{Timeout: time.Second}
 	if tls != nil {
 		c := *tls.Client
@@ -81,19 +102,22 @@ func Start(t testing.TB, tls *TLS) *Member {
 		hc = &c
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := hc.Get(client + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return m
+	for _, m := range members {
+		for {
+			resp, err := hc.Get(m.URL + "/health")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
 			}
+			if time.Now().After(deadline) {
+				t.Fatalf("etcd at %s did not serve within 60 s: %v", m.URL, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd at %s did not serve within 60 s: %v", client, err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	return members
 }
 
 // Kill SIGKILLs the member (once) and waits for it.

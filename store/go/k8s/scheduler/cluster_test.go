@@ -133,6 +133,13 @@ func (c *cluster) startScheduler(t *testing.T, dir string, extraArgs ...string) 
 		"/etc/kubernetes/scheduler.conf", c.kubeconfig,
 		"/var/lib/claimstore-scheduler", dir,
 		"leaderElect: true", "leaderElect: false").Replace(string(example))
+	return c.runScheduler(t, config, extraArgs...)
+}
+
+// runScheduler runs cmd/claimstore-scheduler with the configuration
+// config (a KubeSchedulerConfiguration).
+func (c *cluster) runScheduler(t *testing.T, config string, extraArgs ...string) *scheduler {
+	t.Helper()
 	configPath := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -232,6 +239,13 @@ const driver = "gpu.example.com"
 // Node and a ResourceSlice of its pool with devicesPerNode devices.
 func (c *cluster) createDevices(t *testing.T, ctx context.Context, nodes, devicesPerNode int) {
 	t.Helper()
+	c.createDevicesOf(t, ctx, driver, "node", nodes, devicesPerNode)
+}
+
+// createDevicesOf is createDevices for the driver (and DeviceClass) named
+// driver, with nodes named prefix-i.
+func (c *cluster) createDevicesOf(t *testing.T, ctx context.Context, driver, prefix string, nodes, devicesPerNode int) {
+	t.Helper()
 	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: driver},
 		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
 			CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)}}}}}
@@ -239,7 +253,7 @@ func (c *cluster) createDevices(t *testing.T, ctx context.Context, nodes, device
 		t.Fatal(err)
 	}
 	for i := range nodes {
-		name := fmt.Sprintf("node-%d", i)
+		name := fmt.Sprintf("%s-%d", prefix, i)
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
 			Status: v1.NodeStatus{
 				Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("32"),
@@ -268,6 +282,14 @@ func (c *cluster) createDevices(t *testing.T, ctx context.Context, nodes, device
 // claim from it.
 func (c *cluster) createPods(t *testing.T, ctx context.Context, namespace, prefix string, count int) {
 	t.Helper()
+	c.createPodsFor(t, ctx, namespace, prefix, count, driver, "")
+}
+
+// createPodsFor is createPods with the device class class (in a namespace
+// new to createPods), every other pod to each of the schedulers named
+// (none: the default scheduler).
+func (c *cluster) createPodsFor(t *testing.T, ctx context.Context, namespace, prefix string, count int, class string, schedulers ...string) {
+	t.Helper()
 	if _, err := c.client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{}); err != nil {
 		if _, err := c.client.CoreV1().Namespaces().Create(ctx,
 			&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
@@ -276,7 +298,7 @@ func (c *cluster) createPods(t *testing.T, ctx context.Context, namespace, prefi
 		tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: namespace},
 			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
 				Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu",
-					Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: driver}}}}}}}
+					Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class}}}}}}}
 		if _, err := c.client.ResourceV1().ResourceClaimTemplates(namespace).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -289,6 +311,9 @@ func (c *cluster) createPods(t *testing.T, ctx context.Context, namespace, prefi
 					Resources: v1.ResourceRequirements{Claims: []v1.ResourceClaim{{Name: "gpu"}}}}},
 				ResourceClaims: []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: &tmplName}},
 			}}
+		if len(schedulers) > 0 {
+			pod.Spec.SchedulerName = schedulers[i%len(schedulers)]
+		}
 		if _, err := c.client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

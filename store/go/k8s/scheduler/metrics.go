@@ -36,8 +36,13 @@ var (
 	descAssumed     = newDesc("tracker_assumed_total", "Claims the scheduler assumed after its API call.")
 	descRefused     = newDesc("tracker_refused_total", "Claims of the API server the store refused (a broken rule, a device another claim holds, a full disk).")
 	descConflicts   = newDesc("tracker_conflicts_total", "Of the refused claims, those holding a device another claim holds.")
-	descFollowing   = newDesc("etcd_following", "The shared mode: 1 while the store's mirror follows etcd, 0 while it cannot.")
-	descUnreachable = newDesc("etcd_unreachable_seconds", "The shared mode: how long the mirror has not been able to follow etcd (0 while it follows).")
+	descFollowing   = newDesc("etcd_following", "With etcdEndpoints: 1 while the ledger's mirror follows etcd, 0 while it cannot.")
+	descUnreachable = newDesc("etcd_unreachable_seconds", "With etcdEndpoints: how long the ledger's mirror has not been able to follow etcd (0 while it follows).")
+	descLedgerRev   = newDesc("ledger_revision", "With etcdEndpoints: the ledger's revision (etcd's) its mirror has applied.")
+	descLedger      = newDesc("ledger_claims", "With etcdEndpoints: claims the ledger holds (allocated or being allocated by any scheduler of the pool).")
+	descElsewhere   = newDesc("ledger_elsewhere_claims", "With etcdEndpoints: claims of the ledger the tracker does not count yet (being allocated by another scheduler).")
+	descLRefused    = newDesc("ledger_refused_total", "With etcdEndpoints: allocations the ledger refused because another claim holds a device (Reserve failed, the pod is tried again).")
+	descLConflicts  = newDesc("ledger_conflicts_total", "With etcdEndpoints: claims the cluster has allocated that the ledger refused (double allocations made without it).")
 )
 
 func newDesc(name, help string) *metrics.Desc {
@@ -88,7 +93,8 @@ type collector struct {
 
 func (c *collector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	for _, d := range []*metrics.Desc{descRevision, descClaims, descPosition, descTracked, descPending, descHeld,
-		descSignalled, descAssumed, descRefused, descConflicts, descFollowing, descUnreachable} {
+		descSignalled, descAssumed, descRefused, descConflicts, descFollowing, descUnreachable,
+		descLedgerRev, descLedger, descElsewhere, descLRefused, descLConflicts} {
 		ch <- d
 	}
 }
@@ -124,7 +130,15 @@ func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
 		}
 		gauge(descRevision, float64(st.Revision))
 		gauge(descClaims, float64(st.Claims))
-		if s.endpoints != "" {
+		if s.ledger != nil {
+			gauge(descElsewhere, float64(ts.Elsewhere))
+			counter(descLRefused, ts.LedgerRefused)
+			counter(descLConflicts, ts.LedgerConflicts)
+			if st, err = s.ledger.Stats(); err != nil {
+				continue
+			}
+			gauge(descLedgerRev, float64(st.Revision))
+			gauge(descLedger, float64(st.Claims))
 			following, unreachable := 1.0, 0.0
 			if !st.EtcdFollowing {
 				following = 0

@@ -42,12 +42,21 @@ const Name = "ClaimstoreDynamicResources"
 type Args struct {
 	// Directory holds the store (created when missing). Required.
 	Directory string `json:"directory"`
-	// EtcdEndpoints, when set, open the store in the shared mode: etcd
-	// holds the claims and device holdings, Directory is this scheduler's
-	// mirror (claimstore.Options.EtcdEndpoints).
+	// EtcdEndpoints, when set, let this scheduler allocate from pools that
+	// other schedulers allocate from too: every scheduler of the pools
+	// records its allocations in a ledger on this etcd (a claimstore store
+	// in the shared mode, its mirror in Directory/ledger) before it writes
+	// them to the API server, and one device goes to one claim only
+	// (k8s.TrackerOptions.Ledger). Every scheduler of the pools must name
+	// the same etcd and EtcdPrefix.
 	EtcdEndpoints []string `json:"etcdEndpoints,omitempty"`
-	// EtcdPrefix is the store's key prefix in etcd (default "/claimstore/").
+	// EtcdPrefix is the ledger's key prefix in etcd (default "/claimstore/").
 	EtcdPrefix string `json:"etcdPrefix,omitempty"`
+	// TLS to etcd (https:// endpoints), as etcdctl's --cacert, --cert and
+	// --key: PEM files of the CA, and of this client's certificate and key.
+	EtcdCAFile   string `json:"etcdCAFile,omitempty"`
+	EtcdCertFile string `json:"etcdCertFile,omitempty"`
+	EtcdKeyFile  string `json:"etcdKeyFile,omitempty"`
 	// FilterTimeout and BindingTimeout are DynamicResources' own args,
 	// with its defaults and feature gates.
 	FilterTimeout  *metav1.Duration `json:"filterTimeout,omitempty"`
@@ -196,6 +205,7 @@ func resourceVersion(o metav1.Object) uint64 {
 // (ctx) until it stops.
 type started struct {
 	tracker   *k8s.Tracker
+	ledger    *claimstore.Store // with etcdEndpoints, else nil
 	applied   func() uint64 // tracker.Applied
 	endpoints string        // etcd's, joined (the shared mode), or ""
 	ctx       context.Context
@@ -263,21 +273,31 @@ func trackerFor(ctx context.Context, args *Args, fh fwk.Handle, fts plfeature.Fe
 	}
 	registerMetrics()
 	logger := klog.FromContext(ctx).WithName(Name)
-	store, err := claimstore.Open(ctx, dir, claimstore.Options{
-		EtcdEndpoints: args.EtcdEndpoints,
-		EtcdPrefix:    args.EtcdPrefix,
-	})
+	store, err := claimstore.Open(ctx, dir, claimstore.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("%s: opening the store in %q: %w", Name, args.Directory, err)
 	}
+	var ledger *claimstore.Store
+	if len(args.EtcdEndpoints) > 0 {
+		ledgerDir := filepath.Join(dir, "ledger")
+		ledger, err = claimstore.Open(ctx, ledgerDir, claimstore.Options{EtcdEndpoints: args.EtcdEndpoints, EtcdPrefix: args.EtcdPrefix,
+			EtcdCAFile: args.EtcdCAFile, EtcdCertFile: args.EtcdCertFile, EtcdKeyFile: args.EtcdKeyFile})
+		if err != nil {
+			_ = store.Close()
+			return nil, fmt.Errorf("%s: opening the ledger in %q on etcd %s: %w", Name, ledgerDir, endpoints, err)
+		}
+	}
 	observeWrite, observeLag := observers(dir)
 	t := k8s.NewTracker(store, k8s.TrackerOptions{ConsumableCapacity: fts.EnableDRAConsumableCapacity, Logger: &logger,
-		ObserveWrite: observeWrite, ObserveWatchLag: observeLag})
-	s := &started{tracker: t, applied: t.Applied, endpoints: endpoints, ctx: ctx, stopped: make(chan struct{})}
+		ObserveWrite: observeWrite, ObserveWatchLag: observeLag, Ledger: ledger})
+	s := &started{tracker: t, ledger: ledger, applied: t.Applied, endpoints: endpoints, ctx: ctx, stopped: make(chan struct{})}
 	go func() {
 		defer close(s.stopped)
 		if err := t.Run(ctx, fh.ClientSet()); err != nil && !errors.Is(err, context.Canceled) {
 			logger.Error(err, "claimstore tracker stopped")
+		}
+		if ledger != nil {
+			_ = ledger.Close()
 		}
 		_ = store.Close()
 	}()
