@@ -206,8 +206,8 @@ func resourceVersion(o metav1.Object) uint64 {
 type started struct {
 	tracker   *k8s.Tracker
 	ledger    *claimstore.Store // with etcdEndpoints, else nil
-	applied   func() uint64 // tracker.Applied
-	endpoints string        // etcd's, joined (the shared mode), or ""
+	applied   func() uint64     // tracker.Applied
+	endpoints string            // etcd's, joined (the shared mode), or ""
 	ctx       context.Context
 	stopped   chan struct{} // closed once the tracker stopped and the store is closed
 	// informed is the newest ResourceClaim resourceVersion the scheduler's
