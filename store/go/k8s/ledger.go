@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -52,10 +53,13 @@ type ledgerEntry struct {
 var ErrHeldInLedger = errors.New("a device of the allocation is held in the ledger by another claim")
 
 // reserveInLedger writes claim (allocated, about to be written to the API
-// server) to the ledger and returns the entry's mod revision. An entry of
-// the same claim from before (another incarnation, or an allocation the
-// cluster has since given up) is replaced; one of this allocation is
-// taken as it is.
+// server) to the ledger and returns the entry's mod revision: the entry is
+// this reservation's to release. An entry of the same claim with the same
+// devices (another scheduler's reservation of a claim pods share, or the
+// cluster's allocation) is taken as it is, and 0 returned: not ours to
+// release. Any other entry of the claim's name is refused as a device held
+// elsewhere: an entry is only ever taken out by whoever made it, or once
+// the cluster deallocated or deleted its claim, never replaced.
 //
 // The ledger is read from its mirror, which may trail etcd: a write whose
 // precondition the mirror got wrong is tried once more after the mirror
@@ -64,8 +68,8 @@ func (t *Tracker) reserveInLedger(claim *resourcev1.ResourceClaim) (uint64, erro
 	rev, err := t.tryReserveInLedger(claim)
 	var conflict *claimstore.ConflictError
 	if errors.As(err, &conflict) && len(conflict.Holders) == 0 {
-		if err := t.ledger.Refresh(); err != nil {
-			return 0, fmt.Errorf("claim %s/%s: the ledger: %w", claim.Namespace, claim.Name, err)
+		if rerr := t.ledger.Refresh(); rerr != nil {
+			return 0, fmt.Errorf("%w (the ledger's mirror did not catch up: %v)", err, rerr)
 		}
 		rev, err = t.tryReserveInLedger(claim)
 	}
@@ -78,34 +82,28 @@ func (t *Tracker) tryReserveInLedger(claim *resourcev1.ResourceClaim) (uint64, e
 	switch {
 	case errors.Is(err, claimstore.ErrNotFound):
 	case err != nil:
-		return 0, err
+		return 0, fmt.Errorf("claim %s/%s: the ledger: %w", claim.Namespace, claim.Name, err)
 	default:
 		c, cerr := FromRecord(cur)
 		if cerr != nil {
 			return 0, cerr
 		}
 		if c.UID == claim.UID && sameHoldings(holdingsOf(c, t.consumable), holdingsOf(claim, t.consumable)) {
-			return cur.ModRevision(), nil
+			return 0, nil
 		}
-		if c.UID == claim.UID && rvOf(c) >= rvOf(claim) {
-			return 0, fmt.Errorf("claim %s/%s: %w: %w", claim.Namespace, claim.Name, ErrHeldInLedger, &claimstore.ConflictError{
-				Message: fmt.Sprintf("claim %s/%s is allocated in the ledger at resourceVersion %s by another scheduler",
-					claim.Namespace, claim.Name, c.ResourceVersion),
-				Holders: []claimstore.Key{key}})
-		}
-		// An entry from before this version of the claim: replaced.
-		rev := cur.ModRevision()
-		if _, err := t.ledger.Delete(context.Background(), key, claimstore.Preconditions{ModRevision: &rev}); err != nil &&
-			!errors.Is(err, claimstore.ErrNotFound) {
-			return 0, err
-		}
+		return 0, fmt.Errorf("claim %s/%s: %w: %w", claim.Namespace, claim.Name, ErrHeldInLedger, &claimstore.ConflictError{
+			Message: fmt.Sprintf("the ledger holds claim %s/%s (uid %s, resourceVersion %s) with other devices: being allocated by another scheduler, or an allocation the cluster has not given up yet",
+				claim.Namespace, claim.Name, c.UID, c.ResourceVersion),
+			Holders: []claimstore.Key{key}})
 	}
 	b, err := json.Marshal(claim)
 	if err != nil {
 		return 0, err
 	}
 	create := uint64(0)
-	res, err := t.ledger.PutJSON(context.Background(), b, claimstore.Preconditions{ModRevision: &create})
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
+	res, err := t.ledger.PutJSON(ctx, b, claimstore.Preconditions{ModRevision: &create})
 	if err != nil {
 		var conflict *claimstore.ConflictError
 		if errors.As(err, &conflict) && len(conflict.Holders) > 0 {
@@ -116,14 +114,26 @@ func (t *Tracker) tryReserveInLedger(claim *resourcev1.ResourceClaim) (uint64, e
 	return res.Revision, nil
 }
 
+// ledgerTimeout bounds one write to the ledger (the scheduling cycle
+// waits for Reserve's).
+const ledgerTimeout = 5 * time.Second
+
 // releaseInLedger takes key's entry out of the ledger when it is of uid and
 // (with below > 0) of a resourceVersion older than below, or (with rev > 0)
-// written at mod revision rev.
+// written at mod revision rev. An entry the mirror does not show is looked
+// for again once the mirror caught up with etcd.
 func (t *Tracker) releaseInLedger(key types.NamespacedName, uid types.UID, below, rev uint64) {
 	k := claimstore.Key{Namespace: key.Namespace, Name: key.Name}
 	cur, err := t.ledger.Get(k)
+	if errors.Is(err, claimstore.ErrNotFound) && rev == 0 {
+		// Another scheduler's entry may not be mirrored yet (this
+		// scheduler's own writes are, when they return).
+		if err = t.ledger.Refresh(); err == nil {
+			cur, err = t.ledger.Get(k)
+		}
+	}
 	if err != nil {
-		return // nothing held (a read of the mirror: no round trip)
+		return // nothing held
 	}
 	if cur.UID() != string(uid) || (rev > 0 && cur.ModRevision() != rev) {
 		return
@@ -134,7 +144,9 @@ func (t *Tracker) releaseInLedger(key types.NamespacedName, uid types.UID, below
 		}
 	}
 	at := cur.ModRevision()
-	if _, err := t.ledger.Delete(context.Background(), k, claimstore.Preconditions{ModRevision: &at}); err != nil &&
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
+	if _, err := t.ledger.Delete(ctx, k, claimstore.Preconditions{ModRevision: &at}); err != nil &&
 		!errors.Is(err, claimstore.ErrNotFound) && !errors.Is(err, claimstore.ErrConflict) {
 		t.logger.Error(err, "claimstore tracker: the ledger's entry not released", "claim", key)
 	}
@@ -156,17 +168,24 @@ func (t *Tracker) syncLedger(claim, prev *resourcev1.ResourceClaim) {
 	if holdingsOf(claim, t.consumable) == nil {
 		return // admin access only: holds nothing
 	}
-	if cur, err := t.ledger.Get(claimstore.Key{Namespace: key.Namespace, Name: key.Name}); err == nil && cur.UID() == string(claim.UID) {
-		if c, err := FromRecord(cur); err == nil && sameHoldings(holdingsOf(c, t.consumable), holdingsOf(claim, t.consumable)) {
-			return
-		}
+	if _, err := t.ledger.Get(claimstore.Key{Namespace: key.Namespace, Name: key.Name}); !errors.Is(err, claimstore.ErrNotFound) {
+		// Held (by this allocation, or by a later one of a tracker that is
+		// ahead of this one), or the mirror cannot say: nothing to write.
+		return
 	}
-	if _, err := t.reserveInLedger(claim); err != nil {
+	_, err := t.reserveInLedger(claim)
+	var conflict *claimstore.ConflictError
+	switch {
+	case err == nil:
+	case errors.As(err, &conflict) && len(conflict.Holders) > 0 &&
+		!slices.Contains(conflict.Holders, claimstore.Key{Namespace: key.Namespace, Name: key.Name}):
 		t.mu.Lock()
 		t.ledgerConflicts++
 		t.mu.Unlock()
-		t.logger.Error(err, "claimstore tracker: a claim the cluster has allocated is not in the ledger (a device another claim holds there: a double allocation)",
+		t.logger.Error(err, "claimstore tracker: a claim the cluster has allocated holds a device another claim holds in the ledger (a double allocation)",
 			"claim", klog.KObj(claim))
+	default:
+		t.logger.V(2).Info("claimstore tracker: a claim the cluster has allocated not written to the ledger", "claim", klog.KObj(claim), "err", err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"claimstore.dev/claimstore"
 	"claimstore.dev/claimstore/internal/etcdtest"
@@ -154,5 +155,41 @@ func TestLedgerSharesDevicesBetweenSchedulers(t *testing.T) {
 	b.OnAdd(allocated(pendingClaim("z2", types.UID("uid-z2"), "21"), "21", dev{device: "dev-1"}))
 	if st := b.Stats(); st.LedgerConflicts != 1 {
 		t.Fatalf("B's stats %+v, want LedgerConflicts 1 (z2 holds z's device)", st)
+	}
+
+	// A claim two pods share, reserved by both schedulers with the same
+	// devices: the second takes the first's entry and does not own it (its
+	// failed binding leaves it); other devices for it are refused.
+	s := pendingClaim("s", "uid-s", "30")
+	a.OnAdd(s)
+	b.OnAdd(s)
+	if err := a.SignalClaimPendingAllocation("uid-s", allocated(s, "30", dev{device: "dev-2"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SignalClaimPendingAllocation("uid-s", allocated(s, "30", dev{device: "dev-3"})); !errors.Is(err, ErrHeldInLedger) {
+		t.Fatalf("B's reservation of s with other devices: %v, want ErrHeldInLedger", err)
+	}
+	if err := b.SignalClaimPendingAllocation("uid-s", allocated(s, "30", dev{device: "dev-2"})); err != nil {
+		t.Fatal(err)
+	}
+	b.MaybeRemoveClaimPendingAllocation("uid-s", false)
+	if !inLedger(t, ledger, "s") {
+		t.Fatal("B's failed binding took out the entry A made")
+	}
+
+	// A binding that failed after the API server took the allocation (a
+	// write that timed out after it committed): the API server says so,
+	// and the entry stays.
+	w := pendingClaim("w", "uid-w", "40")
+	a.OnAdd(w)
+	a.mu.Lock()
+	a.client = fake.NewClientset(allocated(w, "41", dev{device: "dev-4"}))
+	a.mu.Unlock()
+	if err := a.SignalClaimPendingAllocation("uid-w", allocated(w, "40", dev{device: "dev-4"})); err != nil {
+		t.Fatal(err)
+	}
+	a.MaybeRemoveClaimPendingAllocation("uid-w", false)
+	if !inLedger(t, ledger, "w") {
+		t.Fatal("a failed binding whose allocation the API server has took its entry out of the ledger")
 	}
 }

@@ -48,6 +48,9 @@ import (
 // API server no longer has.
 func (t *Tracker) Run(ctx context.Context, client kubernetes.Interface) error {
 	if t.ledger != nil {
+		t.mu.Lock()
+		t.client = client
+		t.mu.Unlock()
 		go t.followLedger(ctx)
 	}
 	rv, err := t.load()
@@ -79,6 +82,7 @@ func (t *Tracker) Run(ctx context.Context, client kubernetes.Interface) error {
 		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
 			t.logger.V(2).Info("claimstore tracker: the watch's resourceVersion is gone; listing again", "resourceVersion", rv)
 			needList = true
+			swept = false // the ledger is brought in line with the new list
 		case err != nil:
 			t.logger.Error(err, "claimstore tracker: watch of ResourceClaims failed; watching again", "backoff", backoff)
 			rv = next

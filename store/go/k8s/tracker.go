@@ -13,8 +13,10 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
@@ -141,6 +143,7 @@ type Tracker struct {
 	ledgerRefused   uint64
 	ledgerConflicts uint64
 	ledgerSynced    atomic.Bool
+	client          kubernetes.Interface // Run's, to confirm a release
 
 	synced atomic.Bool // Run has loaded or listed the claims
 }
@@ -692,43 +695,63 @@ func cachedGet[T any](t *Tracker, c *cached[T], build func() T) T {
 // recorded.
 func (t *Tracker) SignalClaimPendingAllocation(claimUID types.UID, allocatedClaim *resourcev1.ResourceClaim) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.signalled++
+	done, err := t.signalLocked(claimUID, allocatedClaim)
+	h := holdingsOf(allocatedClaim, t.consumable)
+	ledger := !done && t.ledger != nil && h != nil && allocatedClaim.Name != extendedResourceClaimName
+	if done || !ledger {
+		if !done {
+			t.pendLocked(claimUID, allocatedClaim, h, 0)
+		}
+		t.mu.Unlock()
+		return err
+	}
+	t.mu.Unlock()
+	rev, err := t.reserveInLedger(allocatedClaim)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		t.ledgerRefused++
+		return err
+	}
+	// Signalled again meanwhile (a claim pods share): one entry.
 	if p := t.pending[claimUID]; p != nil {
 		p.sharers++
+		if p.ledgerRevision == 0 {
+			p.ledgerRevision = rev
+		}
 		return nil
+	}
+	t.pendLocked(claimUID, allocatedClaim, h, rev)
+	return nil
+}
+
+// signalLocked is SignalClaimPendingAllocation's part before anything is
+// recorded: done when it is finished (a sharer added, the claim missing
+// or already allocated), with its error.
+func (t *Tracker) signalLocked(claimUID types.UID, allocatedClaim *resourcev1.ResourceClaim) (bool, error) {
+	if p := t.pending[claimUID]; p != nil {
+		p.sharers++
+		return true, nil
 	}
 	if allocatedClaim.Name != extendedResourceClaimName {
 		e := t.claims[types.NamespacedName{Namespace: allocatedClaim.Namespace, Name: allocatedClaim.Name}]
 		if e == nil {
-			return fmt.Errorf("look up assumed claim %s/%s, UID=%s: %w", allocatedClaim.Namespace,
+			return true, fmt.Errorf("look up assumed claim %s/%s, UID=%s: %w", allocatedClaim.Namespace,
 				allocatedClaim.Name, claimUID, notFound(allocatedClaim.Namespace, allocatedClaim.Name))
 		}
 		if e.latest.UID == claimUID && e.latest.Status.Allocation != nil {
-			return nil
+			return true, nil
 		}
 	}
-	h := holdingsOf(allocatedClaim, t.consumable)
-	var rev uint64
-	if t.ledger != nil && h != nil && allocatedClaim.Name != extendedResourceClaimName {
-		t.mu.Unlock()
-		var err error
-		rev, err = t.reserveInLedger(allocatedClaim)
-		t.mu.Lock()
-		if err != nil {
-			t.ledgerRefused++
-			return err
-		}
-		if p := t.pending[claimUID]; p != nil {
-			p.sharers++ // signalled meanwhile: one entry in the ledger
-			return nil
-		}
-	}
-	t.pending[claimUID] = &pendingAllocation{claim: allocatedClaim, holdings: h, sharers: 1, ledgerRevision: rev}
+	return false, nil
+}
+
+func (t *Tracker) pendLocked(claimUID types.UID, allocatedClaim *resourcev1.ResourceClaim, h *holdings, ledgerRevision uint64) {
+	t.pending[claimUID] = &pendingAllocation{claim: allocatedClaim, holdings: h, sharers: 1, ledgerRevision: ledgerRevision}
 	if h != nil {
 		t.changes++
 	}
-	return nil
 }
 
 // extendedResourceClaimName is the name kube-scheduler gives the claim it
@@ -775,11 +798,35 @@ func (t *Tracker) MaybeRemoveClaimPendingAllocation(claimUID types.UID, forceRem
 	if e := t.claims[key]; release && e != nil && e.latest.UID == claimUID && e.latest.Status.Allocation != nil {
 		release = false
 	}
+	client := t.client
 	t.mu.Unlock()
-	if release {
+	if release && !allocatedInCluster(client, key, claimUID, t.logger) {
 		t.releaseInLedger(key, claimUID, 0, p.ledgerRevision)
 	}
 	return true
+}
+
+// allocatedInCluster asks the API server (with client; without one, the
+// answer is no) whether the claim of uid is allocated: a binding that
+// failed may have written the allocation all the same (a write that timed
+// out after it committed), and then its ledger entry must stay. When the
+// API server cannot say, the entry stays too (it is taken out once the
+// cluster deallocates or deletes the claim).
+func allocatedInCluster(client kubernetes.Interface, key types.NamespacedName, uid types.UID, logger klog.Logger) bool {
+	if client == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
+	c, err := client.ResourceV1().ResourceClaims(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false
+	case err != nil:
+		logger.Error(err, "claimstore tracker: the API server cannot say whether the claim is allocated; its ledger entry stays", "claim", key)
+		return true
+	}
+	return c.UID == uid && c.Status.Allocation != nil
 }
 
 // AssumeClaimAfterAPICall makes claim, as the API server returned it from

@@ -144,10 +144,13 @@ func TestTwoSchedulersShareOnePool(t *testing.T) {
 	}
 	refused := 0.0
 	for _, s := range []*scheduler{a, b} {
-		m := s.metrics(t)
-		if got := sum(m, "claimstore_ledger_claims"); got != nodes*devices {
-			t.Errorf("claimstore_ledger_claims %v, want %d (every allocated claim)", got, nodes*devices)
-		}
+		// Every allocated claim, once the mirror has the other scheduler's
+		// last writes.
+		var m map[string]float64
+		waitFor(t, "claimstore_ledger_claims at every allocated claim", func() bool {
+			m = s.metrics(t)
+			return sum(m, "claimstore_ledger_claims") == nodes*devices
+		})
 		if sum(m, "claimstore_etcd_following") != 1 {
 			t.Errorf("claimstore_etcd_following %v after a member was killed, want 1", sum(m, "claimstore_etcd_following"))
 		}
