@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
@@ -58,27 +61,36 @@ func TestMain(m *testing.M) {
 type cluster struct {
 	client     kubernetes.Interface
 	kubeconfig string
+	// The API server is reached through proxy (a TCP relay on a port of
+	// its own), with a static token and without checking its certificate,
+	// so that a restarted API server (another port, other certificates)
+	// is the same server to every client.
+	proxy    *relay
+	storage  *storagebackend.Config
+	tokens   string // --token-auth-file
+	stopping func() // stops the API server running now
 }
 
-func startCluster(t *testing.T) *cluster {
+const adminToken = "claimstore-test-admin-token"
+
+func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	etcd := etcdtest.Start(t, nil)
 	storage := storagebackend.NewDefaultConfig("/registry", nil)
 	storage.Transport.ServerList = []string{etcd.URL}
-	server, err := kubeapiservertesting.StartTestServer(t, kubeapiservertesting.NewDefaultTestServerOptions(),
-		[]string{"--endpoint-reconciler-type=none", "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"}, storage)
-	if err != nil {
-		t.Fatalf("starting kube-apiserver: %v", err)
+	c := &cluster{storage: storage, tokens: filepath.Join(t.TempDir(), "tokens.csv"), proxy: startRelay(t)}
+	if err := os.WriteFile(c.tokens, []byte(adminToken+",admin,admin-uid,system:masters\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(server.TearDownFn)
-	cfg := server.ClientConfig
-	cfg.QPS, cfg.Burst = 500, 1000
+	c.startAPIServer(t)
+	t.Cleanup(func() { c.stopping() })
+	cfg := &rest.Config{Host: "https://" + c.proxy.addr, BearerToken: adminToken,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 500, Burst: 1000}
 	client := kubernetes.NewForConfigOrDie(cfg)
 
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host,
-		CertificateAuthorityData: cfg.TLSClientConfig.CAData, TLSServerName: cfg.TLSClientConfig.ServerName}
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, InsecureSkipTLSVerify: true}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: adminToken}
 	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
 	kc.CurrentContext = "test"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
@@ -98,7 +110,108 @@ func startCluster(t *testing.T) *cluster {
 	done := make(chan struct{})
 	go func() { ctrl.Run(ctx, 2); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
-	return &cluster{client: client, kubeconfig: path}
+	c.client, c.kubeconfig = client, path
+	return c
+}
+
+// startAPIServer starts kube-apiserver in this process on the cluster's
+// etcd and points the relay at it.
+func (c *cluster) startAPIServer(t testing.TB) {
+	t.Helper()
+	server, err := kubeapiservertesting.StartTestServer(t, kubeapiservertesting.NewDefaultTestServerOptions(),
+		[]string{"--endpoint-reconciler-type=none", "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+			"--token-auth-file=" + c.tokens}, c.storage)
+	if err != nil {
+		t.Fatalf("starting kube-apiserver: %v", err)
+	}
+	c.stopping = sync.OnceFunc(server.TearDownFn)
+	c.proxy.point(strings.TrimPrefix(server.ClientConfig.Host, "https://"))
+}
+
+// restartAPIServer stops the API server (every connection through the
+// relay is cut), waits down for a moment, and starts another on the same
+// etcd.
+func (c *cluster) restartAPIServer(t testing.TB, down time.Duration) {
+	t.Helper()
+	c.proxy.point("")
+	c.stopping()
+	time.Sleep(down)
+	c.startAPIServer(t)
+}
+
+// relay forwards TCP connections on addr to the target it points at; a
+// new target (or none) cuts the connections it relays.
+type relay struct {
+	addr   string
+	mu     sync.Mutex
+	target string
+	conns  map[net.Conn]struct{}
+}
+
+func startRelay(t testing.TB) *relay {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{addr: l.Addr().String(), conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() { l.Close(); r.point("") })
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go r.serve(in)
+		}
+	}()
+	return r
+}
+
+func (r *relay) serve(in net.Conn) {
+	r.mu.Lock()
+	target := r.target
+	r.mu.Unlock()
+	if target == "" {
+		in.Close()
+		return
+	}
+	out, err := net.Dial("tcp", target)
+	if err != nil {
+		in.Close()
+		return
+	}
+	r.mu.Lock()
+	if r.target != target {
+		r.mu.Unlock()
+		in.Close()
+		out.Close()
+		return
+	}
+	r.conns[in], r.conns[out] = struct{}{}, struct{}{}
+	r.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+	<-done
+	in.Close()
+	out.Close()
+	r.mu.Lock()
+	delete(r.conns, in)
+	delete(r.conns, out)
+	r.mu.Unlock()
+}
+
+// point makes the relay forward to target ("": nowhere) and cuts the
+// connections it relays.
+func (r *relay) point(target string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.target = target
+	for c := range r.conns {
+		c.Close()
+	}
+	clear(r.conns)
 }
 
 // scheduler is one claimstore-scheduler process.
@@ -123,7 +236,7 @@ func (s *scheduler) running() bool {
 // startScheduler runs cmd/claimstore-scheduler with the example
 // configuration (examples/claimstore-scheduler.yaml), its kubeconfig and
 // store directory replaced by the test's, and without leader election.
-func (c *cluster) startScheduler(t *testing.T, dir string, extraArgs ...string) *scheduler {
+func (c *cluster) startScheduler(t testing.TB, dir string, extraArgs ...string) *scheduler {
 	t.Helper()
 	example, err := os.ReadFile("examples/claimstore-scheduler.yaml")
 	if err != nil {
@@ -138,7 +251,7 @@ func (c *cluster) startScheduler(t *testing.T, dir string, extraArgs ...string) 
 
 // runScheduler runs cmd/claimstore-scheduler with the configuration
 // config (a KubeSchedulerConfiguration).
-func (c *cluster) runScheduler(t *testing.T, config string, extraArgs ...string) *scheduler {
+func (c *cluster) runScheduler(t testing.TB, config string, extraArgs ...string) *scheduler {
 	t.Helper()
 	configPath := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
@@ -174,7 +287,7 @@ func (c *cluster) runScheduler(t *testing.T, config string, extraArgs ...string)
 // metrics scrapes the scheduler's /metrics (as Prometheus does, without
 // credentials: the test allows the path) and returns each sample's value
 // by its name and labels as exposed ("name{label=\"value\"}").
-func (s *scheduler) metrics(t *testing.T) map[string]float64 {
+func (s *scheduler) metrics(t testing.TB) map[string]float64 {
 	t.Helper()
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the scheduler's own self-signed certificate
@@ -237,14 +350,14 @@ const driver = "gpu.example.com"
 
 // createDevices creates the DeviceClass and, for each of nodes nodes, the
 // Node and a ResourceSlice of its pool with devicesPerNode devices.
-func (c *cluster) createDevices(t *testing.T, ctx context.Context, nodes, devicesPerNode int) {
+func (c *cluster) createDevices(t testing.TB, ctx context.Context, nodes, devicesPerNode int) {
 	t.Helper()
 	c.createDevicesOf(t, ctx, driver, "node", nodes, devicesPerNode)
 }
 
 // createDevicesOf is createDevices for the driver (and DeviceClass) named
 // driver, with nodes named prefix-i.
-func (c *cluster) createDevicesOf(t *testing.T, ctx context.Context, driver, prefix string, nodes, devicesPerNode int) {
+func (c *cluster) createDevicesOf(t testing.TB, ctx context.Context, driver, prefix string, nodes, devicesPerNode int) {
 	t.Helper()
 	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: driver},
 		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
@@ -280,7 +393,7 @@ func (c *cluster) createDevicesOf(t *testing.T, ctx context.Context, driver, pre
 // createPods creates a ResourceClaimTemplate (once per namespace) asking
 // for one device of the class, and count pods named prefix-i, each with a
 // claim from it.
-func (c *cluster) createPods(t *testing.T, ctx context.Context, namespace, prefix string, count int) {
+func (c *cluster) createPods(t testing.TB, ctx context.Context, namespace, prefix string, count int) {
 	t.Helper()
 	c.createPodsFor(t, ctx, namespace, prefix, count, driver, "")
 }
@@ -288,7 +401,7 @@ func (c *cluster) createPods(t *testing.T, ctx context.Context, namespace, prefi
 // createPodsFor is createPods with the device class class (in a namespace
 // new to createPods), every other pod to each of the schedulers named
 // (none: the default scheduler).
-func (c *cluster) createPodsFor(t *testing.T, ctx context.Context, namespace, prefix string, count int, class string, schedulers ...string) {
+func (c *cluster) createPodsFor(t testing.TB, ctx context.Context, namespace, prefix string, count int, class string, schedulers ...string) {
 	t.Helper()
 	if _, err := c.client.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{}); err != nil {
 		if _, err := c.client.CoreV1().Namespaces().Create(ctx,
@@ -323,7 +436,7 @@ func (c *cluster) createPodsFor(t *testing.T, ctx context.Context, namespace, pr
 // createDoubleAllocation creates two claims in namespace and allocates
 // both the same device (of a pool no node has), through the status
 // subresource as a scheduler would: the API server lets it through.
-func (c *cluster) createDoubleAllocation(t *testing.T, ctx context.Context, namespace string) {
+func (c *cluster) createDoubleAllocation(t testing.TB, ctx context.Context, namespace string) {
 	t.Helper()
 	if _, err := c.client.CoreV1().Namespaces().Create(ctx,
 		&v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
@@ -346,7 +459,7 @@ func (c *cluster) createDoubleAllocation(t *testing.T, ctx context.Context, name
 }
 
 // waitFor polls cond for up to a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -24,7 +24,7 @@ import (
 // podsSettled waits until every pod of namespace is bound to a node or
 // marked unschedulable by the scheduler, and returns the bound and the
 // unschedulable ones.
-func (c *cluster) podsSettled(t *testing.T, ctx context.Context, namespace string, bound, unschedulable int) (b, u []v1.Pod) {
+func (c *cluster) podsSettled(t testing.TB, ctx context.Context, namespace string, bound, unschedulable int) (b, u []v1.Pod) {
 	t.Helper()
 	var last string
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
@@ -66,7 +66,7 @@ func unschedulableReason(p *v1.Pod) string {
 // pod's claim is allocated a device of its node's pool and reserved for
 // the pod, and that no device is allocated to two claims (but in the
 // planted namespaces, whose claims the test allocated itself).
-func (c *cluster) checkAllocations(t *testing.T, ctx context.Context, bound []v1.Pod, planted ...string) {
+func (c *cluster) checkAllocations(t testing.TB, ctx context.Context, bound []v1.Pod, planted ...string) {
 	t.Helper()
 	claims, err := c.client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -112,7 +112,7 @@ func (c *cluster) checkAllocations(t *testing.T, ctx context.Context, bound []v1
 // server with the same status, field by field, and no other.
 // lacking are claims ("namespace/name") whose version in the API server
 // the store refused: it must have an older one or none.
-func (c *cluster) checkStoreEqualsAPI(t *testing.T, ctx context.Context, dir string, lacking ...string) {
+func (c *cluster) checkStoreEqualsAPI(t testing.TB, ctx context.Context, dir string, lacking ...string) {
 	t.Helper()
 	var diff string
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
@@ -123,7 +123,7 @@ func (c *cluster) checkStoreEqualsAPI(t *testing.T, ctx context.Context, dir str
 	t.Errorf("the store in %s differs from the API server's claims:\n%s", dir, diff)
 }
 
-func (c *cluster) storeDiff(t *testing.T, ctx context.Context, dir string, lacking []string) string {
+func (c *cluster) storeDiff(t testing.TB, ctx context.Context, dir string, lacking []string) string {
 	claims, err := c.client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -287,5 +287,43 @@ func TestSchedulerRefusesAStoreItCannotOpen(t *testing.T) {
 	// klog quotes the error, and in it the directory's quotes.
 	if want := `ClaimstoreDynamicResources: opening the store in \"` + dir + `\"`; !strings.Contains(string(log), want) {
 		t.Errorf("the scheduler's log lacks %s:\n%s", want, tail(string(log), 30))
+	}
+}
+
+// The API server restarted mid-run (stopped, down for two seconds, another
+// started on the same etcd, as a control plane upgrade does): the
+// scheduler keeps running, its tracker watches again, and pods created
+// afterwards are bound from the store with no device allocated twice; the
+// store equals the API server's claims.
+func TestSchedulerRidesOutAnAPIServerRestart(t *testing.T) {
+	ctx := t.Context()
+	c := startCluster(t)
+	const nodes, devices = 2, 4
+	c.createDevices(t, ctx, nodes, devices)
+	dir := filepath.Join(t.TempDir(), "store")
+	s := c.startScheduler(t, dir)
+	c.createPods(t, ctx, "team-a", "first", 4)
+	c.podsSettled(t, ctx, "team-a", 4, 0)
+	position := sum(s.metrics(t), "claimstore_tracker_watch_resource_version")
+
+	c.restartAPIServer(t, 2*time.Second)
+	c.createPods(t, ctx, "team-a", "second", 6)
+	bound, _ := c.podsSettled(t, ctx, "team-a", nodes*devices, 2)
+	c.checkAllocations(t, ctx, bound)
+	c.checkStoreEqualsAPI(t, ctx, dir)
+	if !s.running() {
+		t.Fatalf("the scheduler exited when the API server restarted: %v", s.err)
+	}
+	if after := sum(s.metrics(t), "claimstore_tracker_watch_resource_version"); after <= position {
+		t.Errorf("the tracker's watch position stayed at %v after the restart", after)
+	}
+	out, err := os.ReadFile(s.log.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "claimstore tracker") {
+			t.Log(line)
+		}
 	}
 }

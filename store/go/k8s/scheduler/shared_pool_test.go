@@ -17,7 +17,7 @@ import (
 // sharedPoolConfig is examples/claimstore-scheduler-shared-pool.yaml for
 // the scheduler named name, with the test's kubeconfig, a directory of its
 // own and the ledger's etcd endpoints.
-func (c *cluster) sharedPoolConfig(t *testing.T, name string, endpoints []string) string {
+func (c *cluster) sharedPoolConfig(t testing.TB, name string, endpoints []string) string {
 	t.Helper()
 	example, err := os.ReadFile("examples/claimstore-scheduler-shared-pool.yaml")
 	if err != nil {
@@ -48,7 +48,7 @@ profiles:
 
 // allSettled waits until every pod of namespace is bound or marked
 // unschedulable, and returns the bound ones.
-func (c *cluster) allSettled(t *testing.T, ctx context.Context, namespace string) []v1.Pod {
+func (c *cluster) allSettled(t testing.TB, ctx context.Context, namespace string) []v1.Pod {
 	t.Helper()
 	var bound []v1.Pod
 	waitFor(t, "the pods of "+namespace+" bound or unschedulable", func() bool {
@@ -74,7 +74,7 @@ func (c *cluster) allSettled(t *testing.T, ctx context.Context, namespace string
 // doubleAllocations counts, from the API server's claims of namespace, the
 // devices allocated to more than one claim, and the claims beyond the
 // first on each.
-func (c *cluster) doubleAllocations(t *testing.T, ctx context.Context, namespace string) (devices, extraClaims int) {
+func (c *cluster) doubleAllocations(t testing.TB, ctx context.Context, namespace string) (devices, extraClaims int) {
 	t.Helper()
 	claims, err := c.client.ResourceV1().ResourceClaims(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
