@@ -66,13 +66,14 @@ type Args struct {
 // Options are the app options that register the plugin, for
 // app.NewSchedulerCommand (cmd/claimstore-scheduler).
 func Options() []app.Option {
-	return []app.Option{app.WithPlugin(Name, New)}
+	return []app.Option{app.WithPlugin(Name, New), app.WithPlugin(FitName, NewFit),
+		app.WithPlugin(BalancedAllocationName, NewBalancedAllocation)}
 }
 
 // Registry is the plugin as an out-of-tree registry (scheduler.New's
 // WithFrameworkOutOfTreeRegistry, scheduler_perf's outOfTreePluginRegistry).
 func Registry() frameworkruntime.Registry {
-	return frameworkruntime.Registry{Name: New}
+	return frameworkruntime.Registry{Name: New, FitName: NewFit, BalancedAllocationName: NewBalancedAllocation}
 }
 
 // plugin is upstream's DynamicResources plugin under this plugin's name:
@@ -121,6 +122,13 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	if err != nil {
 		return nil, err
 	}
+	// The profile's ClaimstoreNodeResourcesFit and -BalancedAllocation
+	// score with this tracker too, until it stops.
+	profiles.Store(fh, s)
+	go func() {
+		<-s.stopped
+		profiles.CompareAndDelete(fh, s)
+	}()
 	h := handle{Handle: fh, dra: manager{SharedDRAManager: fh.SharedDRAManager(),
 		claims: claimsView{Tracker: s.tracker, informer: fh.SharedDRAManager().ResourceClaims()}}}
 	p, err := dynamicresources.New(ctx, upstreamArgs, h, fts)
