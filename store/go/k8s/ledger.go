@@ -42,8 +42,10 @@ import (
 
 // ledgerEntry is a claim the ledger holds, as its watch shows it.
 type ledgerEntry struct {
-	uid      types.UID
-	holdings *holdings
+	uid         types.UID
+	holdings    *holdings
+	modRevision uint64
+	since       time.Time // when this tracker first saw this version of the entry
 }
 
 // ErrHeldInLedger is returned (wrapped, with the claimstore.ConflictError
@@ -218,6 +220,11 @@ func (t *Tracker) followLedgerOnce(ctx context.Context) error {
 		}
 	}
 	t.mu.Lock()
+	for key, e := range entries {
+		if old := t.elsewhere[key]; old != nil && old.modRevision == e.modRevision {
+			e.since = old.since // listed again: as old as before
+		}
+	}
 	t.elsewhere = entries
 	t.changes++
 	t.mu.Unlock()
@@ -258,7 +265,66 @@ func (t *Tracker) ledgerEntryOf(rec *claimstore.Claim) *ledgerEntry {
 	if h == nil {
 		return nil
 	}
-	return &ledgerEntry{uid: c.UID, holdings: h}
+	return &ledgerEntry{uid: c.UID, holdings: h, modRevision: rec.ModRevision(), since: time.Now()}
+}
+
+// reapLedger takes out, every interval until ctx is done, the ledger's
+// entries older than after (as this tracker saw them) whose claim the API
+// server, asked, has not allocated: a reservation whose scheduler was
+// killed before it wrote the allocation, or whose release failed. (A
+// scheduler's live reservation reaches the API server within a binding
+// cycle: after must be longer than the longest a pod waits in Permit.)
+// An entry of a claim the API server no longer has is taken out too.
+func (t *Tracker) reapLedger(ctx context.Context, client kubernetes.Interface, after, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		t.reapOnce(ctx, client, after)
+	}
+}
+
+func (t *Tracker) reapOnce(ctx context.Context, client kubernetes.Interface, after time.Duration) {
+	type candidate struct {
+		key   types.NamespacedName
+		entry ledgerEntry
+	}
+	var old []candidate
+	t.mu.RLock()
+	for key, e := range t.elsewhere {
+		if time.Since(e.since) < after || t.pending[e.uid] != nil {
+			continue
+		}
+		if c := t.claims[key]; c != nil && c.latest.UID == e.uid && c.latest.Status.Allocation != nil {
+			continue // the cluster's allocation
+		}
+		old = append(old, candidate{key, *e})
+	}
+	t.mu.RUnlock()
+	for _, o := range old {
+		c, err := client.ResourceV1().ResourceClaims(o.key.Namespace).Get(ctx, o.key.Name, metav1.GetOptions{})
+		switch {
+		case err != nil && !apierrors.IsNotFound(err):
+			continue
+		case err == nil && c.UID == o.entry.uid && c.Status.Allocation != nil:
+			continue
+		}
+		rev := o.entry.modRevision
+		dctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+		_, err = t.ledger.Delete(dctx, claimstore.Key{Namespace: o.key.Namespace, Name: o.key.Name}, claimstore.Preconditions{ModRevision: &rev})
+		cancel()
+		if err == nil {
+			t.mu.Lock()
+			t.ledgerReaped++
+			t.mu.Unlock()
+			t.logger.Info("claimstore tracker: the ledger's entry of a claim the cluster has not allocated taken out",
+				"claim", o.key, "uid", o.entry.uid, "age", time.Since(o.entry.since).Round(time.Second))
+		}
+	}
 }
 
 // sweepLedger brings the ledger in line with the claims Run loaded or

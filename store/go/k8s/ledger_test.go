@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -191,5 +192,53 @@ func TestLedgerSharesDevicesBetweenSchedulers(t *testing.T) {
 	a.MaybeRemoveClaimPendingAllocation("uid-w", false)
 	if !inLedger(t, ledger, "w") {
 		t.Fatal("a failed binding whose allocation the API server has took its entry out of the ledger")
+	}
+}
+
+// An entry whose scheduler was killed between Reserve and its API write
+// (the claim stays unallocated in the cluster) is taken out once it is
+// older than the reap age; a young one, one of a claim the cluster has
+// allocated, and the tracker's own pending reservation are not.
+func TestLedgerReapsReservationsNoSchedulerWrote(t *testing.T) {
+	etcd := etcdtest.Start(t, nil)
+	a, ledger := ledgerTracker(t, etcd.URL)
+	killed, _ := ledgerTracker(t, etcd.URL)
+	lost, kept, own := pendingClaim("lost", "uid-lost", "10"), pendingClaim("kept", "uid-kept", "11"), pendingClaim("own", "uid-own", "12")
+	keptAllocated := allocated(kept, "13", dev{device: "dev-1"})
+	for _, tr := range []*Tracker{a, killed} {
+		tr.OnAdd(lost)
+		tr.OnAdd(kept)
+		tr.OnAdd(own)
+	}
+	for _, r := range []struct {
+		tr    *Tracker
+		claim *resourcev1.ResourceClaim
+		dev   string
+	}{{killed, lost, "dev-0"}, {killed, kept, "dev-1"}, {a, own, "dev-2"}} {
+		if err := r.tr.SignalClaimPendingAllocation(r.claim.UID, allocated(r.claim, r.claim.ResourceVersion, dev{device: r.dev})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := fake.NewClientset(lost, keptAllocated, own)
+	waitUntil(t, "A sees the three entries", func() bool {
+		a.mu.RLock()
+		defer a.mu.RUnlock()
+		return len(a.elsewhere) == 3
+	})
+	a.reapOnce(ctx, client, time.Hour)
+	for _, name := range []string{"lost", "kept", "own"} {
+		if !inLedger(t, ledger, name) {
+			t.Fatalf("%s was reaped before it was an hour old", name)
+		}
+	}
+	a.reapOnce(ctx, client, 0)
+	if inLedger(t, ledger, "lost") {
+		t.Fatal("the entry of a claim the cluster never allocated was not reaped")
+	}
+	if !inLedger(t, ledger, "kept") || !inLedger(t, ledger, "own") {
+		t.Fatal("the cluster's allocation or the tracker's own reservation was reaped")
+	}
+	if st := a.Stats(); st.LedgerReaped != 1 {
+		t.Fatalf("LedgerReaped %d, want 1", st.LedgerReaped)
 	}
 }

@@ -52,6 +52,9 @@ func (t *Tracker) Run(ctx context.Context, client kubernetes.Interface) error {
 		t.client = client
 		t.mu.Unlock()
 		go t.followLedger(ctx)
+		if t.reapAfter > 0 {
+			go t.reapLedger(ctx, client, t.reapAfter, min(max(t.reapAfter/10, time.Second), time.Minute))
+		}
 	}
 	rv, err := t.load()
 	if err != nil {

@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,6 +69,13 @@ type TrackerOptions struct {
 	// another scheduler holds a device of the allocation. Run follows the
 	// ledger (HasSynced waits for it too).
 	Ledger *claimstore.Store
+	// LedgerReapAfter is how old (as this tracker saw it) a ledger entry
+	// of a claim the API server has not allocated gets before the tracker
+	// takes it out: a reservation whose scheduler was killed before it
+	// wrote the allocation. It must be longer than the longest a pod
+	// waits between Reserve and PreBind (in Permit). Default 5 minutes;
+	// negative: never.
+	LedgerReapAfter time.Duration
 }
 
 // TrackerStats are a Tracker's figures at one moment.
@@ -85,6 +93,7 @@ type TrackerStats struct {
 	Elsewhere       int    // claims the ledger holds that the tracker does not count (being allocated elsewhere)
 	LedgerRefused   uint64 // allocations the ledger refused (a device another claim holds there)
 	LedgerConflicts uint64 // claims allocated in the cluster that the ledger refused (double allocations)
+	LedgerReaped    uint64 // entries of claims the cluster did not allocate, taken out after LedgerReapAfter
 }
 
 // A Tracker is kube-scheduler's ResourceClaimTracker over a claimstore
@@ -142,6 +151,8 @@ type Tracker struct {
 	elsewhere       map[types.NamespacedName]*ledgerEntry
 	ledgerRefused   uint64
 	ledgerConflicts uint64
+	ledgerReaped    uint64
+	reapAfter       time.Duration
 	ledgerSynced    atomic.Bool
 	client          kubernetes.Interface // Run's, to confirm a release
 
@@ -180,6 +191,7 @@ func NewTracker(store *claimstore.Store, opts TrackerOptions) *Tracker {
 		counts:       newAllocatedCounts(),
 		held:         map[types.NamespacedName]uint64{},
 		ledger:       opts.Ledger,
+		reapAfter:    cmp.Or(opts.LedgerReapAfter, 5*time.Minute),
 		elsewhere:    map[types.NamespacedName]*ledgerEntry{},
 	}
 }
@@ -211,7 +223,8 @@ func (t *Tracker) Stats() TrackerStats {
 	return TrackerStats{Claims: len(t.claims), PendingAllocations: len(t.pending), Held: len(t.held),
 		Position: t.position, Seen: t.seen, Refused: t.refusedCount, Conflicts: t.conflicts,
 		Signalled: t.signalled, Assumed: t.assumed,
-		Elsewhere: t.elsewhereLocked(nil), LedgerRefused: t.ledgerRefused, LedgerConflicts: t.ledgerConflicts}
+		Elsewhere: t.elsewhereLocked(nil), LedgerRefused: t.ledgerRefused, LedgerConflicts: t.ledgerConflicts,
+		LedgerReaped: t.ledgerReaped}
 }
 
 // observed reports a store write that started at start to ObserveWrite.

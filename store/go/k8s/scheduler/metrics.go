@@ -42,6 +42,7 @@ var (
 	descLedger      = newDesc("ledger_claims", "With etcdEndpoints: claims the ledger holds (allocated or being allocated by any scheduler of the pool).")
 	descElsewhere   = newDesc("ledger_elsewhere_claims", "With etcdEndpoints: claims of the ledger the tracker does not count yet (being allocated by another scheduler).")
 	descLRefused    = newDesc("ledger_refused_total", "With etcdEndpoints: allocations the ledger refused because another claim holds a device (Reserve failed, the pod is tried again).")
+	descLReaped     = newDesc("ledger_reaped_total", "With etcdEndpoints: ledger entries of claims the API server had not allocated, taken out after ledgerReapAfter (a scheduler killed between Reserve and its API write).")
 	descLConflicts  = newDesc("ledger_conflicts_total", "With etcdEndpoints: claims the cluster has allocated that the ledger refused (double allocations made without it).")
 )
 
@@ -94,7 +95,7 @@ type collector struct {
 func (c *collector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	for _, d := range []*metrics.Desc{descRevision, descClaims, descPosition, descTracked, descPending, descHeld,
 		descSignalled, descAssumed, descRefused, descConflicts, descFollowing, descUnreachable,
-		descLedgerRev, descLedger, descElsewhere, descLRefused, descLConflicts} {
+		descLedgerRev, descLedger, descElsewhere, descLRefused, descLConflicts, descLReaped} {
 		ch <- d
 	}
 }
@@ -134,6 +135,7 @@ func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
 			gauge(descElsewhere, float64(ts.Elsewhere))
 			counter(descLRefused, ts.LedgerRefused)
 			counter(descLConflicts, ts.LedgerConflicts)
+			counter(descLReaped, ts.LedgerReaped)
 			if st, err = s.ledger.Stats(); err != nil {
 				continue
 			}

@@ -57,6 +57,11 @@ type Args struct {
 	EtcdCAFile   string `json:"etcdCAFile,omitempty"`
 	EtcdCertFile string `json:"etcdCertFile,omitempty"`
 	EtcdKeyFile  string `json:"etcdKeyFile,omitempty"`
+	// LedgerReapAfter is how old a ledger entry of a claim the API server
+	// has not allocated gets before it is taken out (a reservation whose
+	// scheduler was killed before it wrote the allocation): longer than
+	// the longest a pod waits in Permit. Default 5m.
+	LedgerReapAfter *metav1.Duration `json:"ledgerReapAfter,omitempty"`
 	// FilterTimeout and BindingTimeout are DynamicResources' own args,
 	// with its defaults and feature gates.
 	FilterTimeout  *metav1.Duration `json:"filterTimeout,omitempty"`
@@ -157,6 +162,9 @@ func decodeArgs(obj runtime.Object) (*Args, error) {
 	}
 	if args.Directory == "" {
 		return nil, fmt.Errorf("pluginConfig %s: args.directory: required (where the store keeps its database)", Name)
+	}
+	if args.LedgerReapAfter != nil && args.LedgerReapAfter.Duration <= 0 {
+		return nil, fmt.Errorf("pluginConfig %s: args.ledgerReapAfter: %v: must be positive", Name, args.LedgerReapAfter.Duration)
 	}
 	return args, nil
 }
@@ -296,8 +304,12 @@ func trackerFor(ctx context.Context, args *Args, fh fwk.Handle, fts plfeature.Fe
 		}
 	}
 	observeWrite, observeLag := observers(dir)
+	var reapAfter time.Duration
+	if args.LedgerReapAfter != nil {
+		reapAfter = args.LedgerReapAfter.Duration
+	}
 	t := k8s.NewTracker(store, k8s.TrackerOptions{ConsumableCapacity: fts.EnableDRAConsumableCapacity, Logger: &logger,
-		ObserveWrite: observeWrite, ObserveWatchLag: observeLag, Ledger: ledger})
+		ObserveWrite: observeWrite, ObserveWatchLag: observeLag, Ledger: ledger, LedgerReapAfter: reapAfter})
 	s := &started{tracker: t, ledger: ledger, applied: t.Applied, endpoints: endpoints, ctx: ctx, stopped: make(chan struct{})}
 	go func() {
 		defer close(s.stopped)
