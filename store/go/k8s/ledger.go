@@ -40,6 +40,36 @@ import (
 //     ledger holds for claims the tracker does not count yet (another
 //     scheduler's pending allocations), from a watch of the ledger.
 
+// LearnHolders makes the allocated state count, at once, the ledger
+// entries that err (SignalClaimPendingAllocation's ErrHeldInLedger) names
+// as holders, read from the ledger's mirror once it caught up with etcd:
+// the next GatherAllocatedState leaves their devices out, without waiting
+// for the ledger's watch. A no-op without a ledger or holders.
+func (t *Tracker) LearnHolders(err error) error {
+	var conflict *claimstore.ConflictError
+	if t.ledger == nil || !errors.As(err, &conflict) || len(conflict.Holders) == 0 {
+		return nil
+	}
+	if err := t.ledger.Refresh(); err != nil {
+		return err
+	}
+	for _, key := range conflict.Holders {
+		rec, err := t.ledger.Get(key)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if e := t.ledgerEntryOf(rec); e != nil {
+			t.mu.Lock()
+			if old := t.elsewhere[types.NamespacedName{Namespace: key.Namespace, Name: key.Name}]; old == nil || old.modRevision < e.modRevision {
+				t.elsewhere[types.NamespacedName{Namespace: key.Namespace, Name: key.Name}] = e
+				t.changes++
+			}
+			t.mu.Unlock()
+		}
+	}
+	return nil
+}
+
 // ledgerEntry is a claim the ledger holds, as its watch shows it.
 type ledgerEntry struct {
 	uid         types.UID
@@ -154,16 +184,17 @@ func (t *Tracker) releaseInLedger(key types.NamespacedName, uid types.UID, below
 	}
 }
 
-// syncLedger brings the ledger in line with the cluster's claim (prev: the
-// tracker's version before it, or nil): an allocation the ledger lacks is
-// written; an entry of a claim the cluster deallocated is taken out (only
-// one from before the deallocation: a later one is another scheduler's new
-// allocation).
+// syncLedger queues what brings the ledger in line with the cluster's
+// claim (prev: the tracker's version before it, or nil): an allocation the
+// ledger lacks is written; an entry of a claim the cluster deallocated is
+// taken out (only one from before the deallocation: a later one is another
+// scheduler's new allocation). The ledger's round trips are made off the
+// watch's path, by ledgerWorker.
 func (t *Tracker) syncLedger(claim, prev *resourcev1.ResourceClaim) {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	if claim.Status.Allocation == nil {
 		if prev != nil && prev.UID == claim.UID && prev.Status.Allocation != nil {
-			t.releaseInLedger(key, claim.UID, rvOf(claim), 0)
+			t.queueLedgerWork(key, ledgerWork{uid: claim.UID, release: true, below: rvOf(claim)})
 		}
 		return
 	}
@@ -175,12 +206,93 @@ func (t *Tracker) syncLedger(claim, prev *resourcev1.ResourceClaim) {
 		// ahead of this one), or the mirror cannot say: nothing to write.
 		return
 	}
+	t.queueLedgerWork(key, ledgerWork{uid: claim.UID, claim: claim})
+}
+
+// ledgerWork is a write to the ledger that the cluster's claims call for:
+// claim's allocation written (ensure), or the entry of uid taken out
+// (release; below as releaseInLedger's).
+type ledgerWork struct {
+	uid     types.UID
+	claim   *resourcev1.ResourceClaim // ensure
+	release bool
+	below   uint64
+	at      time.Time
+}
+
+// ledgerWorkAge is how long queued work waits, so that another scheduler's
+// entry the mirror does not show yet reaches it first.
+const ledgerWorkAge = 200 * time.Millisecond
+
+func (t *Tracker) queueLedgerWork(key types.NamespacedName, w ledgerWork) {
+	w.at = time.Now()
+	t.mu.Lock()
+	t.ledgerQueue[key] = w // the newest event's work replaces older work
+	t.mu.Unlock()
+}
+
+// ledgerWorker does the queued ledger work until ctx is done.
+func (t *Tracker) ledgerWorker(ctx context.Context) {
+	tick := time.NewTicker(ledgerWorkAge / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		t.doLedgerWork(ledgerWorkAge)
+	}
+}
+
+// doLedgerWork does the queued work at least age old: one Refresh of the
+// mirror for all of it, then each write.
+func (t *Tracker) doLedgerWork(age time.Duration) {
+	due := map[types.NamespacedName]ledgerWork{}
+	t.mu.Lock()
+	for key, w := range t.ledgerQueue {
+		if time.Since(w.at) >= age {
+			due[key] = w
+			delete(t.ledgerQueue, key)
+		}
+	}
+	t.mu.Unlock()
+	if len(due) == 0 {
+		return
+	}
+	if err := t.ledger.Refresh(); err != nil {
+		t.logger.Error(err, "claimstore tracker: the ledger's mirror did not catch up; its work waits")
+		t.mu.Lock()
+		for key, w := range due {
+			if _, newer := t.ledgerQueue[key]; !newer {
+				t.ledgerQueue[key] = w
+			}
+		}
+		t.mu.Unlock()
+		return
+	}
+	for key, w := range due {
+		if w.release {
+			t.releaseInLedger(key, w.uid, w.below, 0)
+			continue
+		}
+		if _, err := t.ledger.Get(claimstore.Key{Namespace: key.Namespace, Name: key.Name}); !errors.Is(err, claimstore.ErrNotFound) {
+			continue
+		}
+		t.ensureInLedger(w.claim)
+	}
+}
+
+// ensureInLedger writes the cluster's allocated claim to the ledger; one
+// the ledger refuses for a device another claim holds there is a double
+// allocation, counted.
+func (t *Tracker) ensureInLedger(claim *resourcev1.ResourceClaim) {
+	key := claimstore.Key{Namespace: claim.Namespace, Name: claim.Name}
 	_, err := t.reserveInLedger(claim)
 	var conflict *claimstore.ConflictError
 	switch {
 	case err == nil:
-	case errors.As(err, &conflict) && len(conflict.Holders) > 0 &&
-		!slices.Contains(conflict.Holders, claimstore.Key{Namespace: key.Namespace, Name: key.Name}):
+	case errors.As(err, &conflict) && len(conflict.Holders) > 0 && !slices.Contains(conflict.Holders, key):
 		t.mu.Lock()
 		t.ledgerConflicts++
 		t.mu.Unlock()
@@ -245,12 +357,15 @@ func (t *Tracker) followLedgerOnce(ctx context.Context) error {
 			e = t.ledgerEntryOf(ev.Claim)
 		}
 		t.mu.Lock()
-		if e == nil {
-			delete(t.elsewhere, key)
-		} else {
-			t.elsewhere[key] = e
+		// LearnHolders may have put a newer version already.
+		if old := t.elsewhere[key]; old == nil || old.modRevision <= ev.Revision {
+			if e == nil {
+				delete(t.elsewhere, key)
+			} else {
+				t.elsewhere[key] = e
+			}
+			t.changes++
 		}
-		t.changes++
 		t.mu.Unlock()
 	}
 }

@@ -121,12 +121,15 @@ func TestLedgerSharesDevicesBetweenSchedulers(t *testing.T) {
 	// The cluster's version of y reaches both: nothing changes.
 	a.OnAdd(yAllocated)
 	b.OnAdd(yAllocated)
+	a.doLedgerWork(0)
+	b.doLedgerWork(0)
 	if !inLedger(t, ledger, "y") {
 		t.Fatal("y left the ledger when the cluster's allocation arrived")
 	}
 
 	// The cluster deallocates y: the entry goes, A takes dev-0.
 	a.OnAdd(pendingClaim("y", otherClaimUID, "13"))
+	a.doLedgerWork(0)
 	if inLedger(t, ledger, "y") {
 		t.Fatal("y is still in the ledger after the cluster deallocated it")
 	}
@@ -136,11 +139,13 @@ func TestLedgerSharesDevicesBetweenSchedulers(t *testing.T) {
 	// An update of x that is no deallocation (a finalizer added before the
 	// allocation is written) leaves A's pending allocation in the ledger.
 	b.OnAdd(pendingClaim("x", claimUID, "14"))
+	b.doLedgerWork(0)
 	if !inLedger(t, ledger, "x") {
 		t.Fatal("an update of an unallocated claim took its pending allocation out of the ledger")
 	}
 	// The cluster deletes x: its entry goes.
 	b.OnDelete(pendingClaim("x", claimUID, "15"))
+	b.doLedgerWork(0)
 	if inLedger(t, ledger, "x") {
 		t.Fatal("x is still in the ledger after the cluster deleted it")
 	}
@@ -150,10 +155,12 @@ func TestLedgerSharesDevicesBetweenSchedulers(t *testing.T) {
 	// (a double allocation in the cluster) is counted.
 	z := allocated(pendingClaim("z", "uid-z", "20"), "20", dev{device: "dev-1"})
 	a.OnAdd(z)
+	a.doLedgerWork(0)
 	if !inLedger(t, ledger, "z") {
 		t.Fatal("a claim the cluster allocated is not in the ledger")
 	}
 	b.OnAdd(allocated(pendingClaim("z2", types.UID("uid-z2"), "21"), "21", dev{device: "dev-1"}))
+	b.doLedgerWork(0)
 	if st := b.Stats(); st.LedgerConflicts != 1 {
 		t.Fatalf("B's stats %+v, want LedgerConflicts 1 (z2 holds z's device)", st)
 	}

@@ -52,6 +52,7 @@ func (t *Tracker) Run(ctx context.Context, client kubernetes.Interface) error {
 		t.client = client
 		t.mu.Unlock()
 		go t.followLedger(ctx)
+		go t.ledgerWorker(ctx)
 		if t.reapAfter > 0 {
 			go t.reapLedger(ctx, client, t.reapAfter, min(max(t.reapAfter/10, time.Second), time.Minute))
 		}

@@ -149,6 +149,7 @@ type Tracker struct {
 	// ledger (TrackerOptions.Ledger) and what its watch shows it holds.
 	ledger          *claimstore.Store
 	elsewhere       map[types.NamespacedName]*ledgerEntry
+	ledgerQueue     map[types.NamespacedName]ledgerWork
 	ledgerRefused   uint64
 	ledgerConflicts uint64
 	ledgerReaped    uint64
@@ -193,6 +194,7 @@ func NewTracker(store *claimstore.Store, opts TrackerOptions) *Tracker {
 		ledger:       opts.Ledger,
 		reapAfter:    cmp.Or(opts.LedgerReapAfter, 5*time.Minute),
 		elsewhere:    map[types.NamespacedName]*ledgerEntry{},
+		ledgerQueue:  map[types.NamespacedName]ledgerWork{},
 	}
 }
 
@@ -460,7 +462,7 @@ func (t *Tracker) remove(claim *resourcev1.ResourceClaim, position uint64) {
 	}
 	t.mu.Unlock()
 	if t.ledger != nil && claim.UID != "" {
-		t.releaseInLedger(key, claim.UID, 0, 0)
+		t.queueLedgerWork(key, ledgerWork{uid: claim.UID, release: true})
 	}
 	if err := t.recordPosition(position); err != nil {
 		t.logger.Error(err, "claimstore tracker: watch position not recorded", "resourceVersion", position)

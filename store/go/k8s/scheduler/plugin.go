@@ -62,6 +62,14 @@ type Args struct {
 	// scheduler was killed before it wrote the allocation): longer than
 	// the longest a pod waits in Permit. Default 5m.
 	LedgerReapAfter *metav1.Duration `json:"ledgerReapAfter,omitempty"`
+	// LedgerShard of LedgerShards: schedulers sharing pools look for free
+	// devices in each ResourceSlice from different places (this one from
+	// the LedgerShard/LedgerShards part of its devices on, wrapping
+	// around), so that two of them rarely pick one device at once and
+	// lose a scheduling cycle on the ledger's refusal. 0 of 0: in the
+	// slices' order, as upstream.
+	LedgerShard  int `json:"ledgerShard,omitempty"`
+	LedgerShards int `json:"ledgerShards,omitempty"`
 	// FilterTimeout and BindingTimeout are DynamicResources' own args,
 	// with its defaults and feature gates.
 	FilterTimeout  *metav1.Duration `json:"filterTimeout,omitempty"`
@@ -89,7 +97,8 @@ func Registry() frameworkruntime.Registry {
 // that informer's events, and the tracker has a watch of its own.
 type plugin struct {
 	*dynamicresources.DynamicResources
-	s *started
+	s  *started
+	fh fwk.Handle
 }
 
 func (plugin) Name() string { return Name }
@@ -100,6 +109,41 @@ const catchUpTimeout = time.Second
 func (p plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	p.s.catchUp(ctx)
 	return p.DynamicResources.PreFilter(ctx, state, pod, nodes)
+}
+
+// reserveAttempts bounds Reserve's tries on one node when the ledger
+// refuses a device another scheduler took first.
+const reserveAttempts = 3
+
+// Reserve is upstream's, but when the ledger refuses a device (another
+// scheduler reserved it since this cycle's PreFilter), the pod is not
+// sent back to the queue's backoff (a second or more): what was reserved
+// is undone, the holder is counted, and the allocation on the same node
+// is made again (upstream's PreFilter and Filter for that node), up to
+// reserveAttempts times; a node with nothing left is Unschedulable as
+// upstream's Filter says.
+func (p plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	st := p.DynamicResources.Reserve(ctx, cs, pod, nodeName)
+	for attempt := 1; attempt < reserveAttempts && st != nil && errors.Is(st.AsError(), k8s.ErrHeldInLedger); attempt++ {
+		p.DynamicResources.Unreserve(ctx, cs, pod, nodeName)
+		if err := p.s.tracker.LearnHolders(st.AsError()); err != nil {
+			return st
+		}
+		nodeInfo, err := p.fh.SnapshotSharedLister().NodeInfos().Get(nodeName)
+		if err != nil {
+			return st
+		}
+		if _, pst := p.DynamicResources.PreFilter(ctx, cs, pod, []fwk.NodeInfo{nodeInfo}); !pst.IsSuccess() {
+			return pst
+		}
+		if fst := p.DynamicResources.Filter(ctx, cs, pod, nodeInfo); !fst.IsSuccess() {
+			return fst
+		}
+		klog.FromContext(ctx).V(4).Info("claimstore ledger: a device was reserved by another scheduler; allocating again on the node",
+			"pod", klog.KObj(pod), "node", nodeName, "attempt", attempt+1)
+		st = p.DynamicResources.Reserve(ctx, cs, pod, nodeName)
+	}
+	return st
 }
 
 // New builds the plugin (a runtime.PluginFactory). The store and its
@@ -134,13 +178,18 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 		<-s.stopped
 		profiles.CompareAndDelete(fh, s)
 	}()
-	h := handle{Handle: fh, dra: manager{SharedDRAManager: fh.SharedDRAManager(),
-		claims: claimsView{Tracker: s.tracker, informer: fh.SharedDRAManager().ResourceClaims()}}}
+	m := manager{SharedDRAManager: fh.SharedDRAManager(),
+		claims: claimsView{Tracker: s.tracker, informer: fh.SharedDRAManager().ResourceClaims()}}
+	if args.LedgerShards > 1 {
+		m.slices = &rotatedSlices{ResourceSliceLister: fh.SharedDRAManager().ResourceSlices(),
+			shard: args.LedgerShard, shards: args.LedgerShards, copies: map[*resourcev1.ResourceSlice]*resourcev1.ResourceSlice{}}
+	}
+	h := handle{Handle: fh, dra: m}
 	p, err := dynamicresources.New(ctx, upstreamArgs, h, fts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return plugin{DynamicResources: p.(*dynamicresources.DynamicResources), s: s}, nil
+	return plugin{DynamicResources: p.(*dynamicresources.DynamicResources), s: s, fh: fh}, nil
 }
 
 // decodeArgs reads the pluginConfig args strictly: an unknown field (a
@@ -163,6 +212,11 @@ func decodeArgs(obj runtime.Object) (*Args, error) {
 	if args.Directory == "" {
 		return nil, fmt.Errorf("pluginConfig %s: args.directory: required (where the store keeps its database)", Name)
 	}
+	if args.LedgerShards < 0 || args.LedgerShard < 0 || (args.LedgerShards > 0 && args.LedgerShard >= args.LedgerShards) ||
+		(args.LedgerShards == 0 && args.LedgerShard != 0) {
+		return nil, fmt.Errorf("pluginConfig %s: args.ledgerShard: %d of %d: must be at least 0 and less than ledgerShards", Name,
+			args.LedgerShard, args.LedgerShards)
+	}
 	if args.LedgerReapAfter != nil && args.LedgerReapAfter.Duration <= 0 {
 		return nil, fmt.Errorf("pluginConfig %s: args.ledgerReapAfter: %v: must be positive", Name, args.LedgerReapAfter.Duration)
 	}
@@ -183,9 +237,72 @@ func (h handle) SharedDRAManager() fwk.SharedDRAManager { return h.dra }
 type manager struct {
 	fwk.SharedDRAManager
 	claims claimsView
+	slices *rotatedSlices // with ledgerShards, else nil
 }
 
 func (m manager) ResourceClaims() fwk.ResourceClaimTracker { return m.claims }
+
+func (m manager) ResourceSlices() fwk.ResourceSliceLister {
+	if m.slices != nil {
+		return m.slices
+	}
+	return m.SharedDRAManager.ResourceSlices()
+}
+
+// rotatedSlices are the scheduler's ResourceSlices with each slice's
+// devices starting at its shard's part (ledgerShard of ledgerShards) and
+// wrapping around: the allocator takes the first free device it finds, so
+// schedulers of different shards look in different places. A slice's
+// rotated copy is made once (the informer's objects do not change; an
+// update is a new object) and kept while the slice is listed.
+type rotatedSlices struct {
+	fwk.ResourceSliceLister
+	shard, shards int
+
+	mu     sync.Mutex
+	copies map[*resourcev1.ResourceSlice]*resourcev1.ResourceSlice
+}
+
+func (r *rotatedSlices) ListWithDeviceTaintRules() ([]*resourcev1.ResourceSlice, error) {
+	slices, err := r.ResourceSliceLister.ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*resourcev1.ResourceSlice, len(slices))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, s := range slices {
+		c, ok := r.copies[s]
+		if !ok {
+			c = rotate(s, len(s.Spec.Devices)*r.shard/r.shards)
+			r.copies[s] = c
+		}
+		out[i] = c
+	}
+	if len(r.copies) > 2*len(slices)+64 {
+		// Drop the copies of slices no longer listed.
+		listed := make(map[*resourcev1.ResourceSlice]bool, len(slices))
+		for _, s := range slices {
+			listed[s] = true
+		}
+		for s := range r.copies {
+			if !listed[s] {
+				delete(r.copies, s)
+			}
+		}
+	}
+	return out, nil
+}
+
+// rotate is s with its devices from index from on, then those before.
+func rotate(s *resourcev1.ResourceSlice, from int) *resourcev1.ResourceSlice {
+	if from == 0 || from >= len(s.Spec.Devices) {
+		return s
+	}
+	c := *s
+	c.Spec.Devices = append(append(make([]resourcev1.Device, 0, len(s.Spec.Devices)), s.Spec.Devices[from:]...), s.Spec.Devices[:from]...)
+	return &c
+}
 
 // claimsView is the Tracker, but Get answers with the newer of the
 // Tracker's claim and the scheduler's own informer's: the scheduler's

@@ -15,7 +15,9 @@ import (
 // BenchmarkSharedPool measures how fast pods with a claim each are bound
 // on one pool against one kube-apiserver: by one claimstore-scheduler
 // without a ledger (as one scheduler is deployed), by one with the ledger
-// (a 3-member etcd: what the ledger costs), and by two sharing the ledger.
+// (a 3-member etcd: what the ledger costs), and by two sharing the ledger,
+// each looking for devices in its own part of each pool (ledgerShard), or
+// both in the same order.
 // Each run starts its own cluster; a warm-up pod per scheduler is bound
 // first; then pods are created at once, timed from the first creation to
 // the last pod bound (pods/s). tools/bench.sh --scheduler runs it.
@@ -25,9 +27,11 @@ func BenchmarkSharedPool(b *testing.B) {
 		name       string
 		schedulers int
 		ledger     bool
-	}{{"one", 1, false}, {"one-ledger", 1, true}, {"two-ledger", 2, true}} {
+		sameOrder  bool // every scheduler ledgerShard 0
+	}{{"one", 1, false, false}, {"one-ledger", 1, true, false}, {"two-ledger", 2, true, false},
+		{"two-ledger-same-order", 2, true, true}} {
 		b.Run(bc.name, func(b *testing.B) {
-			var rate float64
+			var rate, refused float64
 			for range b.N {
 				b.StopTimer()
 				c := startCluster(b)
@@ -40,10 +44,15 @@ func BenchmarkSharedPool(b *testing.B) {
 					}
 				}
 				var names []string
+				var running []*scheduler
 				for i := range bc.schedulers {
 					name := fmt.Sprintf("claimstore-%c", 'a'+i)
 					names = append(names, name)
-					config := c.sharedPoolConfig(b, name, endpoints)
+					shard := i
+					if bc.sameOrder {
+						shard = 0
+					}
+					config := c.sharedPoolConfig(b, name, shard, endpoints)
 					if !bc.ledger {
 						config = c.ownPoolConfig(b, name)
 					}
@@ -51,8 +60,8 @@ func BenchmarkSharedPool(b *testing.B) {
 					// default, which would be what is measured (and twice
 					// as many for two schedulers): as scheduler_perf does,
 					// the API server is the limit instead.
-					c.runScheduler(b, strings.Replace(config, "clientConnection:\n",
-						"clientConnection:\n  qps: 5000\n  burst: 5000\n", 1))
+					running = append(running, c.runScheduler(b, strings.Replace(config, "clientConnection:\n",
+						"clientConnection:\n  qps: 5000\n  burst: 5000\n", 1)))
 				}
 				c.createPodsFor(b, ctx, "warm", "warm", len(names), driver, names...)
 				c.podsSettled(b, ctx, "warm", len(names), 0)
@@ -64,8 +73,13 @@ func BenchmarkSharedPool(b *testing.B) {
 				took := time.Since(start)
 				b.StopTimer()
 				rate = float64(pods) / took.Seconds()
+				refused = 0
+				for _, s := range running {
+					refused += sum(s.metrics(b), "claimstore_ledger_refused_total")
+				}
 			}
 			b.ReportMetric(rate, "pods/s")
+			b.ReportMetric(refused, "refused/op")
 		})
 	}
 }
@@ -73,7 +87,11 @@ func BenchmarkSharedPool(b *testing.B) {
 // ownPoolConfig is sharedPoolConfig without the ledger: one scheduler
 // alone on its pools.
 func (c *cluster) ownPoolConfig(t testing.TB, name string) string {
-	return replaceLine(c.sharedPoolConfig(t, name, nil), "etcdEndpoints:", "")
+	config := c.sharedPoolConfig(t, name, 0, nil)
+	for _, arg := range []string{"etcdEndpoints:", "ledgerShard:", "ledgerShards:"} {
+		config = replaceLine(config, arg, "")
+	}
+	return config
 }
 
 // allBound waits (polling every 20 ms) until count pods of namespace are

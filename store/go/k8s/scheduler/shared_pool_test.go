@@ -15,9 +15,9 @@ import (
 )
 
 // sharedPoolConfig is examples/claimstore-scheduler-shared-pool.yaml for
-// the scheduler named name, with the test's kubeconfig, a directory of its
-// own and the ledger's etcd endpoints.
-func (c *cluster) sharedPoolConfig(t testing.TB, name string, endpoints []string) string {
+// the scheduler named name (ledgerShard shard), with the test's
+// kubeconfig, a directory of its own and the ledger's etcd endpoints.
+func (c *cluster) sharedPoolConfig(t testing.TB, name string, shard int, endpoints []string) string {
 	t.Helper()
 	example, err := os.ReadFile("examples/claimstore-scheduler-shared-pool.yaml")
 	if err != nil {
@@ -28,6 +28,7 @@ func (c *cluster) sharedPoolConfig(t testing.TB, name string, endpoints []string
 		"/var/lib/claimstore-scheduler-a", filepath.Join(t.TempDir(), name),
 		"claimstore-a", name,
 		"leaderElect: true", "leaderElect: false",
+		"ledgerShard: 0", fmt.Sprintf("ledgerShard: %d", shard),
 		"http://10.0.0.11:2379, http://10.0.0.12:2379, http://10.0.0.13:2379", strings.Join(endpoints, ", "),
 	).Replace(string(example))
 }
@@ -107,8 +108,9 @@ func boundBy(pods []v1.Pod) map[string]int {
 	return by
 }
 
-// Two claimstore-schedulers allocate from the same two pools (12 devices)
-// through a ledger on a 3-member etcd, one member killed between two
+// Two claimstore-schedulers allocate from the same two pools (12 devices),
+// looking for devices in the same order, through a ledger on a 3-member
+// etcd, one member killed between two
 // waves of pods: no device goes to two claims (from the API server's
 // claims), every pod is bound or unschedulable with the DRA reason, and
 // both schedulers bind pods. Then the same waves on pools of their own
@@ -123,8 +125,10 @@ func TestTwoSchedulersShareOnePool(t *testing.T) {
 	members := etcdtest.StartCluster(t, 3)
 	endpoints := []string{members[0].URL, members[1].URL, members[2].URL}
 	c.createDevices(t, ctx, nodes, devices)
-	a := c.runScheduler(t, c.sharedPoolConfig(t, "claimstore-a", endpoints))
-	b := c.runScheduler(t, c.sharedPoolConfig(t, "claimstore-b", endpoints))
+	// Both look for devices in the same order (one ledgerShard): the
+	// ledger alone keeps them apart.
+	a := c.runScheduler(t, c.sharedPoolConfig(t, "claimstore-a", 0, endpoints))
+	b := c.runScheduler(t, c.sharedPoolConfig(t, "claimstore-b", 0, endpoints))
 	names := []string{"claimstore-a", "claimstore-b"}
 	c.createPodsFor(t, ctx, "shared", "first", wave, driver, names...)
 	bound, _ := c.podsSettled(t, ctx, "shared", wave, 0)
