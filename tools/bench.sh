@@ -19,7 +19,8 @@
 #             after the other in one process, into bench/results/scheduler.txt (the
 #             whole log and scheduler_perf's JSON data items into
 #             build/release/scheduler-perf/), and a table of pods/s and peak heap per
-#             workload (scheduler.md); about 15 minutes
+#             workload (scheduler.md); then two claimstore-schedulers sharing
+#             a pool against one (scheduler-pool.txt); about 20 minutes
 #   default   10k, 100k and 1M claims, 3 repetitions (medians), and the peak
 #             memory and disk size of each backend at 1M claims
 # Databases are built once under $TMPDIR/claimstore-bench (or /tmp) and
@@ -77,6 +78,15 @@ if [ "$sched" -eq 1 ]; then
         }
       }' bench/results/scheduler.txt
   } | tee bench/results/scheduler.md
+  # Two claimstore-schedulers sharing a pool through the ledger against one
+  # (BenchmarkSharedPool: a cluster per run, Debian's etcd for the ledger),
+  # three runs each, into bench/results/scheduler-pool.txt.
+  (cd store/go/k8s/scheduler && PKG_CONFIG_PATH="$PWD/../../../../build/release/pkgconfig" GOFLAGS=-mod=readonly \
+     GOPROXY=off GOTOOLCHAIN=local GOCACHE="$PWD/../../../../build/release/go/cache" CLAIMSTORE_TEST_ETCD=/usr/bin/etcd \
+     go test -count=3 -timeout 30m -run '^$' -bench '^BenchmarkSharedPool$' -benchtime 1x .) > "$out/pool-log.txt" 2>&1 || rc=$?
+  { echo "# tools/bench.sh --scheduler on $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
+    grep -E 'pods/s|^(ok|FAIL|--- FAIL)' "$out/pool-log.txt" || true; } | tee bench/results/scheduler-pool.txt
+  if [ "$rc" -ne 0 ]; then echo "tools/bench.sh: a scheduler benchmark failed (rc ${rc}); logs in ${out}" >&2; fi
   exit "$rc"
 fi
 if [ "$go" -eq 1 ]; then
