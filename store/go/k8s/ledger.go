@@ -233,7 +233,12 @@ func (t *Tracker) queueLedgerWork(key types.NamespacedName, w ledgerWork) {
 
 // ledgerWorker does the queued ledger work until ctx is done.
 func (t *Tracker) ledgerWorker(ctx context.Context) {
-	tick := time.NewTicker(ledgerWorkAge / 2)
+	every(ctx, ledgerWorkAge/2, func() { t.doLedgerWork(ledgerWorkAge) })
+}
+
+// every calls f every interval until ctx is done.
+func every(ctx context.Context, interval time.Duration, f func()) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
@@ -241,7 +246,7 @@ func (t *Tracker) ledgerWorker(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		t.doLedgerWork(ledgerWorkAge)
+		f()
 	}
 }
 
@@ -391,16 +396,7 @@ func (t *Tracker) ledgerEntryOf(rec *claimstore.Claim) *ledgerEntry {
 // cycle: after must be longer than the longest a pod waits in Permit.)
 // An entry of a claim the API server no longer has is taken out too.
 func (t *Tracker) reapLedger(ctx context.Context, client kubernetes.Interface, after, interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		t.reapOnce(ctx, client, after)
-	}
+	every(ctx, interval, func() { t.reapOnce(ctx, client, after) })
 }
 
 func (t *Tracker) reapOnce(ctx context.Context, client kubernetes.Interface, after time.Duration) {

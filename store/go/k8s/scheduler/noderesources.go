@@ -1,9 +1,7 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -77,18 +75,8 @@ func NewBalancedAllocation(ctx context.Context, obj runtime.Object, fh fwk.Handl
 // the defaults) strictly into versioned (kubescheduler.config.k8s.io/v1),
 // defaults them as kube-scheduler does and converts them to out.
 func decodeUpstreamArgs(name string, obj runtime.Object, versioned, out runtime.Object) error {
-	switch o := obj.(type) {
-	case nil:
-	case *runtime.Unknown:
-		if len(o.Raw) > 0 {
-			d := json.NewDecoder(bytes.NewReader(o.Raw))
-			d.DisallowUnknownFields()
-			if err := d.Decode(versioned); err != nil {
-				return fmt.Errorf("pluginConfig %s: args: %w", name, err)
-			}
-		}
-	default:
-		return fmt.Errorf("pluginConfig %s: args of type %T, want the plugin's own (runtime.Unknown)", name, obj)
+	if err := decodeStrict(name, obj, versioned); err != nil {
+		return err
 	}
 	scheme.Scheme.Default(versioned)
 	if err := scheme.Scheme.Convert(versioned, out, nil); err != nil {

@@ -196,18 +196,8 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 // typo) is an error naming it, as kube-scheduler's own args are.
 func decodeArgs(obj runtime.Object) (*Args, error) {
 	args := &Args{}
-	switch o := obj.(type) {
-	case nil:
-	case *runtime.Unknown:
-		if len(o.Raw) > 0 {
-			d := json.NewDecoder(bytes.NewReader(o.Raw))
-			d.DisallowUnknownFields()
-			if err := d.Decode(args); err != nil {
-				return nil, fmt.Errorf("pluginConfig %s: args: %w", Name, err)
-			}
-		}
-	default:
-		return nil, fmt.Errorf("pluginConfig %s: args of type %T, want the plugin's own (runtime.Unknown)", Name, obj)
+	if err := decodeStrict(Name, obj, args); err != nil {
+		return nil, err
 	}
 	if args.Directory == "" {
 		return nil, fmt.Errorf("pluginConfig %s: args.directory: required (where the store keeps its database)", Name)
@@ -221,6 +211,25 @@ func decodeArgs(obj runtime.Object) (*Args, error) {
 		return nil, fmt.Errorf("pluginConfig %s: args.ledgerReapAfter: %v: must be positive", Name, args.LedgerReapAfter.Duration)
 	}
 	return args, nil
+}
+
+// decodeStrict decodes plugin name's pluginConfig args (raw JSON from the
+// configuration file; nil: none) into args, refusing unknown fields.
+func decodeStrict(name string, obj runtime.Object, args any) error {
+	switch o := obj.(type) {
+	case nil:
+	case *runtime.Unknown:
+		if len(o.Raw) > 0 {
+			d := json.NewDecoder(bytes.NewReader(o.Raw))
+			d.DisallowUnknownFields()
+			if err := d.Decode(args); err != nil {
+				return fmt.Errorf("pluginConfig %s: args: %w", name, err)
+			}
+		}
+	default:
+		return fmt.Errorf("pluginConfig %s: args of type %T, want the plugin's own (runtime.Unknown)", name, obj)
+	}
+	return nil
 }
 
 // handle is the framework's Handle with claimstore's SharedDRAManager.
