@@ -59,9 +59,12 @@ func (t *Tracker) LearnHolders(err error) error {
 			continue // gone meanwhile
 		}
 		if e := t.ledgerEntryOf(rec); e != nil {
+			k := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
 			t.mu.Lock()
-			if old := t.elsewhere[types.NamespacedName{Namespace: key.Namespace, Name: key.Name}]; old == nil || old.modRevision < e.modRevision {
-				t.elsewhere[types.NamespacedName{Namespace: key.Namespace, Name: key.Name}] = e
+			// Only what the watch has not brought yet: an entry it
+			// brought and then deleted must not come back.
+			if old := t.elsewhere[k]; e.modRevision > t.ledgerApplied && (old == nil || old.modRevision < e.modRevision) {
+				t.elsewhere[k] = e
 				t.changes++
 			}
 			t.mu.Unlock()
@@ -83,6 +86,12 @@ type ledgerEntry struct {
 // allocation is held in the ledger by another claim: another scheduler
 // allocated it first.
 var ErrHeldInLedger = errors.New("a device of the allocation is held in the ledger by another claim")
+
+// ErrClaimHeldInLedger is returned (wrapped, with ErrHeldInLedger) when the
+// ledger holds the claim itself with other devices: another scheduler is
+// allocating the same claim (pods of both share it), or the cluster has
+// not given up an earlier allocation of it yet.
+var ErrClaimHeldInLedger = errors.New("the claim is held in the ledger with other devices")
 
 // reserveInLedger writes claim (allocated, about to be written to the API
 // server) to the ledger and returns the entry's mod revision: the entry is
@@ -123,7 +132,7 @@ func (t *Tracker) tryReserveInLedger(claim *resourcev1.ResourceClaim) (uint64, e
 		if c.UID == claim.UID && sameHoldings(holdingsOf(c, t.consumable), holdingsOf(claim, t.consumable)) {
 			return 0, nil
 		}
-		return 0, fmt.Errorf("claim %s/%s: %w: %w", claim.Namespace, claim.Name, ErrHeldInLedger, &claimstore.ConflictError{
+		return 0, fmt.Errorf("claim %s/%s: %w: %w: %w", claim.Namespace, claim.Name, ErrHeldInLedger, ErrClaimHeldInLedger, &claimstore.ConflictError{
 			Message: fmt.Sprintf("the ledger holds claim %s/%s (uid %s, resourceVersion %s) with other devices: being allocated by another scheduler, or an allocation the cluster has not given up yet",
 				claim.Namespace, claim.Name, c.UID, c.ResourceVersion),
 			Holders: []claimstore.Key{key}})
@@ -266,7 +275,10 @@ func (t *Tracker) doLedgerWork(age time.Duration) {
 		return
 	}
 	if err := t.ledger.Refresh(); err != nil {
-		t.logger.Error(err, "claimstore tracker: the ledger's mirror did not catch up; its work waits")
+		if !t.ledgerWorkFailing {
+			t.logger.Error(err, "claimstore tracker: the ledger's mirror does not catch up with etcd; its work waits")
+		}
+		t.ledgerWorkFailing = true
 		t.mu.Lock()
 		for key, w := range due {
 			if _, newer := t.ledgerQueue[key]; !newer {
@@ -276,6 +288,7 @@ func (t *Tracker) doLedgerWork(age time.Duration) {
 		t.mu.Unlock()
 		return
 	}
+	t.ledgerWorkFailing = false
 	for key, w := range due {
 		if w.release {
 			t.releaseInLedger(key, w.uid, w.below, 0)
@@ -337,6 +350,7 @@ func (t *Tracker) followLedgerOnce(ctx context.Context) error {
 		}
 	}
 	t.mu.Lock()
+	t.ledgerApplied = page.Revision
 	for key, e := range entries {
 		if old := t.elsewhere[key]; old != nil && old.modRevision == e.modRevision {
 			e.since = old.since // listed again: as old as before
@@ -362,6 +376,7 @@ func (t *Tracker) followLedgerOnce(ctx context.Context) error {
 			e = t.ledgerEntryOf(ev.Claim)
 		}
 		t.mu.Lock()
+		t.ledgerApplied = max(t.ledgerApplied, ev.Revision)
 		// LearnHolders may have put a newer version already.
 		if old := t.elsewhere[key]; old == nil || old.modRevision <= ev.Revision {
 			if e == nil {

@@ -174,8 +174,9 @@ func TestLedgerSharesDevicesBetweenSchedulers(t *testing.T) {
 	if err := a.SignalClaimPendingAllocation("uid-s", allocated(s, "30", dev{device: "dev-2"})); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SignalClaimPendingAllocation("uid-s", allocated(s, "30", dev{device: "dev-3"})); !errors.Is(err, ErrHeldInLedger) {
-		t.Fatalf("B's reservation of s with other devices: %v, want ErrHeldInLedger", err)
+	if err := b.SignalClaimPendingAllocation("uid-s", allocated(s, "30", dev{device: "dev-3"})); !errors.Is(err, ErrHeldInLedger) ||
+		!errors.Is(err, ErrClaimHeldInLedger) {
+		t.Fatalf("B's reservation of s with other devices: %v, want ErrHeldInLedger and ErrClaimHeldInLedger", err)
 	}
 	if err := b.SignalClaimPendingAllocation("uid-s", allocated(s, "30", dev{device: "dev-2"})); err != nil {
 		t.Fatal(err)
@@ -249,3 +250,47 @@ func TestLedgerReapsReservationsNoSchedulerWrote(t *testing.T) {
 		t.Fatalf("LedgerReaped %d, want 1", st.LedgerReaped)
 	}
 }
+
+// LearnHolders counts the holder a refusal names at once, but never an
+// entry older than what the ledger's watch has applied (which may have
+// deleted it since).
+func TestLearnHolders(t *testing.T) {
+	etcd := etcdtest.Start(t, nil)
+	a, _ := ledgerTracker(t, etcd.URL)
+	b, _ := ledgerTracker(t, etcd.URL)
+	x, y := pendingClaim("x", claimUID, "10"), pendingClaim("y", otherClaimUID, "11")
+	for _, tr := range []*Tracker{a, b} {
+		tr.OnAdd(x)
+		tr.OnAdd(y)
+	}
+	if err := a.SignalClaimPendingAllocation(claimUID, allocated(x, "10", dev{device: "dev-0"})); err != nil {
+		t.Fatal(err)
+	}
+	refusal := b.SignalClaimPendingAllocation(otherClaimUID, allocated(y, "11", dev{device: "dev-0"}))
+	if !errors.Is(refusal, ErrHeldInLedger) || errors.Is(refusal, ErrClaimHeldInLedger) {
+		t.Fatalf("%v, want ErrHeldInLedger for another claim's device", refusal)
+	}
+	// The watch has brought A's entry: nothing more comes meanwhile.
+	waitUntil(t, "B counts A's reservation", func() bool { return slices.Equal(devicesOf(t, b), []string{"dev-0"}) })
+	learn := func(applied uint64) []string {
+		b.mu.Lock()
+		b.elsewhere = map[types.NamespacedName]*ledgerEntry{}
+		b.ledgerApplied = applied
+		b.changes++
+		b.mu.Unlock()
+		if err := b.LearnHolders(refusal); err != nil {
+			t.Fatal(err)
+		}
+		return devicesOf(t, b)
+	}
+	if got := learn(0); !slices.Equal(got, []string{"dev-0"}) {
+		t.Fatalf("after LearnHolders: %v, want dev-0 counted", got)
+	}
+	if got := learn(1 << 62); len(got) != 0 {
+		t.Fatalf("LearnHolders put back an entry the watch is past: %v", got)
+	}
+	if err := b.LearnHolders(errors.New("not a conflict")); err != nil {
+		t.Fatal(err)
+	}
+}
+

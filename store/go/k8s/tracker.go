@@ -147,15 +147,19 @@ type Tracker struct {
 	seen     uint64 // the last watch position applied
 
 	// ledger (TrackerOptions.Ledger) and what its watch shows it holds.
-	ledger          *claimstore.Store
-	elsewhere       map[types.NamespacedName]*ledgerEntry
-	ledgerQueue     map[types.NamespacedName]ledgerWork
-	ledgerRefused   uint64
-	ledgerConflicts uint64
-	ledgerReaped    uint64
-	reapAfter       time.Duration
-	ledgerSynced    atomic.Bool
-	client          kubernetes.Interface // Run's, to confirm a release
+	ledger        *claimstore.Store
+	elsewhere     map[types.NamespacedName]*ledgerEntry
+	ledgerQueue   map[types.NamespacedName]ledgerWork
+	ledgerApplied uint64 // the ledger revision elsewhere reflects (its watch)
+	// ledgerWorkFailing: the worker's last Refresh failed (logged once).
+	// Only the worker's goroutine uses it.
+	ledgerWorkFailing bool
+	ledgerRefused     uint64
+	ledgerConflicts   uint64
+	ledgerReaped      uint64
+	reapAfter         time.Duration
+	ledgerSynced      atomic.Bool
+	client            kubernetes.Interface // Run's, to confirm a release
 
 	synced atomic.Bool // Run has loaded or listed the claims
 }

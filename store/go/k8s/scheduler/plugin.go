@@ -117,27 +117,35 @@ const reserveAttempts = 3
 
 // Reserve is upstream's, but when the ledger refuses a device (another
 // scheduler reserved it since this cycle's PreFilter), the pod is not
-// sent back to the queue's backoff (a second or more): what was reserved
-// is undone, the holder is counted, and the allocation on the same node
-// is made again (upstream's PreFilter and Filter for that node), up to
-// reserveAttempts times; a node with nothing left is Unschedulable as
-// upstream's Filter says.
+// sent back to the queue's backoff (a second or more) at once: the
+// holder is counted, what was reserved is undone, and the allocation on
+// the same node is made again (upstream's PreFilter and Filter for that
+// node), up to reserveAttempts times. When that node has nothing left, or
+// the claim itself is held in the ledger (another scheduler reserves the
+// same claim), or in a pod group's cycle (whose shared reservations one
+// pod must not undo), the ledger's error is returned, as without the retry:
+// the pod is tried again on every node after its backoff.
 func (p plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	st := p.DynamicResources.Reserve(ctx, cs, pod, nodeName)
-	for attempt := 1; attempt < reserveAttempts && st != nil && errors.Is(st.AsError(), k8s.ErrHeldInLedger); attempt++ {
-		p.DynamicResources.Unreserve(ctx, cs, pod, nodeName)
-		if err := p.s.tracker.LearnHolders(st.AsError()); err != nil {
-			return st
-		}
+	for attempt := 1; attempt < reserveAttempts && st != nil && errors.Is(st.AsError(), k8s.ErrHeldInLedger) &&
+		!errors.Is(st.AsError(), k8s.ErrClaimHeldInLedger) && cs.GetPodGroupSchedulingCycle() == nil; attempt++ {
 		nodeInfo, err := p.fh.SnapshotSharedLister().NodeInfos().Get(nodeName)
 		if err != nil {
 			return st
 		}
-		if _, pst := p.DynamicResources.PreFilter(ctx, cs, pod, []fwk.NodeInfo{nodeInfo}); !pst.IsSuccess() {
-			return pst
+		if err := p.s.tracker.LearnHolders(st.AsError()); err != nil {
+			return st
 		}
-		if fst := p.DynamicResources.Filter(ctx, cs, pod, nodeInfo); !fst.IsSuccess() {
-			return fst
+		p.DynamicResources.Unreserve(ctx, cs, pod, nodeName)
+		_, fits := p.DynamicResources.PreFilter(ctx, cs, pod, []fwk.NodeInfo{nodeInfo})
+		if fits.IsSuccess() {
+			fits = p.DynamicResources.Filter(ctx, cs, pod, nodeInfo)
+		}
+		if !fits.IsSuccess() {
+			// Undone already: kube-scheduler's Unreserve after this
+			// failure must find nothing to undo a second time.
+			cs.Delete(dynamicresources.Name)
+			return st
 		}
 		klog.FromContext(ctx).V(4).Info("claimstore ledger: a device was reserved by another scheduler; allocating again on the node",
 			"pod", klog.KObj(pod), "node", nodeName, "attempt", attempt+1)
