@@ -293,4 +293,3 @@ func TestLearnHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
