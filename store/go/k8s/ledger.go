@@ -29,10 +29,13 @@ import (
 //
 //   - SignalClaimPendingAllocation (the scheduler's Reserve) writes the
 //     allocated claim to the ledger first; a device another claim holds
-//     there is ErrConflict, and Reserve fails (the pod is tried again);
+//     there is ErrHeldInLedger, and Reserve fails (claimstore-scheduler's
+//     plugin counts the holder, LearnHolders, and allocates again);
 //   - MaybeRemoveClaimPendingAllocation after a failed binding takes the
-//     entry out again, unless the claim in effect is allocated (the API
-//     server has the allocation); after a successful one it stays;
+//     entry out again, unless the claim in effect is allocated or the API
+//     server, asked, has the allocation; after a successful one it stays;
+//   - an entry is never replaced; one whose scheduler died before its API
+//     write is reaped after LedgerReapAfter;
 //   - a claim the cluster has allocated is written to the ledger when the
 //     ledger lacks it (allocations made before, or by another scheduler);
 //     a claim the cluster deallocates or deletes is taken out;
