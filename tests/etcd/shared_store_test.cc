@@ -3,6 +3,7 @@
 // schedulers on separate machines would, and exactly one wins each race.
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testutil/etcd_cluster.h"
+#include "testutil/shared_store_fixture.h"
 #include "testutil/store_test_util.h"
 #include "testutil/test_util.h"
 
@@ -34,74 +36,21 @@ using ::claimstore::testing::ClaimJson;
 using ::claimstore::testing::EtcdCluster;
 using ::claimstore::testing::EtcdTls;
 using ::claimstore::testing::Exclusive;
+using ::claimstore::testing::FollowError;
 using ::claimstore::testing::IsOk;
+using ::claimstore::testing::Key;
 using ::claimstore::testing::MakeTestTls;
 using ::claimstore::testing::Of;
 using ::claimstore::testing::Pod;
 using ::claimstore::testing::RaceThreads;
 using ::claimstore::testing::ScopedTempDir;
 using ::claimstore::testing::Share;
+using ::claimstore::testing::SharedStoreTest;
 using ::claimstore::testing::StatusIs;
 using ::claimstore::testing::TestCluster;
 using ::testing::HasSubstr;
 
 constexpr char kDriver[] = "gpu.example.com";
-
-ClaimKey Key(const std::string& name) { return ClaimKey{"ns", name}; }
-
-// Why a mirror does not follow etcd, as its Stats say.
-std::string FollowError(const Store& store) {
-  absl::StatusOr<StoreStats> stats = store.Stats();
-  if (!stats.ok()) return std::string(stats.status().message());
-  return stats->etcd_following ? "it follows etcd" : stats->etcd_error;
-}
-
-// Several stores ("machines"), each with a mirror of its own, sharing one
-// etcd prefix (unique to the test).
-class SharedStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    static int counter = 0;
-    prefix_ = absl::StrCat("/test-", getpid(), "-", ++counter, "/");
-  }
-  Options SharedOptions() const {
-    return testing::SharedOptions(TestCluster().Endpoints(), prefix_);
-  }
-  std::string MirrorPath(int i) const { return absl::StrCat(dir_.path(), "/mirror-", i); }
-  // A bare etcd client of the test cluster (to compact it, or to write
-  // what no store would).
-  static std::unique_ptr<internal::EtcdClient> BareEtcd() {
-    internal::EtcdOptions eo;
-    eo.endpoints = TestCluster().Endpoints();
-    absl::StatusOr<std::unique_ptr<internal::EtcdClient>> etcd = internal::EtcdClient::Connect(eo);
-    EXPECT_THAT(etcd.status(), IsOk());
-    return etcd.ok() ? *std::move(etcd) : nullptr;
-  }
-  std::unique_ptr<Store> OpenMirror(int i) {
-    absl::StatusOr<std::unique_ptr<Store>> s = Store::Open(MirrorPath(i), SharedOptions());
-    EXPECT_THAT(s.status(), IsOk());
-    return s.ok() ? *std::move(s) : nullptr;
-  }
-  // The claims of a store as (key, mod revision, JSON), in key order.
-  static std::vector<std::string> Contents(Store& store) {
-    std::vector<std::string> out;
-    ListOptions list;
-    while (true) {
-      absl::StatusOr<ListPage> page = store.List(list);
-      EXPECT_THAT(page.status(), IsOk());
-      if (!page.ok()) return out;
-      for (const ClaimRecord& r : page->records) {
-        out.push_back(absl::StrCat(r.claim_namespace(), "/", r.name(), "@", r.create_revision(),
-                                   "/", r.mod_revision(), "/", r.version(), " ", EncodeClaim(r)));
-      }
-      if (page->continue_token.empty()) return out;
-      list.continue_token = page->continue_token;
-    }
-  }
-
-  ScopedTempDir dir_;
-  std::string prefix_;
-};
 
 TEST_F(SharedStoreTest, WritesAreReadBackAtOnceAndSeenByOtherMirrors) {
   auto a = OpenMirror(0);
@@ -336,8 +285,6 @@ TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
   ASSERT_TRUE(a);
   EXPECT_THAT(a->PutAll({ClaimJson("ns", "x")}).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, "PutAll is not supported"));
-  EXPECT_THAT(a->StartBulkLoad().status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition, "bulk load"));
   // A mirror follows one cluster and prefix; a local store is no mirror.
   a.reset();
   Options other = SharedOptions();
@@ -807,9 +754,28 @@ TEST_F(SharedStoreTest, TheToolTakesEtcdEndpoints) {
   ASSERT_EQ(tool("get ns/c1 -o jsonpath={.status.reservedFor[0].uid}"), 0)
       << testing::ReadFile(err);
   EXPECT_EQ(testing::ReadFile(out), "uid-web-0");
-  // What the mode does not take, the tool reports (and exits non-zero).
-  EXPECT_NE(tool("restore " + testing::K8sPath("fixtures/ResourceClaim.roundtrip.json")), 0);
-  EXPECT_THAT(testing::ReadFile(err), HasSubstr("not supported in the shared mode"));
+  // A restore through etcd: refused input names the file, item and field
+  // and changes nothing; a good one replaces what etcd holds, for every
+  // mirror.
+  EXPECT_NE(tool("restore --replace " + testing::K8sPath("fixtures/ResourceClaim.roundtrip.json")),
+            0);
+  EXPECT_THAT(testing::ReadFile(err),
+              HasSubstr("ResourceClaim.roundtrip.json: document 0 (namespaceValue/nameValue): "
+                        "status.devices[0].pool: Invalid value"));
+  ASSERT_THAT(a->Refresh(), IsOk());
+  EXPECT_THAT(a->Get(Key("c1")).status(), IsOk());
+  const std::string input = dir_.path() + "/claims.json";
+  {
+    std::ofstream f(input);
+    f << "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":["
+      << EncodeClaim(ClaimJson("ns", "r1")) << "," << EncodeClaim(ClaimJson("ns", "r2")) << "]}";
+  }
+  ASSERT_EQ(tool("restore --replace " + input), 0) << testing::ReadFile(err);
+  EXPECT_THAT(testing::ReadFile(out), HasSubstr("restored 2 claim(s) from 2 item(s)"));
+  EXPECT_THAT(testing::ReadFile(out), HasSubstr("0 replaced, 1 deleted"));
+  ASSERT_THAT(a->Refresh(), IsOk());
+  EXPECT_THAT(a->Get(Key("c1")).status(), StatusIs(absl::StatusCode::kNotFound, "c1"));
+  EXPECT_THAT(a->Get(Key("r2")).status(), IsOk());
 }
 
 // Last in the binary: it stops two members.

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
 #include "claimstore/validation.h"
@@ -71,6 +72,9 @@ Options Context::WithShared(Options base) const {
   base.etcd_ca_file = etcd_cacert_flag;
   base.etcd_cert_file = etcd_cert_flag;
   base.etcd_key_file = etcd_key_flag;
+  if (absl::Duration d; !etcd_timeout_flag.empty() && absl::ParseDuration(etcd_timeout_flag, &d)) {
+    base.etcd_timeout = d;  // (checked by the flag)
+  }
   // The mirror is written by this process: not read-only, and created
   // when missing.
   base.read_only = false;

@@ -38,6 +38,7 @@ struct Context {
   std::string etcd_flag;
   std::string etcd_prefix_flag;
   std::string etcd_cacert_flag, etcd_cert_flag, etcd_key_flag;
+  std::string etcd_timeout_flag;  // --etcd-timeout, a Go duration ("5s")
   int exit_code = 0;
   // The database: --db, else $CLAIMSTORE_DB, else ./claimstore.db.
   std::string DbPath() const;

@@ -12,6 +12,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "cli_core.h"
 #include "commands.h"
 
@@ -24,7 +25,8 @@ constexpr char kUsage[] =
     "       claimstore COMMAND [ARGS...] --etcd URL[,URL...] [--etcd-prefix P] [--db DIR]\n"
     "                          the shared mode: etcd holds the claims, --db is this machine's "
     "mirror\n"
-    "                          (TLS: https:// URLs, --etcd-cacert F [--etcd-cert F --etcd-key F])\n"
+    "                          (TLS: https:// URLs, --etcd-cacert F [--etcd-cert F --etcd-key F];\n"
+    "                          --etcd-timeout D: one request's deadline, default 5s)\n"
     "Commands:\n"
     "  restore [FILE...|-]     load claims (any form), all-or-nothing; creates the database\n"
     "  dump [-o json|jsonl|yaml]\n"
@@ -81,6 +83,16 @@ int Main(int argc, char** argv) {
                  "TLS: this client's certificate (PEM), as etcdctl's --cert");
   app.add_option("--etcd-key", context.etcd_key_flag,
                  "TLS: this client's key (PEM), as etcdctl's --key");
+  app.add_option("--etcd-timeout", context.etcd_timeout_flag,
+                 "the deadline of one etcd request, fail-over included (default 5s); a restore "
+                 "through etcd that keeps the stored claims holds writes for six times it, "
+                 "renewed while it runs")
+      ->check([](const std::string& v) -> std::string {
+        absl::Duration d;
+        if (absl::ParseDuration(v, &d) && d > absl::ZeroDuration() && d <= absl::Hours(24))
+          return "";
+        return "a duration above 0 and at most 24h, as 5s or 500ms";
+      });
   // Global flags anywhere, before or after the command, as kubectl takes them.
   app.fallthrough();
   AddRestoreCommand(app, context);

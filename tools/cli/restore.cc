@@ -357,7 +357,9 @@ void PrintWhereClaimsStood(const absl::Status& error, const std::vector<std::str
 // exist, an empty one in a temporary directory (removed by *scratch).
 absl::StatusOr<std::unique_ptr<Store>> OpenTarget(const Context& context, bool dry_run,
                                                   std::unique_ptr<ScratchDir>* scratch) {
-  if (!dry_run) return OpenForWriting(context, /*create=*/true);  // the one command that creates
+  // (A dry run through etcd checks against etcd's claims: the mirror's.)
+  const bool shared = !context.WithShared({}).etcd_endpoints.empty();
+  if (!dry_run || shared) return OpenForWriting(context, /*create=*/true);  // the one that creates
   // (The indexes are read only if the check needs them.)
   absl::StatusOr<std::unique_ptr<Store>> store =
       Store::Open(context.DbPath(), {.create_if_missing = false, .defer_index_load = true});

@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -72,12 +73,14 @@ bool UnescapeComponent(absl::string_view s, std::string* out) {
   return true;
 }
 
-EtcdLayout::EtcdLayout(absl::string_view prefix) : prefix_(prefix) {
+EtcdLayout::EtcdLayout(absl::string_view prefix, absl::string_view generation)
+    : prefix_(prefix), generation_(generation) {
   if (prefix_.empty() || prefix_.back() != '/') prefix_.push_back('/');
+  root_ = generation_.empty() ? prefix_ : absl::StrCat(prefix_, "gen/", generation_, "/");
 }
 
 std::string EtcdLayout::Claim(const ClaimKey& key) const {
-  return absl::StrCat(prefix_, "claims/", EscapeComponent(key.claim_namespace), "/",
+  return absl::StrCat(root_, "claims/", EscapeComponent(key.claim_namespace), "/",
                       EscapeComponent(key.name));
 }
 
@@ -92,7 +95,7 @@ bool EtcdLayout::ParseClaim(absl::string_view key, ClaimKey* out) const {
 
 std::string EtcdLayout::Device(absl::string_view driver, absl::string_view pool,
                                absl::string_view device) const {
-  return absl::StrCat(prefix_, "devices/", EscapeComponent(driver), "/", EscapeComponent(pool), "/",
+  return absl::StrCat(root_, "devices/", EscapeComponent(driver), "/", EscapeComponent(pool), "/",
                       EscapeComponent(device), "/");
 }
 
@@ -104,6 +107,25 @@ std::string EtcdLayout::Exclusive(absl::string_view driver, absl::string_view po
 std::string EtcdLayout::Shares(absl::string_view driver, absl::string_view pool,
                                absl::string_view device) const {
   return Device(driver, pool, device) + "shares";
+}
+
+std::string GenerationValue::Encode() const {
+  return absl::StrCat("csg1 ", name.empty() ? "-" : name, " ", frozen_until_ms);
+}
+
+absl::StatusOr<GenerationValue> GenerationValue::Decode(absl::string_view value) {
+  std::vector<absl::string_view> parts = absl::StrSplit(value, ' ');
+  GenerationValue out;
+  if (parts.size() != 3 || parts[0] != "csg1" || parts[1].empty() ||
+      !absl::SimpleAtoi(parts[2], &out.frozen_until_ms) ||
+      (parts[1] != "-" && !std::all_of(parts[1].begin(), parts[1].end(), [](char c) {
+         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+       }))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a claimstore generation value: \"", absl::CEscape(value), "\""));
+  }
+  if (parts[1] != "-") out.name = std::string(parts[1]);
+  return out;
 }
 
 std::string EncodeClaimValue(absl::string_view token, absl::string_view record) {

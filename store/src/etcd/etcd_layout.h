@@ -27,14 +27,34 @@ std::string EscapeComponent(absl::string_view s);
 // The inverse; false for text EscapeComponent does not produce.
 bool UnescapeComponent(absl::string_view s, std::string* out);
 
+// The claims live in a generation: the first ("", the layout of every
+// store before restores through etcd) right under the prefix, every later
+// one under PREFIX/gen/NAME/. PREFIX/current names the generation readers
+// and writers use (absent: ""); a restore stages a new generation and
+// switches to it in one Txn (shared_restore.cc).
 class EtcdLayout {
  public:
-  // `prefix` as given, with a '/' added when it does not end with one.
-  explicit EtcdLayout(absl::string_view prefix);
+  // `prefix` as given, with a '/' added when it does not end with one;
+  // `generation` "" or a name of [0-9a-f].
+  explicit EtcdLayout(absl::string_view prefix, absl::string_view generation = "");
 
+  // The store's prefix (every key below it), and the generation's root.
   const std::string& prefix() const { return prefix_; }
-  // The prefix of every claim key, and of every key of this layout.
-  std::string ClaimsPrefix() const { return prefix_ + "claims/"; }
+  const std::string& generation() const { return generation_; }
+  const std::string& root() const { return root_; }
+  // The key naming the current generation (GenerationValue).
+  std::string CurrentKey() const { return prefix_ + "current"; }
+  // Every generation but "" has a key here from before its first claim is
+  // staged until it is removed (a restore removes every generation but
+  // the current one and its own).
+  std::string GenerationsPrefix() const { return prefix_ + "generations/"; }
+  std::string GenerationKey(absl::string_view generation) const {
+    return GenerationsPrefix() + std::string(generation);
+  }
+  // The prefix of every claim key of the generation.
+  std::string ClaimsPrefix() const { return root_ + "claims/"; }
+  // The prefix of every holding key of the generation.
+  std::string DevicesPrefix() const { return root_ + "devices/"; }
   std::string Claim(const ClaimKey& key) const;
   // The claim a claim key names; false for another key.
   bool ParseClaim(absl::string_view key, ClaimKey* out) const;
@@ -46,7 +66,18 @@ class EtcdLayout {
  private:
   std::string Device(absl::string_view driver, absl::string_view pool,
                      absl::string_view device) const;
-  std::string prefix_;
+  std::string prefix_, generation_, root_;
+};
+
+// PREFIX/current's value: the generation, and while a restore that keeps
+// the stored claims holds writes, until when (Unix milliseconds; a writer
+// that sees it passed takes the hold away: the restorer died).
+struct GenerationValue {
+  std::string name;
+  int64_t frozen_until_ms = 0;  // 0: writes go on
+  std::string Encode() const;
+  // InvalidArgument naming what is wrong.
+  static absl::StatusOr<GenerationValue> Decode(absl::string_view value);
 };
 
 // A claim's value: a 4-byte magic ("csr1"), the write token's length (1

@@ -36,13 +36,17 @@ constexpr int64_t kListPage = 1000;
 
 // --- Opening and closing --------------------------------------------------------
 
-SharedStore::SharedStore(std::unique_ptr<Store> mirror, std::unique_ptr<EtcdClient> etcd,
-                         const Options& options)
-    : options_(options),
-      layout_(options.etcd_prefix),
+SharedStore::SharedStore(absl::string_view path, std::unique_ptr<Store> mirror,
+                         std::unique_ptr<EtcdClient> etcd, const Options& options,
+                         const Options& mirror_options)
+    : path_(path),
+      options_(options),
+      mirror_options_(mirror_options),
+      base_(options.etcd_prefix),
       mirror_store_(std::move(mirror)),
       mirror_impl_(static_cast<StoreImpl*>(mirror_store_.get())),
-      etcd_(std::move(etcd)) {}
+      etcd_(std::move(etcd)),
+      generation_(std::make_shared<const Generation>(Generation{base_, 0})) {}
 
 absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
                                                          const Options& options) {
@@ -70,19 +74,32 @@ absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
   local.etcd_endpoints.clear();
   local.feed_history_revisions = 0;  // the change feed is etcd's (shared_watcher.h)
   CS_ASSIGN_OR_RETURN(std::unique_ptr<Store> mirror, OpenStoreWithEnv(path, local, nullptr));
-  std::unique_ptr<SharedStore> store(new SharedStore(std::move(mirror), std::move(etcd), options));
+  std::unique_ptr<SharedStore> store(
+      new SharedStore(path, std::move(mirror), std::move(etcd), options, local));
 
   etcdserverpb::RangeRequest probe;
-  probe.set_key(store->layout_.ClaimsPrefix());
-  probe.set_range_end(PrefixRangeEnd(store->layout_.ClaimsPrefix()));
-  probe.set_count_only(true);
+  probe.set_key(store->base_.CurrentKey());
   CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse head, store->etcd_->Range(probe));
   CS_RETURN_IF_ERROR(store->CheckIdentity(head.header().cluster_id()));
+  const uint64_t resumed = store->mirror()->CommittedRevision();
   {
     MutexLock lock(&store->mu_);
-    store->applied_ = store->mirror()->CommittedRevision();
+    store->applied_ = resumed;
   }
-  if (store->mirror()->CommittedRevision() == 0) CS_RETURN_IF_ERROR(store->Relist());
+  // A mirror resumes in the generation it held (a later switch comes with
+  // the watch), unless etcd compacted past it.
+  absl::StatusOr<std::shared_ptr<const Generation>> held;
+  if (resumed != 0) {
+    int64_t at = 0;
+    held = store->GenerationAt(static_cast<int64_t>(resumed), &at);
+    if (!held.ok() && !absl::IsOutOfRange(held.status())) return held.status();
+  }
+  if (held.ok() && *held != nullptr) {
+    MutexLock lock(&store->mu_);
+    store->generation_ = *std::move(held);
+  } else {
+    CS_RETURN_IF_ERROR(store->Relist());
+  }
   store->follower_ = std::thread([s = store.get()] { s->Follow(); });
   CS_RETURN_IF_ERROR(store->Sync());
   return store;
@@ -98,9 +115,67 @@ SharedStore::~SharedStore() {
   if (follower_.joinable()) follower_.join();
 }
 
+std::shared_ptr<const SharedStore::Generation> SharedStore::CurrentGeneration() const {
+  MutexLock lock(&mu_);
+  return generation_;
+}
+
+absl::StatusOr<std::shared_ptr<const SharedStore::Generation>> SharedStore::GenerationOf(
+    const etcdserverpb::RangeResponse& current) const {
+  if (current.kvs_size() == 0) return std::make_shared<const Generation>(Generation{base_, 0});
+  absl::StatusOr<GenerationValue> v = GenerationValue::Decode(current.kvs(0).value());
+  if (!v.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("etcd key ", base_.CurrentKey(), ": ", v.status().message()));
+  }
+  return std::make_shared<const Generation>(Generation{
+      EtcdLayout(base_.prefix(), v->name), current.kvs(0).mod_revision(), v->frozen_until_ms});
+}
+
+absl::StatusOr<std::shared_ptr<const SharedStore::Generation>> SharedStore::GenerationAt(
+    int64_t revision, int64_t* at) {
+  etcdserverpb::RangeRequest r;
+  r.set_key(base_.CurrentKey());
+  r.set_revision(revision);
+  CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse got, etcd_->Range(r));
+  *at = revision != 0 ? revision : got.header().revision();
+  return GenerationOf(got);
+}
+
+absl::StatusOr<uint64_t> SharedStore::AwaitUnfrozen() {
+  const absl::Time give_up = absl::Now() + options_.etcd_timeout;
+  while (true) {
+    etcdserverpb::RangeRequest r;
+    r.set_key(base_.CurrentKey());
+    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse got, etcd_->Range(r));
+    CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> gen, GenerationOf(got));
+    if (gen->frozen_until_ms == 0) return static_cast<uint64_t>(got.header().revision());
+    const absl::Time until = absl::FromUnixMillis(gen->frozen_until_ms);
+    if (until < absl::Now()) {
+      // Its restorer stopped renewing the hold (it died): take it away.
+      // The restore's switch compares the hold's revision, so it cannot
+      // switch after this.
+      etcdserverpb::TxnRequest lift;
+      AddCompare(&lift, base_.CurrentKey(), etcdserverpb::Compare::MOD)->set_mod_revision(gen->mod);
+      AddPut(&lift, base_.CurrentKey(), GenerationValue{gen->layout.generation(), 0}.Encode());
+      absl::StatusOr<etcdserverpb::TxnResponse> lifted = etcd_->Txn(lift);
+      if (!lifted.ok() && !OutcomeUnknown(lifted.status())) return lifted.status();
+      continue;
+    }
+    if (absl::Now() >= give_up) {
+      return absl::UnavailableError(absl::StrCat(
+          "writes are held by a restore through etcd (claimstore restore without --replace) "
+          "until ",
+          absl::FormatTime(until), " at the latest; waited ",
+          absl::FormatDuration(options_.etcd_timeout), " (Options::etcd_timeout)"));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
 absl::Status SharedStore::CheckIdentity(uint64_t cluster_id) {
   const std::string identity =
-      absl::StrCat("etcd cluster ", absl::Hex(cluster_id), " prefix ", layout_.prefix());
+      absl::StrCat("etcd cluster ", absl::Hex(cluster_id), " prefix ", base_.prefix());
   CS_ASSIGN_OR_RETURN(const std::string stored, mirror()->MetaValue(kIdentityKey));
   if (stored == identity) return absl::OkStatus();
   if (!stored.empty()) {
@@ -136,13 +211,16 @@ absl::StatusOr<ClaimRecord> SharedStore::RecordOf(const ClaimKey& key, const mvc
       static_cast<uint64_t>(kv.mod_revision()), static_cast<uint64_t>(kv.version())));
 }
 
-absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& response) {
+absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& response, bool* switched) {
   MutexLock apply(&apply_mu_);
   uint64_t applied;  // only changed under apply_mu_
+  std::shared_ptr<const Generation> gen;
   {
     MutexLock lock(&mu_);
     applied = applied_;
+    gen = generation_;
   }
+  const std::string current_key = base_.CurrentKey();
   std::vector<StoreImpl::MirroredClaim> claims;
   uint64_t revision = 0;
   for (const mvccpb::Event& e : response.events()) {
@@ -150,8 +228,19 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
     // it (Follow).
     if (static_cast<uint64_t>(e.kv().mod_revision()) <= applied) continue;
     revision = std::max(revision, static_cast<uint64_t>(e.kv().mod_revision()));
+    if (e.kv().key() == current_key) {
+      etcdserverpb::RangeResponse now;
+      if (e.type() == mvccpb::Event::PUT) *now.add_kvs() = e.kv();
+      CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> next, GenerationOf(now));
+      if (next->layout.generation() != gen->layout.generation()) {
+        *switched = true;  // the mirror re-lists the generation switched to
+        return absl::OkStatus();
+      }
+      gen = std::move(next);  // a restore's hold on writes, put or taken away
+      continue;
+    }
     ClaimKey key;
-    if (!layout_.ParseClaim(e.kv().key(), &key)) continue;  // holdings, sync keys
+    if (!gen->layout.ParseClaim(e.kv().key(), &key)) continue;  // holdings, other keys
     StoreImpl::MirroredClaim c;
     c.key = std::move(key);
     c.stamps = {static_cast<uint64_t>(e.kv().create_revision()),
@@ -175,6 +264,7 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
   CS_RETURN_IF_ERROR(ApplyToMirror(claims, revision));
   MutexLock lock(&mu_);
   applied_ = revision;
+  generation_ = std::move(gen);
   applied_cv_.NotifyAll();
   return absl::OkStatus();
 }
@@ -218,11 +308,12 @@ absl::Status SharedStore::Relist() {
   std::vector<StoreImpl::MirroredClaim> claims;
   absl::flat_hash_set<std::string> listed;
   int64_t at = 0;
+  CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> gen, GenerationAt(0, &at));
   CS_ASSIGN_OR_RETURN(const std::vector<mvccpb::KeyValue> kvs,
-                      ListPrefix(layout_.ClaimsPrefix(), &at));
+                      ListPrefix(gen->layout.ClaimsPrefix(), &at));
   for (const mvccpb::KeyValue& kv : kvs) {
     StoreImpl::MirroredClaim c;
-    if (!layout_.ParseClaim(kv.key(), &c.key)) continue;
+    if (!gen->layout.ParseClaim(kv.key(), &c.key)) continue;
     c.stamps = {static_cast<uint64_t>(kv.create_revision()),
                 static_cast<uint64_t>(kv.mod_revision()), static_cast<uint64_t>(kv.version())};
     absl::StatusOr<ClaimRecord> record = RecordOf(c.key, kv);
@@ -256,6 +347,7 @@ absl::Status SharedStore::Relist() {
   CS_RETURN_IF_ERROR(ApplyToMirror(claims, revision));
   MutexLock lock(&mu_);
   applied_ = revision;
+  generation_ = std::move(gen);
   applied_cv_.NotifyAll();
   return absl::OkStatus();
 }
@@ -263,8 +355,8 @@ absl::Status SharedStore::Relist() {
 void SharedStore::Follow() {
   while (!stopping_.load()) {
     etcdserverpb::WatchCreateRequest create;
-    create.set_key(layout_.prefix());
-    create.set_range_end(PrefixRangeEnd(layout_.prefix()));
+    create.set_key(base_.prefix());
+    create.set_range_end(PrefixRangeEnd(base_.prefix()));
     {
       MutexLock lock(&mu_);
       // Resumed after the revision applied, which the watch starts at
@@ -283,20 +375,23 @@ void SharedStore::Follow() {
         follow_error_ = absl::OkStatus();
         lost_since_ = absl::InfinitePast();
       }
-      while (!stopping_.load()) {
+      bool switched = false;
+      while (!stopping_.load() && !switched) {
         absl::StatusOr<etcdserverpb::WatchResponse> r = w->Next();
         if (!r.ok()) {
           s = r.status();
           break;
         }
-        s = ApplyEvents(*r);
+        s = ApplyEvents(*r, &switched);
         if (!s.ok()) break;
       }
       MutexLock lock(&mu_);
       watch_.reset();
+      if (switched) s = absl::OutOfRangeError("a restore switched generations");
     }
     if (stopping_.load()) return;
-    if (s.code() == absl::StatusCode::kOutOfRange) s = Relist();  // compacted past the mirror
+    // Compacted past the mirror, or a restore's switch: list what is now.
+    if (s.code() == absl::StatusCode::kOutOfRange) s = Relist();
     if (!s.ok()) {
       {
         MutexLock lock(&mu_);
@@ -328,7 +423,7 @@ absl::Status SharedStore::WaitApplied(uint64_t revision, absl::string_view what)
 
 absl::Status SharedStore::Sync() {
   etcdserverpb::TxnRequest txn;
-  AddPut(&txn, layout_.prefix() + "sync", NewToken());
+  AddPut(&txn, base_.prefix() + "sync", NewToken());
   CS_ASSIGN_OR_RETURN(const etcdserverpb::TxnResponse r, etcd_->Txn(txn));
   return WaitApplied(static_cast<uint64_t>(r.header().revision()), "a sync");
 }
@@ -359,14 +454,31 @@ absl::StatusOr<AllocatedState> SharedStore::AllocatedDevices() const {
 }
 absl::StatusOr<std::unique_ptr<Watcher>> SharedStore::Watch(uint64_t from_revision,
                                                             const WatchOptions& options) {
-  return SharedWatcher::Start(etcd_.get(), layout_.ClaimsPrefix(), from_revision, options,
-                              [this](const mvccpb::Event& e, bool* skip, WatchEvent* out) {
-                                return EventOf(e, skip, out);
-                              });
+  // The generation the watch starts in (a compacted start is the
+  // watcher's to report).
+  int64_t at = 0;
+  absl::StatusOr<std::shared_ptr<const Generation>> gen = GenerationAt(
+      from_revision == 0 ? 0 : static_cast<int64_t>(WatchStartFor(from_revision)), &at);
+  if (absl::IsOutOfRange(gen.status())) gen = CurrentGeneration();
+  CS_RETURN_IF_ERROR(gen.status());
+  return SharedWatcher::Start(
+      etcd_.get(), base_.prefix(), from_revision, options,
+      [this, gen = *std::move(gen)](const mvccpb::Event& e, bool* skip, WatchEvent* out) {
+        return EventOf(*gen, e, skip, out);
+      });
 }
 
-absl::Status SharedStore::EventOf(const mvccpb::Event& e, bool* skip, WatchEvent* out) const {
-  *skip = !layout_.ParseClaim(e.kv().key(), &out->key);
+absl::Status SharedStore::EventOf(const Generation& gen, const mvccpb::Event& e, bool* skip,
+                                  WatchEvent* out) const {
+  if (e.kv().key() == base_.CurrentKey()) {
+    *skip = true;
+    etcdserverpb::RangeResponse now;
+    if (e.type() == mvccpb::Event::PUT) *now.add_kvs() = e.kv();
+    CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> next, GenerationOf(now));
+    if (next->layout.generation() == gen.layout.generation()) return absl::OkStatus();
+    return GenerationSwitched(static_cast<uint64_t>(e.kv().mod_revision()));
+  }
+  *skip = !gen.layout.ParseClaim(e.kv().key(), &out->key);
   if (*skip) return absl::OkStatus();
   out->revision = static_cast<uint64_t>(e.kv().mod_revision());
   if (e.type() == mvccpb::Event::DELETE) {
@@ -433,10 +545,6 @@ absl::StatusOr<std::vector<WriteResult>> SharedStore::ApplyClusterEvents(
   return NotInSharedMode("ApplyClusterEvents (claimstore follow)");
 }
 
-absl::StatusOr<std::unique_ptr<BulkLoad>> SharedStore::StartBulkLoad(const BulkLoadOptions&) {
-  return NotInSharedMode("a bulk load (claimstore restore)");
-}
-
 // --- Maintenance ----------------------------------------------------------------
 
 absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
@@ -446,7 +554,9 @@ absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
   // etcd at the mirror's revision: its claims against the mirror's, and its
   // holding keys against what its claims hold.
   int64_t at = static_cast<int64_t>(mirror()->CommittedRevision());
-  absl::StatusOr<std::vector<mvccpb::KeyValue>> claims = ListPrefix(layout_.ClaimsPrefix(), &at);
+  const std::shared_ptr<const Generation> gen = CurrentGeneration();  // the mirror's
+  const EtcdLayout& layout = gen->layout;
+  absl::StatusOr<std::vector<mvccpb::KeyValue>> claims = ListPrefix(layout.ClaimsPrefix(), &at);
   if (absl::IsOutOfRange(claims.status())) {
     report.problems.push_back(
         absl::StrCat("not compared with etcd: etcd has compacted the mirror's revision ", at));
@@ -457,7 +567,7 @@ absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
   AllocatedBuilder held;  // what etcd's claims hold
   for (const mvccpb::KeyValue& kv : *claims) {
     ClaimKey key;
-    if (!layout_.ParseClaim(kv.key(), &key)) continue;
+    if (!layout.ParseClaim(kv.key(), &key)) continue;
     absl::StatusOr<ClaimRecord> decoded = RecordOf(key, kv);
     if (!decoded.ok()) {
       report.problems.push_back(std::string(decoded.status().message()));
@@ -470,14 +580,14 @@ absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
   std::map<std::string, std::string> holdings;
   for (const DevicePtr& d : std::move(held).Devices()) {
     if (d->exclusive.has_value()) {
-      holdings[layout_.Exclusive(d->driver, d->pool, d->device)] = d->exclusive->ToString();
+      holdings[layout.Exclusive(d->driver, d->pool, d->device)] = d->exclusive->ToString();
     }
     if (!d->shares.empty()) {
-      holdings[layout_.Shares(d->driver, d->pool, d->device)] = EncodeShares(d->shares);
+      holdings[layout.Shares(d->driver, d->pool, d->device)] = EncodeShares(d->shares);
     }
   }
   CS_ASSIGN_OR_RETURN(const std::vector<mvccpb::KeyValue> devices,
-                      ListPrefix(layout_.prefix() + "devices/", &at));
+                      ListPrefix(layout.DevicesPrefix(), &at));
   for (const mvccpb::KeyValue& kv : devices) {
     auto it = holdings.find(kv.key());
     if (it == holdings.end()) {

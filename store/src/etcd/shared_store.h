@@ -6,8 +6,10 @@
 // that compares what the result depends on; a failed compare's reads feed
 // the next attempt, a refusal is only made on what etcd held, an unknown
 // outcome is resolved from etcd's history by the write's token, and the
-// write returns once the mirror shows it. Not in this mode yet
-// (FailedPrecondition): bulk loads, PutAll and ApplyClusterEvents.
+// write returns once the mirror shows it. A bulk load (shared_restore.cc)
+// stages a new generation of the claims (etcd_layout.h) and switches to
+// it in one Txn; every write compares the generation. Not in this mode yet
+// (FailedPrecondition): PutAll and ApplyClusterEvents.
 // Design: docs/shared-mode.md. Thread-safety: as Store.
 #ifndef CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
 #define CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
@@ -71,6 +73,9 @@ class SharedStore final : public MutationWrites {
   // Catches the mirror up with etcd as of now: every write committed
   // before the call is seen by reads after it.
   absl::Status Refresh() override;
+  // A restore through etcd (shared_restore.cc): the load runs on a copy
+  // of the mirror (a checkpoint beside it), then the result is staged as a
+  // new generation and switched to in one Txn.
   absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad(const BulkLoadOptions& options) override;
   absl::Status Compact() override;
   // A copy of the mirror.
@@ -79,6 +84,16 @@ class SharedStore final : public MutationWrites {
  private:
   // One write's attempts (shared_write.cc).
   class WriteOp;
+  // A bulk load (shared_restore.cc).
+  class Restore;
+  // The generation of the claims the mirror holds: its layout, and the
+  // mod revision of PREFIX/current that named it (0: absent, the first
+  // generation). Writes compare that revision.
+  struct Generation {
+    EtcdLayout layout;
+    int64_t mod = 0;
+    int64_t frozen_until_ms = 0;  // a restore holds writes (GenerationValue)
+  };
   // The claim as one source had it.
   struct Current {
     std::optional<ClaimRecord> record;  // with etcd's revisions
@@ -93,9 +108,22 @@ class SharedStore final : public MutationWrites {
     bool from_etcd = false;
   };
 
-  SharedStore(std::unique_ptr<Store> mirror, std::unique_ptr<EtcdClient> etcd,
-              const Options& options);
+  SharedStore(absl::string_view path, std::unique_ptr<Store> mirror,
+              std::unique_ptr<EtcdClient> etcd, const Options& options,
+              const Options& mirror_options);
   StoreImpl* mirror() const { return mirror_impl_; }
+  std::shared_ptr<const Generation> CurrentGeneration() const;
+  // The generation PREFIX/current names at `revision` (0: now); *at is set
+  // to the revision read.
+  absl::StatusOr<std::shared_ptr<const Generation>> GenerationAt(int64_t revision, int64_t* at);
+  // The generation of PREFIX/current's value (kvs: its Range's, none when
+  // absent).
+  absl::StatusOr<std::shared_ptr<const Generation>> GenerationOf(
+      const etcdserverpb::RangeResponse& current) const;
+  // A write that met PREFIX/current held by a restore waits until the
+  // hold ends (Unavailable after etcd_timeout), taking away a hold whose
+  // time passed (its restorer died). Returns the revision it last read.
+  absl::StatusOr<uint64_t> AwaitUnfrozen();
 
   // The write (shared_write.cc).
   absl::StatusOr<WriteResult> Write(const ClaimKey& key, const Preconditions& pre, MutateFn mutate,
@@ -111,23 +139,25 @@ class SharedStore final : public MutationWrites {
   // the Txn landed if its token is there (a delete: if the first change
   // after it deleted the claim). Unavailable when that history was
   // compacted or etcd cannot be read.
-  absl::StatusOr<Outcome> ResolveOutcome(const ClaimKey& key, const ClaimRecord* old,
-                                         uint64_t read_revision, absl::string_view token,
-                                         Mutation::Kind kind);
+  absl::StatusOr<Outcome> ResolveOutcome(const Generation& gen, const ClaimKey& key,
+                                         const ClaimRecord* old, uint64_t read_revision,
+                                         absl::string_view token, Mutation::Kind kind);
   // ResolveOutcome's steps. Where etcd's history must be read from (empty:
   // `now`, the claim as etcd holds it, decided it into *out); the history
   // from `from` on, up to a sentinel put now; whether one event of it
   // decides the outcome (compared_mod: the Txn compared a mod revision).
-  absl::StatusOr<std::optional<uint64_t>> HistoryToRead(const ClaimKey& key, const ClaimRecord* old,
+  absl::StatusOr<std::optional<uint64_t>> HistoryToRead(const EtcdLayout& layout,
+                                                        const ClaimKey& key, const ClaimRecord* old,
                                                         uint64_t read_revision,
                                                         absl::string_view token, Current* now,
                                                         Outcome* out);
-  absl::StatusOr<Outcome> ReadHistory(const ClaimKey& key, const ClaimRecord* old, uint64_t from,
+  absl::StatusOr<Outcome> ReadHistory(const EtcdLayout& layout, const ClaimKey& key,
+                                      const ClaimRecord* old, uint64_t from,
                                       absl::string_view token, Mutation::Kind kind);
   bool EventDecides(const ClaimKey& key, const mvccpb::Event& e, bool compared_mod,
                     Mutation::Kind kind, absl::string_view token, Outcome* out) const;
   // The claim as etcd holds it now (a linearizable read).
-  absl::StatusOr<Current> ReadClaim(const ClaimKey& key);
+  absl::StatusOr<Current> ReadClaim(const EtcdLayout& layout, const ClaimKey& key);
   // The claim of a KeyValue (revisions stamped from it), and the token of
   // the write that wrote it.
   absl::StatusOr<ClaimRecord> RecordOf(const ClaimKey& key, const mvccpb::KeyValue& kv,
@@ -144,27 +174,34 @@ class SharedStore final : public MutationWrites {
   // revision read), a page at a time. OutOfRange when it was compacted.
   absl::StatusOr<std::vector<mvccpb::KeyValue>> ListPrefix(const std::string& prefix,
                                                            int64_t* revision);
-  // Lists every claim at one revision and makes the mirror hold exactly
-  // those (a new mirror, or one etcd compacted past).
+  // Lists every claim of the current generation at one revision and makes
+  // the mirror hold exactly those (a new mirror, one etcd compacted past,
+  // a restore's switch).
   absl::Status Relist();
-  // Applies one watch response's events.
-  absl::Status ApplyEvents(const etcdserverpb::WatchResponse& response);
+  // Applies one watch response's events; *switched when PREFIX/current
+  // named another generation (then the mirror re-lists).
+  absl::Status ApplyEvents(const etcdserverpb::WatchResponse& response, bool* switched);
   // Writes `claims` into the mirror at `revision`, and notes whether its
   // disk is full (mirror_full_).
   absl::Status ApplyToMirror(absl::Span<const StoreImpl::MirroredClaim> claims, uint64_t revision)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // The mirror's no-space error while its disk is full, else OK.
   absl::Status MirrorTakesWrites() const;
-  // The change event of one etcd event (SharedWatcher::EventOf).
-  absl::Status EventOf(const mvccpb::Event& e, bool* skip, WatchEvent* out) const;
+  // The change event of one etcd event of generation `gen`
+  // (SharedWatcher::EventOf); a restore's switch to another ends the
+  // watch (GenerationSwitched).
+  absl::Status EventOf(const Generation& gen, const mvccpb::Event& e, bool* skip,
+                       WatchEvent* out) const;
   // Puts a sync key and waits until the follower has applied it: the
   // mirror then holds every write committed before (Refresh, Open).
   absl::Status Sync();
   // The mirror's identity in its meta: etcd's cluster id and the prefix.
   absl::Status CheckIdentity(uint64_t cluster_id);
 
+  const std::string path_;
   const Options options_;
-  const EtcdLayout layout_;
+  const Options mirror_options_;  // the mirror's own (local) options
+  const EtcdLayout base_;         // the prefix's keys (generation "")
   std::unique_ptr<Store> mirror_store_;
   StoreImpl* mirror_impl_;  // mirror_store_, as what it is
   std::unique_ptr<EtcdClient> etcd_;
@@ -179,6 +216,9 @@ class SharedStore final : public MutationWrites {
   // one works. Writes are refused with it before they reach etcd, since
   // this mirror could not show them.
   absl::Status mirror_full_ ABSL_GUARDED_BY(mu_);
+  // The generation the mirror holds (changed by the follower, under
+  // apply_mu_ too).
+  std::shared_ptr<const Generation> generation_ ABSL_GUARDED_BY(mu_);
   // The last value under the claims prefix that is no claim (not mirrored).
   std::string skipped_ ABSL_GUARDED_BY(mu_);
   // Held while the mirror is written (the follower) and while Verify reads

@@ -184,7 +184,15 @@ void SharedWatcher::Run(std::unique_ptr<EtcdWatch> first, uint64_t from) {
       if (revision < from) continue;  // handed over before the stream broke
       WatchEvent event;
       bool skip = false;
-      if (absl::Status s = event_of_(e, &skip, &event); !s.ok()) return Fail(std::move(s));
+      if (absl::Status s = event_of_(e, &skip, &event); !s.ok()) {
+        // The events before it are handed over first.
+        MutexLock lock(&mu_);
+        while (!cancelled_ && queue_.size() >= kQueueMax) cv_.Wait(&mu_);
+        for (WatchEvent& queued : events) queue_.push_back(std::move(queued));
+        if (error_.ok()) error_ = std::move(s);
+        cv_.NotifyAll();
+        return;
+      }
       if (!skip) events.push_back(std::move(event));
     }
     if (last == 0) continue;  // a progress notification

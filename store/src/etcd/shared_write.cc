@@ -74,7 +74,7 @@ class SharedStore::WriteOp {
         pre_(pre),
         mutate_(mutate),
         capacity_(capacity),
-        claim_key_(store->layout_.Claim(key)),
+        current_key_(store->base_.CurrentKey()),
         token_(NewToken()) {}
 
   absl::StatusOr<WriteResult> Run();
@@ -103,8 +103,15 @@ class SharedStore::WriteOp {
   };
 
   Decided Attempt();
-  // The claim as the mirror holds it; forgets the devices read so far.
+  // The claim as the mirror holds it, in the mirror's generation; forgets
+  // the devices read so far.
   absl::Status ReadMirror();
+  // Whether PREFIX/current as a Txn read it at `revision` says that this
+  // write starts again from the mirror (ReadMirror done): a restore
+  // switched generations, or held writes (waited for). Otherwise the
+  // generation is as known (its revision taken from the read).
+  absl::StatusOr<bool> GenerationMoved(const etcdserverpb::RangeResponse& current,
+                                       int64_t revision);
   // The mutation, checked against the preconditions and the record rules,
   // and the Txn's compare, write and failure read of the claim.
   Decided Mutate(Plan* plan);
@@ -134,7 +141,8 @@ class SharedStore::WriteOp {
   Decided Landed(uint64_t revision);
   absl::StatusOr<DeviceState*> StateOf(const DeviceId& id);
   // Takes what a Txn's reads returned: the claim (the first read), then
-  // each compared device's exclusive and shares keys.
+  // each compared device's exclusive and shares keys, then PREFIX/current
+  // (GenerationMoved).
   absl::Status Absorb(const etcdserverpb::TxnResponse& response,
                       const std::vector<std::string>& compared);
 
@@ -143,8 +151,10 @@ class SharedStore::WriteOp {
   const Preconditions& pre_;
   MutateFn mutate_;
   const std::vector<CapacityLimit>* const capacity_;
-  const std::string claim_key_;
+  const std::string current_key_;
   const std::string token_;
+  std::shared_ptr<const Generation> gen_;  // the generation written
+  std::string claim_key_;                  // in gen_
   Current cur_;
   std::optional<AllocatedState> allocated_;
   std::map<std::string, DeviceState> devices_;
@@ -164,40 +174,49 @@ absl::StatusOr<SharedStore::Current> SharedStore::CurrentOf(
   return c;
 }
 
-absl::StatusOr<SharedStore::Current> SharedStore::ReadClaim(const ClaimKey& key) {
+absl::StatusOr<SharedStore::Current> SharedStore::ReadClaim(const EtcdLayout& layout,
+                                                            const ClaimKey& key) {
   etcdserverpb::RangeRequest r;
-  r.set_key(layout_.Claim(key));
+  r.set_key(layout.Claim(key));
   CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse got, etcd_->Range(r));
   return CurrentOf(key, got, got.header().revision());
 }
 
-absl::StatusOr<SharedStore::Outcome> SharedStore::ResolveOutcome(const ClaimKey& key,
-                                                                 const ClaimRecord* old,
-                                                                 uint64_t read_revision,
-                                                                 absl::string_view token,
-                                                                 Mutation::Kind kind) {
-  CS_ASSIGN_OR_RETURN(Current now, ReadClaim(key));
+absl::StatusOr<SharedStore::Outcome> SharedStore::ResolveOutcome(
+    const Generation& gen, const ClaimKey& key, const ClaimRecord* old, uint64_t read_revision,
+    absl::string_view token, Mutation::Kind kind) {
+  const EtcdLayout& layout = gen.layout;
+  CS_ASSIGN_OR_RETURN(Current now, ReadClaim(layout, key));
   Outcome out;
   if (now.record.has_value() && now.token == token) {
     out.landed = true;
     out.revision = now.record->mod_revision();
     return out;
   }
+  if (kind == Mutation::Kind::kDelete) {
+    // A restore that switched generations since removes the old one's
+    // claims: those deletions look like this write's.
+    int64_t at = 0;
+    CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> latest, GenerationAt(0, &at));
+    if (latest->layout.generation() != layout.generation()) {
+      return absl::UnavailableError(
+          "a restore through etcd switched generations meanwhile: whether the delete landed "
+          "before the switch cannot be told");
+    }
+  }
   CS_ASSIGN_OR_RETURN(const std::optional<uint64_t> from,
-                      HistoryToRead(key, old, read_revision, token, &now, &out));
+                      HistoryToRead(layout, key, old, read_revision, token, &now, &out));
   if (!from.has_value()) return out;
-  CS_ASSIGN_OR_RETURN(out, ReadHistory(key, old, *from, token, kind));
+  CS_ASSIGN_OR_RETURN(out, ReadHistory(layout, key, old, *from, token, kind));
   if (!out.landed) {
-    CS_ASSIGN_OR_RETURN(out.current, ReadClaim(key));
+    CS_ASSIGN_OR_RETURN(out.current, ReadClaim(layout, key));
   }
   return out;
 }
 
-absl::StatusOr<std::optional<uint64_t>> SharedStore::HistoryToRead(const ClaimKey& key,
-                                                                   const ClaimRecord* old,
-                                                                   uint64_t read_revision,
-                                                                   absl::string_view token,
-                                                                   Current* now, Outcome* out) {
+absl::StatusOr<std::optional<uint64_t>> SharedStore::HistoryToRead(
+    const EtcdLayout& layout, const ClaimKey& key, const ClaimRecord* old, uint64_t read_revision,
+    absl::string_view token, Current* now, Outcome* out) {
   // The Txn compared the claim's mod revision M (or, for a create, that it
   // did not exist): if it landed, it was the first change after M. The
   // claim's first event after M settles it.
@@ -212,7 +231,7 @@ absl::StatusOr<std::optional<uint64_t>> SharedStore::HistoryToRead(const ClaimKe
   // A create lands as version 1 of an incarnation: the current one's first
   // version says whose create it was.
   etcdserverpb::RangeRequest at_create;
-  at_create.set_key(layout_.Claim(key));
+  at_create.set_key(layout.Claim(key));
   at_create.set_revision(static_cast<int64_t>(now->record->create_revision()));
   absl::StatusOr<etcdserverpb::RangeResponse> first = etcd_->Range(at_create);
   if (!first.ok()) {
@@ -234,7 +253,8 @@ absl::StatusOr<std::optional<uint64_t>> SharedStore::HistoryToRead(const ClaimKe
   return std::nullopt;
 }
 
-absl::StatusOr<SharedStore::Outcome> SharedStore::ReadHistory(const ClaimKey& key,
+absl::StatusOr<SharedStore::Outcome> SharedStore::ReadHistory(const EtcdLayout& layout,
+                                                              const ClaimKey& key,
                                                               const ClaimRecord* old, uint64_t from,
                                                               absl::string_view token,
                                                               Mutation::Kind kind) {
@@ -243,7 +263,7 @@ absl::StatusOr<SharedStore::Outcome> SharedStore::ReadHistory(const ClaimKey& ke
   // the claim's key and a sentinel key after it (the key, a NUL, the
   // token: no claim key), put once the watch runs: its event ends the
   // history read so far.
-  const std::string claim_key = layout_.Claim(key);
+  const std::string claim_key = layout.Claim(key);
   const std::string sentinel = absl::StrCat(claim_key, std::string(1, '\0'), "outcome-", token);
   etcdserverpb::WatchCreateRequest create;
   create.set_key(claim_key);
@@ -319,6 +339,9 @@ SharedStore::WriteOp::Decided SharedStore::WriteOp::Attempt() {
   Plan plan;
   if (Decided decided = Mutate(&plan); decided.has_value() || plan.read_again) return decided;
   if (absl::Status s = AddDevices(&plan); !s.ok()) return s;
+  // The generation's compare, and its read last in the failure branch.
+  AddCompare(&plan.txn, current_key_, etcdserverpb::Compare::MOD)->set_mod_revision(gen_->mod);
+  AddFailureRange(&plan.txn, current_key_);
   if (!plan.refusal.ok()) return Confirm(plan);
   if (TakeStripes(plan)) {
     // Another writer of this process changed the device meanwhile; its
@@ -334,6 +357,17 @@ absl::Status SharedStore::WriteOp::ReadMirror() {
   cur_ = Current();
   allocated_.reset();
   devices_.clear();
+  // A write never compares a held generation: while a restore holds
+  // writes, it waits until the restore switched or let go, and for the
+  // mirror to show that.
+  gen_ = store_.CurrentGeneration();
+  for (int waits = 0; gen_->frozen_until_ms != 0; ++waits) {
+    if (waits == 3) return absl::UnavailableError("restores through etcd kept holding writes");
+    CS_ASSIGN_OR_RETURN(const uint64_t after, store_.AwaitUnfrozen());
+    CS_RETURN_IF_ERROR(store_.WaitApplied(after, "a restore's end"));
+    gen_ = store_.CurrentGeneration();
+  }
+  claim_key_ = gen_->layout.Claim(key_);
   absl::StatusOr<ClaimRead> read = store_.mirror_store_->Get(key_);
   if (read.ok()) {
     cur_.record = std::move(read->record);
@@ -388,10 +422,23 @@ SharedStore::WriteOp::Decided SharedStore::WriteOp::Mutate(Plan* plan) {
 SharedStore::WriteOp::Decided SharedStore::WriteOp::RefusedOnEtcd(const absl::Status& refusal,
                                                                   Plan* plan) {
   if (cur_.from_etcd) return refusal;
-  absl::StatusOr<Current> read = store_.ReadClaim(key_);
-  if (!read.ok()) return read.status();
-  cur_ = *std::move(read);
+  // The claim and the generation, at one revision.
+  etcdserverpb::TxnRequest read;
+  AddFailureRange(&read, claim_key_);
+  AddFailureRange(&read, current_key_);
+  *read.mutable_success() = read.failure();
+  read.clear_failure();
+  absl::StatusOr<etcdserverpb::TxnResponse> got = store_.etcd_->Txn(read);
+  if (!got.ok()) return got.status();
   plan->read_again = true;
+  absl::StatusOr<bool> moved =
+      GenerationMoved(got->responses(1).response_range(), got->header().revision());
+  if (!moved.ok()) return moved.status();
+  if (*moved) return std::nullopt;
+  absl::StatusOr<Current> claim =
+      store_.CurrentOf(key_, got->responses(0).response_range(), got->header().revision());
+  if (!claim.ok()) return claim.status();
+  cur_ = *std::move(claim);
   return std::nullopt;
 }
 
@@ -423,8 +470,8 @@ absl::Status SharedStore::WriteOp::AddDevice(Plan* plan, const std::string& name
                                              const Mine& will) {
   CS_ASSIGN_OR_RETURN(const DeviceState* st, StateOf(id));
   CheckHoldings(plan, id, *st, was, will);
-  const std::string exclusive_key = store_.layout_.Exclusive(id.driver, id.pool, id.device);
-  const std::string shares_key = store_.layout_.Shares(id.driver, id.pool, id.device);
+  const std::string exclusive_key = gen_->layout.Exclusive(id.driver, id.pool, id.device);
+  const std::string shares_key = gen_->layout.Shares(id.driver, id.pool, id.device);
   plan->compared_devices.push_back(name);
   AddFailureRange(&plan->txn, exclusive_key);
   AddFailureRange(&plan->txn, shares_key);
@@ -473,8 +520,8 @@ void SharedStore::WriteOp::CheckHoldings(Plan* plan, const DeviceId& id, const D
 
 void SharedStore::WriteOp::AddShares(Plan* plan, const std::string& name, const DeviceId& id,
                                      const DeviceState& st, const Mine& will) {
-  const std::string exclusive_key = store_.layout_.Exclusive(id.driver, id.pool, id.device);
-  const std::string shares_key = store_.layout_.Shares(id.driver, id.pool, id.device);
+  const std::string exclusive_key = gen_->layout.Exclusive(id.driver, id.pool, id.device);
+  const std::string shares_key = gen_->layout.Shares(id.driver, id.pool, id.device);
   plan->shares_changed.push_back(name);
   std::vector<DeviceShare> list;
   for (const DeviceShare& s : st.shares) {
@@ -566,8 +613,8 @@ SharedStore::WriteOp::Decided SharedStore::WriteOp::Commit(const Plan& plan) {
   if (!r.ok()) {
     if (!OutcomeUnknown(r.status())) return r.status();
     // Did it land? etcd's history of the claim says.
-    absl::StatusOr<Outcome> outcome =
-        store_.ResolveOutcome(key_, plan.old, cur_.read_revision, token_, plan.mutation.kind);
+    absl::StatusOr<Outcome> outcome = store_.ResolveOutcome(
+        *gen_, key_, plan.old, cur_.read_revision, token_, plan.mutation.kind);
     if (!outcome.ok()) {
       return absl::UnavailableError(absl::StrCat("the write's outcome is unknown (",
                                                  r.status().message(),
@@ -597,6 +644,29 @@ SharedStore::WriteOp::Decided SharedStore::WriteOp::Landed(uint64_t revision) {
   return WriteResult{revision, true};
 }
 
+absl::StatusOr<bool> SharedStore::WriteOp::GenerationMoved(
+    const etcdserverpb::RangeResponse& current, int64_t revision) {
+  const int64_t mod = current.kvs_size() > 0 ? current.kvs(0).mod_revision() : 0;
+  if (mod == gen_->mod) return false;
+  CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> next, store_.GenerationOf(current));
+  if (next->frozen_until_ms != 0) {
+    // A restore holds writes: once it switched (or let go), start again
+    // from the mirror that shows it.
+    CS_ASSIGN_OR_RETURN(const uint64_t after, store_.AwaitUnfrozen());
+    CS_RETURN_IF_ERROR(store_.WaitApplied(after, "a restore's end"));
+    CS_RETURN_IF_ERROR(ReadMirror());
+    return true;
+  }
+  if (next->layout.generation() != gen_->layout.generation()) {
+    // A restore switched: the mirror re-lists; start again from it.
+    CS_RETURN_IF_ERROR(store_.WaitApplied(static_cast<uint64_t>(revision), "a restore's switch"));
+    CS_RETURN_IF_ERROR(ReadMirror());
+    return true;
+  }
+  gen_ = std::move(next);  // the same generation; a hold put and taken away
+  return false;
+}
+
 absl::StatusOr<SharedStore::DeviceState*> SharedStore::WriteOp::StateOf(const DeviceId& id) {
   const std::string name = DeviceName(id.driver, id.pool, id.device);
   auto it = devices_.find(name);
@@ -616,9 +686,12 @@ absl::StatusOr<SharedStore::DeviceState*> SharedStore::WriteOp::StateOf(const De
 absl::Status SharedStore::WriteOp::Absorb(const etcdserverpb::TxnResponse& response,
                                           const std::vector<std::string>& compared) {
   const auto& responses = response.responses();
-  if (responses.size() != static_cast<int>(1 + 2 * compared.size())) {
+  if (responses.size() != static_cast<int>(2 + 2 * compared.size())) {
     return absl::InternalError("etcd answered a Txn with another number of reads");
   }
+  CS_ASSIGN_OR_RETURN(const bool moved, GenerationMoved(responses.rbegin()->response_range(),
+                                                        response.header().revision()));
+  if (moved) return absl::OkStatus();
   CS_ASSIGN_OR_RETURN(
       cur_, store_.CurrentOf(key_, responses[0].response_range(), response.header().revision()));
   for (size_t d = 0; d < compared.size(); ++d) {

@@ -100,6 +100,15 @@ absl::Status FeedCompacted(uint64_t revision, uint64_t compact) {
   return s;
 }
 
+absl::Status GenerationSwitched(uint64_t revision) {
+  absl::Status s = absl::OutOfRangeError(absl::StrCat(
+      "a restore through etcd replaced the claims at revision ", revision,
+      ": the change feed does not hand over the replacement claim by claim; list the claims, "
+      "then watch from the list's revision + 1"));
+  s.SetPayload(kCompactPayloadUrl, absl::Cord(absl::StrCat(revision)));
+  return s;
+}
+
 absl::Status NoSpaceError(absl::string_view context) {
   absl::Status s = absl::ResourceExhaustedError(absl::StrCat(context, ": no space left on device"));
   s.SetPayload(kNoSpacePayloadUrl, absl::Cord());

@@ -44,6 +44,11 @@ absl::Status ReadOnlyError();
 // OutOfRange for a watch of `revision` when the feed was compacted up to
 // `compact`, with the payload CompactRevision() reads.
 absl::Status FeedCompacted(uint64_t revision, uint64_t compact);
+// The shared mode's watch error when a restore through etcd replaced the
+// claims at `revision`: OutOfRange as FeedCompacted (with `revision` as the
+// compact revision): list the claims, then watch from the list's
+// revision + 1.
+absl::Status GenerationSwitched(uint64_t revision);
 
 // A copy of `s` that shares nothing with it. Writers of a group take their
 // errors to their own threads; copies of one absl::Status would share a

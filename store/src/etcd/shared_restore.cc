@@ -1,0 +1,409 @@
+// A bulk load in the shared mode (SharedStore::StartBulkLoad): a restore
+// through etcd, all or nothing at any size, although etcd's Txn takes at
+// most 128 operations and 1.5 MiB.
+//
+//   start   a copy of the mirror (a RocksDB checkpoint beside it) takes the
+//           load's Adds and Deletes: the local bulk load, with its checks
+//           and errors as they are
+//   commit  remove what killed restores left; without replace_all, hold
+//           writes (PREFIX/current marked held until a time the restore
+//           renews) and bring the copy up to the mirror at the hold; the
+//           local commit on the copy (validation, device rule, counts);
+//           stage the copy's claims and holding keys as a new generation
+//           in Txns of up to 120 operations; switch PREFIX/current to it
+//           in one Txn that compares the generation (and hold) it read;
+//           remove the old generation.
+//
+// Before the switch nothing the readers use has changed (a kill leaves a
+// staged generation that the next restore removes); the switch is one
+// Txn; after it every mirror re-lists the new generation at once. Writes
+// compare PREFIX/current, so a write lands before the switch (and is
+// replaced, as locally) or runs again on the new generation. Design:
+// docs/shared-mode.md, "Restores through etcd".
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "etcd/shared_store.h"
+#include "etcd/txn_ops.h"
+#include "state/allocated_state.h"
+#include "store/store_testing.h"
+#include "util/status_macros.h"
+
+namespace claimstore::internal {
+namespace {
+
+// etcd takes at most 128 operations in a Txn (its --max-txn-ops) and
+// requests of 1.5 MiB (--max-request-bytes): a staging Txn stays below both,
+// with room for its compare.
+constexpr int kStageOps = 120;
+constexpr size_t kStageBytes = 1 << 20;
+
+// Tests kill the restoring process at a named point: the environment
+// variable CLAIMSTORE_KILL_RESTORE_AT_FOR_TESTING names it (the tool's
+// kill tests run `claimstore restore` with it).
+void KillPoint(absl::string_view point) {
+  const char* at = std::getenv("CLAIMSTORE_KILL_RESTORE_AT_FOR_TESTING");
+  if (at != nullptr && point == at) ::kill(::getpid(), SIGKILL);
+}
+
+}  // namespace
+
+class SharedStore::Restore final : public BulkLoad {
+ public:
+  Restore(SharedStore* store, const BulkLoadOptions& options, std::string dir,
+          std::unique_ptr<Store> copy, std::unique_ptr<BulkLoad> load)
+      : store_(*store),
+        options_(options),
+        dir_(std::move(dir)),
+        copy_(std::move(copy)),
+        load_(std::move(load)),
+        token_(NewToken()) {}
+
+  ~Restore() override {
+    load_.reset();
+    copy_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  absl::Status Add(const ClaimRecord& record, uint64_t ordinal) override {
+    return load_->Add(record, ordinal);
+  }
+  absl::Status Delete(const ClaimKey& key, uint64_t ordinal) override {
+    return load_->Delete(key, ordinal);
+  }
+  absl::StatusOr<BulkLoadResult> Commit() override { return Finish(/*dry_run=*/false); }
+  absl::StatusOr<BulkLoadResult> DryRun() override { return Finish(/*dry_run=*/true); }
+
+ private:
+  absl::StatusOr<BulkLoadResult> Finish(bool dry_run);
+  // Holds writes until now + Span() (and renews that), comparing the
+  // generation's revision known; *current_ becomes the held value.
+  absl::Status Hold();
+  absl::Status RenewIfDue();
+  // Takes the hold away (a refused restore): PREFIX/current as it was
+  // before (absent, when it was).
+  void Release();
+  absl::Duration Span() const { return store_.options_.etcd_timeout * 6; }
+  // The copy made to hold what the mirror holds now.
+  absl::Status CatchUpCopy();
+  // Removes every generation but the current one (and the first
+  // generation's keys once another is current).
+  absl::Status RemoveOthers();
+  absl::Status RemoveGeneration(const EtcdLayout& layout);
+  // Stages the copy's claims and holdings as generation `gen_`.
+  absl::Status Stage();
+  absl::Status StageTxn(etcdserverpb::TxnRequest* txn, size_t* bytes);
+  // Switches PREFIX/current to gen_: the revision it did.
+  absl::StatusOr<uint64_t> Switch();
+  void Progress(const char* phase, uint64_t done, uint64_t total) const {
+    if (options_.progress) options_.progress(BulkLoadProgress{phase, done, total});
+  }
+
+  SharedStore& store_;
+  const BulkLoadOptions options_;
+  const std::string dir_;
+  std::unique_ptr<Store> copy_;
+  std::unique_ptr<BulkLoad> load_;
+  const std::string token_;  // the staged claims' write token
+  // PREFIX/current as this restore last wrote or read it.
+  std::shared_ptr<const Generation> current_;
+  std::shared_ptr<const Generation> before_hold_;
+  absl::Time renew_at_ = absl::InfiniteFuture();
+  EtcdLayout gen_{""};   // the generation staged
+  int64_t marker_ = 0;   // its key's create revision
+  uint64_t staged_ = 0;  // claims staged
+};
+
+absl::StatusOr<std::unique_ptr<BulkLoad>> SharedStore::StartBulkLoad(
+    const BulkLoadOptions& options) {
+  CS_RETURN_IF_ERROR(MirrorTakesWrites());
+  CS_RETURN_IF_ERROR(Sync());
+  const std::string dir = absl::StrCat(path_, ".restore-", NewToken().substr(0, 12));
+  CS_RETURN_IF_ERROR(mirror_store_->Backup(dir));
+  absl::StatusOr<std::unique_ptr<Store>> copy = OpenStoreWithEnv(dir, mirror_options_, nullptr);
+  absl::StatusOr<std::unique_ptr<BulkLoad>> load =
+      copy.ok() ? (*copy)->StartBulkLoad(options) : copy.status();
+  if (!load.ok()) {
+    copy = nullptr;
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    return load.status();
+  }
+  return std::make_unique<Restore>(this, options, dir, *std::move(copy), *std::move(load));
+}
+
+absl::StatusOr<BulkLoadResult> SharedStore::Restore::Finish(bool dry_run) {
+  int64_t at = 0;
+  CS_ASSIGN_OR_RETURN(current_, store_.GenerationAt(0, &at));
+  if (current_->frozen_until_ms != 0 &&
+      absl::FromUnixMillis(current_->frozen_until_ms) > absl::Now()) {
+    return absl::AbortedError(
+        absl::StrCat("another restore through etcd holds writes until ",
+                     absl::FormatTime(absl::FromUnixMillis(current_->frozen_until_ms)),
+                     ": nothing was written; run this one once it is done"));
+  }
+  if (!dry_run) CS_RETURN_IF_ERROR(RemoveOthers());
+  const bool hold = !options_.replace_all && !dry_run;
+  before_hold_ = current_;
+  if (hold) CS_RETURN_IF_ERROR(Hold());
+  if (hold) KillPoint("held");
+  absl::StatusOr<BulkLoadResult> result = [&]() -> absl::StatusOr<BulkLoadResult> {
+    // The stored claims the load keeps are the mirror's as of the hold (a
+    // replace_all keeps none: what writers do meanwhile is replaced).
+    if (!options_.replace_all) {
+      CS_RETURN_IF_ERROR(store_.Sync());
+      CS_RETURN_IF_ERROR(CatchUpCopy());
+    }
+    CS_ASSIGN_OR_RETURN(BulkLoadResult r, dry_run ? load_->DryRun() : load_->Commit());
+    if (dry_run) return r;
+    KillPoint("staging");
+    CS_RETURN_IF_ERROR(Stage());
+    KillPoint("switch");
+    CS_ASSIGN_OR_RETURN(r.revision, Switch());
+    KillPoint("switched");
+    return r;
+  }();
+  if (!result.ok() || dry_run) {
+    if (hold) Release();
+    if (!result.ok() && marker_ != 0) RemoveGeneration(gen_).IgnoreError();
+    if (dry_run && result.ok()) result->revision = store_.mirror()->CommittedRevision();
+    return result;
+  }
+  // The old generation goes; a failure leaves it to the next restore.
+  RemoveGeneration(current_->layout).IgnoreError();
+  Progress("switched", staged_, staged_);
+  CS_RETURN_IF_ERROR(store_.WaitApplied(result->revision, "the restore"));
+  return result;
+}
+
+absl::Status SharedStore::Restore::Hold() {
+  etcdserverpb::TxnRequest txn;
+  AddCompare(&txn, store_.base_.CurrentKey(), etcdserverpb::Compare::MOD)
+      ->set_mod_revision(current_->mod);
+  const absl::Time until = absl::Now() + Span();
+  AddPut(&txn, store_.base_.CurrentKey(),
+         GenerationValue{current_->layout.generation(), absl::ToUnixMillis(until)}.Encode());
+  CS_ASSIGN_OR_RETURN(const etcdserverpb::TxnResponse r, store_.etcd_->Txn(txn));
+  if (!r.succeeded()) {
+    return absl::AbortedError(
+        "another restore through etcd switched or held the claims meanwhile: nothing was written");
+  }
+  current_ = std::make_shared<const Generation>(
+      Generation{current_->layout, r.header().revision(), absl::ToUnixMillis(until)});
+  renew_at_ = absl::Now() + Span() / 3;
+  return absl::OkStatus();
+}
+
+absl::Status SharedStore::Restore::RenewIfDue() {
+  if (current_->frozen_until_ms == 0 || absl::Now() < renew_at_) return absl::OkStatus();
+  absl::Status s = Hold();
+  if (!s.ok()) {
+    return absl::AbortedError(absl::StrCat("the restore's hold on writes could not be renewed (",
+                                           s.message(), "): nothing was switched"));
+  }
+  return absl::OkStatus();
+}
+
+void SharedStore::Restore::Release() {
+  etcdserverpb::TxnRequest txn;
+  AddCompare(&txn, store_.base_.CurrentKey(), etcdserverpb::Compare::MOD)
+      ->set_mod_revision(current_->mod);
+  if (before_hold_->mod == 0) {
+    AddDelete(&txn, store_.base_.CurrentKey());
+  } else {
+    AddPut(&txn, store_.base_.CurrentKey(),
+           GenerationValue{current_->layout.generation(), 0}.Encode());
+  }
+  // Best effort: a hold that stays is taken away by the first writer
+  // after its time.
+  store_.etcd_->Txn(txn).status().IgnoreError();
+}
+
+absl::Status SharedStore::Restore::CatchUpCopy() {
+  // The copy's claims by key and mod revision, against the mirror's (the
+  // mirror holds etcd's revisions; the copy was the mirror at the start).
+  absl::flat_hash_map<std::string, uint64_t> copied;
+  ListOptions list;
+  list.limit = 1000;
+  while (true) {
+    CS_ASSIGN_OR_RETURN(ListPage page, copy_->List(list));
+    for (const ClaimRecord& r : page.records) {
+      copied[absl::StrCat(r.claim_namespace(), "/", r.name())] = r.mod_revision();
+    }
+    if (page.continue_token.empty()) break;
+    list.continue_token = page.continue_token;
+  }
+  std::vector<StoreImpl::MirroredClaim> changed;
+  list = ListOptions();
+  list.limit = 1000;
+  uint64_t revision = 0;
+  while (true) {
+    CS_ASSIGN_OR_RETURN(ListPage page, store_.mirror_store_->List(list));
+    revision = std::max(revision, page.revision);
+    for (ClaimRecord& r : page.records) {
+      auto it = copied.find(absl::StrCat(r.claim_namespace(), "/", r.name()));
+      if (it != copied.end()) {
+        const bool same = it->second == r.mod_revision();
+        copied.erase(it);
+        if (same) continue;
+      }
+      StoreImpl::MirroredClaim c;
+      c.key = ClaimKey{std::string(r.claim_namespace()), std::string(r.name())};
+      c.stamps = {r.create_revision(), r.mod_revision(), r.version()};
+      c.record = std::move(r);
+      changed.push_back(std::move(c));
+    }
+    if (page.continue_token.empty()) break;
+    list.continue_token = page.continue_token;
+  }
+  for (const auto& [name, mod] : copied) {
+    absl::StatusOr<ClaimKey> key = ClaimKey::Parse(name);
+    CS_RETURN_IF_ERROR(key.status());
+    StoreImpl::MirroredClaim c;
+    c.key = *std::move(key);
+    c.stamps = {0, revision, 0};
+    changed.push_back(std::move(c));
+  }
+  if (changed.empty()) return absl::OkStatus();
+  auto* copy = static_cast<StoreImpl*>(copy_.get());
+  return copy->ApplyMirrored(changed, std::max(revision, copy->CommittedRevision() + 1));
+}
+
+absl::Status SharedStore::Restore::RemoveGeneration(const EtcdLayout& layout) {
+  etcdserverpb::TxnRequest txn;
+  for (const std::string& prefix : {layout.ClaimsPrefix(), layout.DevicesPrefix()}) {
+    etcdserverpb::DeleteRangeRequest* d = txn.add_success()->mutable_request_delete_range();
+    d->set_key(prefix);
+    d->set_range_end(PrefixRangeEnd(prefix));
+  }
+  if (!layout.generation().empty())
+    AddDelete(&txn, store_.base_.GenerationKey(layout.generation()));
+  return store_.etcd_->Txn(txn).status();
+}
+
+absl::Status SharedStore::Restore::RemoveOthers() {
+  int64_t at = 0;
+  CS_ASSIGN_OR_RETURN(const std::vector<mvccpb::KeyValue> gens,
+                      store_.ListPrefix(store_.base_.GenerationsPrefix(), &at));
+  const std::string& current = current_->layout.generation();
+  for (const mvccpb::KeyValue& kv : gens) {
+    const std::string name = kv.key().substr(store_.base_.GenerationsPrefix().size());
+    if (name == current) continue;
+    CS_RETURN_IF_ERROR(RemoveGeneration(EtcdLayout(store_.base_.prefix(), name)));
+  }
+  if (!current.empty()) CS_RETURN_IF_ERROR(RemoveGeneration(store_.base_));
+  return absl::OkStatus();
+}
+
+absl::Status SharedStore::Restore::StageTxn(etcdserverpb::TxnRequest* txn, size_t* bytes) {
+  if (txn->success_size() == 0) return absl::OkStatus();
+  AddCompare(txn, store_.base_.GenerationKey(gen_.generation()), etcdserverpb::Compare::CREATE)
+      ->set_create_revision(marker_);
+  absl::StatusOr<etcdserverpb::TxnResponse> r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = store_.etcd_->Txn(*txn);
+    if (r.ok() || !OutcomeUnknown(r.status())) break;  // puts: sending again is harmless
+  }
+  CS_RETURN_IF_ERROR(r.status());
+  if (!r->succeeded()) {
+    return absl::AbortedError(absl::StrCat("another restore removed this one's staged generation ",
+                                           gen_.generation(), " meanwhile: nothing was switched"));
+  }
+  txn->Clear();
+  *bytes = 0;
+  return RenewIfDue();
+}
+
+absl::Status SharedStore::Restore::Stage() {
+  gen_ = EtcdLayout(store_.base_.prefix(), NewToken());
+  {
+    etcdserverpb::TxnRequest txn;
+    const std::string marker = store_.base_.GenerationKey(gen_.generation());
+    AddAbsent(&txn, marker);
+    AddPut(&txn, marker, absl::StrCat("staged by a restore since ", absl::FormatTime(absl::Now())));
+    CS_ASSIGN_OR_RETURN(const etcdserverpb::TxnResponse r, store_.etcd_->Txn(txn));
+    if (!r.succeeded()) return absl::InternalError("a new generation's key exists");
+    marker_ = r.header().revision();
+  }
+  CS_ASSIGN_OR_RETURN(const StoreStats stats, copy_->Stats());
+  const uint64_t total = stats.claims;
+  AllocatedBuilder held;
+  etcdserverpb::TxnRequest txn;
+  size_t bytes = 0;
+  auto put = [&](std::string key, std::string value) -> absl::Status {
+    if (txn.success_size() >= kStageOps || bytes + key.size() + value.size() > kStageBytes) {
+      CS_RETURN_IF_ERROR(StageTxn(&txn, &bytes));
+    }
+    bytes += key.size() + value.size();
+    AddPut(&txn, key, std::move(value));
+    return absl::OkStatus();
+  };
+  ListOptions list;
+  list.limit = 1000;
+  while (true) {
+    CS_ASSIGN_OR_RETURN(ListPage page, copy_->List(list));
+    for (const ClaimRecord& r : page.records) {
+      held.Add(r);
+      CS_RETURN_IF_ERROR(
+          put(gen_.Claim(ClaimKey{std::string(r.claim_namespace()), std::string(r.name())}),
+              EncodeClaimValue(token_, r.bytes())));
+      if (++staged_ % 4096 == 0) Progress("staging", staged_, total);
+      if (staged_ == total / 2) KillPoint("staged half");
+    }
+    if (page.continue_token.empty()) break;
+    list.continue_token = page.continue_token;
+  }
+  for (const DevicePtr& d : std::move(held).Devices()) {
+    if (d->exclusive.has_value()) {
+      CS_RETURN_IF_ERROR(
+          put(gen_.Exclusive(d->driver, d->pool, d->device), d->exclusive->ToString()));
+    }
+    if (!d->shares.empty()) {
+      CS_RETURN_IF_ERROR(put(gen_.Shares(d->driver, d->pool, d->device), EncodeShares(d->shares)));
+    }
+  }
+  CS_RETURN_IF_ERROR(StageTxn(&txn, &bytes));
+  Progress("staging", staged_, total);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> SharedStore::Restore::Switch() {
+  etcdserverpb::TxnRequest txn;
+  AddCompare(&txn, store_.base_.CurrentKey(), etcdserverpb::Compare::MOD)
+      ->set_mod_revision(current_->mod);
+  AddCompare(&txn, store_.base_.GenerationKey(gen_.generation()), etcdserverpb::Compare::CREATE)
+      ->set_create_revision(marker_);
+  AddPut(&txn, store_.base_.CurrentKey(), GenerationValue{gen_.generation(), 0}.Encode());
+  for (int attempt = 0;; ++attempt) {
+    Progress("switching", staged_, staged_);
+    absl::StatusOr<etcdserverpb::TxnResponse> r = store_.etcd_->Txn(txn);
+    if (r.ok() && r->succeeded()) return static_cast<uint64_t>(r->header().revision());
+    if (r.ok() || !OutcomeUnknown(r.status()) || attempt == 3) {
+      if (!r.ok()) return r.status();
+      return absl::AbortedError(
+          "the claims' generation moved before the switch (another restore switched, or the "
+          "hold on writes ran out and a writer took it away): nothing was switched");
+    }
+    // Did it land? PREFIX/current says; if not, it never will (its
+    // compare): send it again.
+    int64_t at = 0;
+    absl::StatusOr<std::shared_ptr<const Generation>> now = store_.GenerationAt(0, &at);
+    if (now.ok() && (*now)->layout.generation() == gen_.generation()) {
+      return static_cast<uint64_t>((*now)->mod);
+    }
+  }
+}
+
+}  // namespace claimstore::internal
