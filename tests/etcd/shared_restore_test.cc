@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -372,7 +373,16 @@ TEST_F(SharedRestoreTest, ARestoreThatKeepsTheClaimsLosesNoWrite) {
     }
   });
   absl::SleepFor(absl::Milliseconds(200));
-  absl::StatusOr<std::unique_ptr<BulkLoad>> load = a->StartBulkLoad();
+  // One write surely sent while the restore holds writes (its staging is
+  // done, its switch not yet): it lands after the switch.
+  absl::StatusOr<WriteResult> held_write = absl::UnknownError("not run");
+  std::thread during;
+  absl::StatusOr<std::unique_ptr<BulkLoad>> load =
+      a->StartBulkLoad({.progress = [&](const BulkLoadProgress& p) {
+        if (std::string(p.phase) != "switching" || during.joinable()) return;
+        during = std::thread([&] { held_write = b->Put(ClaimJson("ns", "during-hold")); });
+        absl::SleepFor(absl::Milliseconds(300));
+      }});
   ASSERT_THAT(load.status(), IsOk());
   for (int i = 0; i < 1000; ++i) {
     ASSERT_THAT((*load)->Add(Holding(absl::StrCat("load-", i), absl::StrCat("dev-", i)), i),
@@ -382,13 +392,18 @@ TEST_F(SharedRestoreTest, ARestoreThatKeepsTheClaimsLosesNoWrite) {
   absl::SleepFor(absl::Milliseconds(200));
   done = true;
   writer.join();
+  ASSERT_TRUE(during.joinable());
+  during.join();
   ASSERT_THAT(result.status(), IsOk());
   EXPECT_THAT(writer_error, IsOk());
+  ASSERT_THAT(held_write.status(), IsOk());
+  EXPECT_GT(held_write->revision, result->revision);
   ASSERT_THAT(b->Refresh(), IsOk());
   for (const std::string& name : written) EXPECT_THAT(b->Get(Key(name)).status(), IsOk()) << name;
+  EXPECT_THAT(b->Get(Key("during-hold")).status(), IsOk());
   absl::StatusOr<StoreStats> stats = b->Stats();
   ASSERT_THAT(stats.status(), IsOk());
-  EXPECT_EQ(stats->claims, 1000u + written.size());
+  EXPECT_EQ(stats->claims, 1000u + written.size() + 1);
   ExpectVerified(*b);
 }
 
@@ -437,6 +452,24 @@ TEST_F(SharedRestoreTest, ARestoreKilledAtAnyPointLeavesOneStateWhole) {
     }
     ExpectVerified(*a);
   }
+  // The killed tools' copies of their mirrors are left; opening a mirror
+  // removes its own.
+  auto copies = [&](int tool) {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
+      n += absl::StartsWith(e.path().filename().string(),
+                            absl::StrCat("tool-mirror-", tool, ".restore-"));
+    }
+    return n;
+  };
+  ASSERT_EQ(copies(1), 1);
+  {
+    absl::StatusOr<std::unique_ptr<Store>> reopened =
+        Store::Open(absl::StrCat(dir_.path(), "/tool-mirror-1"), SharedOptions());
+    ASSERT_THAT(reopened.status(), IsOk());
+  }
+  EXPECT_EQ(copies(1), 0);
+  EXPECT_EQ(copies(2), 1);
   // The next restore runs whole and leaves one generation in etcd.
   ASSERT_EQ(Tool("restore --replace " + InputFile(10)), 0) << testing::ReadFile(Err());
   ASSERT_THAT(a->Refresh(), IsOk());
@@ -462,6 +495,7 @@ TEST_F(SharedRestoreTest, AMemberKilledDuringARestoreMixesNothing) {
   ASSERT_THAT(a->Put(Holding("old", "old-dev")), IsOk());
   testing::EtcdCluster& cluster = TestCluster();
   int round = 0;
+  std::vector<std::string> before = Contents(*a);
   for (const char* when : {"staging", "switching"}) {
     SCOPED_TRACE(when);
     const int leader = cluster.Leader();
@@ -483,18 +517,102 @@ TEST_F(SharedRestoreTest, AMemberKilledDuringARestoreMixesNothing) {
     ASSERT_THAT(cluster.Restart(leader), IsOk());
     auto fresh = OpenMirror(20 + round++);
     ASSERT_TRUE(fresh);
-    const size_t claims = Names(*fresh).size();
     if (result.ok()) {
-      EXPECT_EQ(claims, 5000u);
+      EXPECT_EQ(Names(*fresh).size(), 5000u);
+      EXPECT_THAT(fresh->Get(Key(absl::StrCat(when, "-4999"))).status(), IsOk());
+      before = Contents(*fresh);
     } else {
       EXPECT_THAT(result.status().code(),
                   ::testing::AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kAborted))
           << result.status();
-      EXPECT_NE(claims, 5000u) << "a failed restore shows";
+      EXPECT_EQ(Contents(*fresh), before) << "a failed restore shows";
     }
     ExpectVerified(*fresh);
     ASSERT_THAT(a->Refresh(), IsOk());
     EXPECT_EQ(Contents(*a), Contents(*fresh));
+  }
+}
+
+// The switch's Txn and a hold's Txn with unknown outcomes (the reply
+// lost after etcd committed it, or the Txn never sent): the restore finds
+// out from etcd which, and completes either way, the live generation
+// intact.
+TEST_F(SharedRestoreTest, UnknownOutcomesOfTheSwitchAndTheHoldAreResolved) {
+  auto a = OpenMirror(0);
+  ASSERT_TRUE(a);
+  int n = 0;
+  for (bool replace_all : {true, false}) {
+    for (bool sent : {true, false}) {
+      SCOPED_TRACE(absl::StrCat(replace_all ? "the switch" : "the hold", sent ? ", sent" : ""));
+      // The first Txn comparing PREFIX/current first: with replace_all the
+      // switch, else the hold.
+      bool failed = false;
+      internal::FailNextTxnForTesting(prefix_ + "current", sent, [&] { failed = true; });
+      absl::StatusOr<std::unique_ptr<BulkLoad>> load =
+          a->StartBulkLoad({.replace_all = replace_all});
+      ASSERT_THAT(load.status(), IsOk());
+      const std::string name = absl::StrCat("u-", ++n);
+      ASSERT_THAT((*load)->Add(Holding(name, absl::StrCat(name, "-dev")), 1), IsOk());
+      absl::StatusOr<BulkLoadResult> result = (*load)->Commit();
+      ASSERT_THAT(result.status(), IsOk());
+      EXPECT_TRUE(failed);
+      EXPECT_THAT(a->Get(Key(name)).status(), IsOk());
+      auto fresh = OpenMirror(10 + n);
+      ASSERT_TRUE(fresh);
+      EXPECT_EQ(Contents(*fresh), Contents(*a));
+      ExpectVerified(*fresh);
+    }
+  }
+  EXPECT_EQ(Names(*a).size(), 3u);  // u-2 (the last replace), then u-3 and u-4 kept
+}
+
+// Two restores at once from two machines: each ends OK or Aborted, and the
+// claims are exactly the load of the one that switched last, whole.
+TEST_F(SharedRestoreTest, ConcurrentRestoresLeaveOneLoadWhole) {
+  auto a = OpenMirror(0);
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(a && b);
+  ASSERT_THAT(a->Put(Holding("old", "old-dev")), IsOk());
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    absl::StatusOr<BulkLoadResult> results[2];
+    auto restore = [&](Store& store, const std::string& tag, absl::StatusOr<BulkLoadResult>* out) {
+      absl::StatusOr<std::unique_ptr<BulkLoad>> load = store.StartBulkLoad({.replace_all = true});
+      if (!load.ok()) {
+        *out = load.status();
+        return;
+      }
+      for (int i = 0; i < 400; ++i) {
+        const std::string name = absl::StrCat(tag, "-", round, "-", i);
+        if (absl::Status s = (*load)->Add(Holding(name, name), i); !s.ok()) {
+          *out = s;
+          return;
+        }
+      }
+      *out = (*load)->Commit();
+    };
+    std::thread ta([&] { restore(*a, "a", &results[0]); });
+    std::thread tb([&] { restore(*b, "b", &results[1]); });
+    ta.join();
+    tb.join();
+    int last = -1;
+    for (int i = 0; i < 2; ++i) {
+      if (results[i].ok()) {
+        if (last < 0 || results[i]->revision > results[last]->revision) last = i;
+      } else {
+        EXPECT_THAT(results[i].status(), StatusIs(absl::StatusCode::kAborted, "nothing was"));
+      }
+    }
+    ASSERT_GE(last, 0) << results[0].status() << " / " << results[1].status();
+    auto fresh = OpenMirror(10 + round);
+    ASSERT_TRUE(fresh);
+    const std::vector<std::string> names = Names(*fresh);
+    ASSERT_EQ(names.size(), 400u);
+    for (const std::string& name : names) {
+      EXPECT_TRUE(absl::StartsWith(name, absl::StrCat(last == 0 ? "a-" : "b-", round, "-")))
+          << name;
+    }
+    ExpectVerified(*fresh);
   }
 }
 

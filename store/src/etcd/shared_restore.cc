@@ -71,6 +71,7 @@ class SharedStore::Restore final : public BulkLoad {
         token_(NewToken()) {}
 
   ~Restore() override {
+    StopRenewing();
     load_.reset();
     copy_.reset();
     std::error_code ec;
@@ -88,24 +89,36 @@ class SharedStore::Restore final : public BulkLoad {
 
  private:
   absl::StatusOr<BulkLoadResult> Finish(bool dry_run);
-  // Holds writes until now + Span() (and renews that), comparing the
-  // generation's revision known; *current_ becomes the held value.
-  absl::Status Hold();
-  absl::Status RenewIfDue();
+  absl::StatusOr<BulkLoadResult> Run(bool dry_run);
+  // Holds writes until now + Span(), comparing PREFIX/current's revision
+  // as known; current_ becomes the held value. A thread renews the hold
+  // every Span() / 3 until StopRenewing (so that it outlives the longest
+  // step), and notes its failure for Renewed().
+  absl::Status Hold() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartRenewing();
+  void StopRenewing();
+  absl::Status Renewed() const;
   // Takes the hold away (a refused restore): PREFIX/current as it was
   // before (absent, when it was).
   void Release();
   absl::Duration Span() const { return store_.options_.etcd_timeout * 6; }
+  std::shared_ptr<const Generation> Current() const {
+    MutexLock lock(&mu_);
+    return current_;
+  }
   // The copy made to hold what the mirror holds now.
   absl::Status CatchUpCopy();
   // Removes every generation but the current one (and the first
   // generation's keys once another is current).
   absl::Status RemoveOthers();
-  absl::Status RemoveGeneration(const EtcdLayout& layout);
+  // Removes `layout`'s generation in one Txn that compares PREFIX/current's
+  // revision with `current_mod` (Aborted when it moved: nothing removed).
+  absl::Status RemoveGeneration(const EtcdLayout& layout, int64_t current_mod);
   // Stages the copy's claims and holdings as generation `gen_`.
   absl::Status Stage();
   absl::Status StageTxn(etcdserverpb::TxnRequest* txn, size_t* bytes);
-  // Switches PREFIX/current to gen_: the revision it did.
+  // Switches PREFIX/current to gen_: the revision it did. Unavailable
+  // when whether it did is unknown (then gen_ must stay).
   absl::StatusOr<uint64_t> Switch();
   void Progress(const char* phase, uint64_t done, uint64_t total) const {
     if (options_.progress) options_.progress(BulkLoadProgress{phase, done, total});
@@ -117,22 +130,29 @@ class SharedStore::Restore final : public BulkLoad {
   std::unique_ptr<Store> copy_;
   std::unique_ptr<BulkLoad> load_;
   const std::string token_;  // the staged claims' write token
-  // PREFIX/current as this restore last wrote or read it.
-  std::shared_ptr<const Generation> current_;
+  // PREFIX/current as this restore last wrote or read it (the renewer
+  // writes it too).
+  mutable Mutex mu_;
+  CondVar renew_cv_;
+  std::shared_ptr<const Generation> current_ ABSL_GUARDED_BY(mu_);
+  bool renewing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status renew_error_ ABSL_GUARDED_BY(mu_);
+  std::thread renewer_;
   std::shared_ptr<const Generation> before_hold_;
-  absl::Time renew_at_ = absl::InfiniteFuture();
-  EtcdLayout gen_{""};   // the generation staged
-  int64_t marker_ = 0;   // its key's create revision
-  uint64_t staged_ = 0;  // claims staged
+  EtcdLayout gen_{""};           // the generation staged
+  int64_t marker_ = 0;           // its key's revision (put at the start, and at the switch)
+  bool switch_unknown_ = false;  // gen_ may be current: never remove it
+  uint64_t staged_ = 0;          // claims staged
 };
 
 absl::StatusOr<std::unique_ptr<BulkLoad>> SharedStore::StartBulkLoad(
     const BulkLoadOptions& options) {
   CS_RETURN_IF_ERROR(MirrorTakesWrites());
   CS_RETURN_IF_ERROR(Sync());
-  const std::string dir = absl::StrCat(path_, ".restore-", NewToken().substr(0, 12));
-  CS_RETURN_IF_ERROR(mirror_store_->Backup(dir));
-  absl::StatusOr<std::unique_ptr<Store>> copy = OpenStoreWithEnv(dir, mirror_options_, nullptr);
+  const std::string dir = absl::StrCat(path_, kRestoreCopySuffix, NewToken().substr(0, 12));
+  absl::Status backup = mirror_store_->Backup(dir);
+  absl::StatusOr<std::unique_ptr<Store>> copy =
+      backup.ok() ? OpenStoreWithEnv(dir, mirror_options_, nullptr) : backup;
   absl::StatusOr<std::unique_ptr<BulkLoad>> load =
       copy.ok() ? (*copy)->StartBulkLoad(options) : copy.status();
   if (!load.ok()) {
@@ -146,85 +166,150 @@ absl::StatusOr<std::unique_ptr<BulkLoad>> SharedStore::StartBulkLoad(
 
 absl::StatusOr<BulkLoadResult> SharedStore::Restore::Finish(bool dry_run) {
   int64_t at = 0;
-  CS_ASSIGN_OR_RETURN(current_, store_.GenerationAt(0, &at));
-  if (current_->frozen_until_ms != 0 &&
-      absl::FromUnixMillis(current_->frozen_until_ms) > absl::Now()) {
+  {
+    CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> now, store_.GenerationAt(0, &at));
+    MutexLock lock(&mu_);
+    current_ = std::move(now);
+    before_hold_ = current_;
+  }
+  if (before_hold_->frozen_until_ms != 0 &&
+      absl::FromUnixMillis(before_hold_->frozen_until_ms) > absl::Now()) {
     return absl::AbortedError(
         absl::StrCat("another restore through etcd holds writes until ",
-                     absl::FormatTime(absl::FromUnixMillis(current_->frozen_until_ms)),
+                     absl::FormatTime(absl::FromUnixMillis(before_hold_->frozen_until_ms)),
                      ": nothing was written; run this one once it is done"));
   }
-  if (!dry_run) CS_RETURN_IF_ERROR(RemoveOthers());
   const bool hold = !options_.replace_all && !dry_run;
-  before_hold_ = current_;
-  if (hold) CS_RETURN_IF_ERROR(Hold());
-  if (hold) KillPoint("held");
-  absl::StatusOr<BulkLoadResult> result = [&]() -> absl::StatusOr<BulkLoadResult> {
-    // The stored claims the load keeps are the mirror's as of the hold (a
-    // replace_all keeps none: what writers do meanwhile is replaced).
-    if (!options_.replace_all) {
-      CS_RETURN_IF_ERROR(store_.Sync());
-      CS_RETURN_IF_ERROR(CatchUpCopy());
+  if (hold) {
+    {
+      MutexLock lock(&mu_);
+      CS_RETURN_IF_ERROR(Hold());
     }
-    CS_ASSIGN_OR_RETURN(BulkLoadResult r, dry_run ? load_->DryRun() : load_->Commit());
-    if (dry_run) return r;
-    KillPoint("staging");
-    CS_RETURN_IF_ERROR(Stage());
-    KillPoint("switch");
-    CS_ASSIGN_OR_RETURN(r.revision, Switch());
-    KillPoint("switched");
-    return r;
-  }();
+    StartRenewing();
+    KillPoint("held");
+  }
+  absl::StatusOr<BulkLoadResult> result = Run(dry_run);
+  StopRenewing();
   if (!result.ok() || dry_run) {
     if (hold) Release();
-    if (!result.ok() && marker_ != 0) RemoveGeneration(gen_).IgnoreError();
+    // A staged generation goes, unless it may be current: then it stays
+    // for the next restore to remove (which it does only once it is not).
+    if (!result.ok() && marker_ != 0 && !switch_unknown_) {
+      RemoveGeneration(gen_, Current()->mod).IgnoreError();
+    }
     if (dry_run && result.ok()) result->revision = store_.mirror()->CommittedRevision();
     return result;
   }
   // The old generation goes; a failure leaves it to the next restore.
-  RemoveGeneration(current_->layout).IgnoreError();
+  RemoveGeneration(before_hold_->layout, static_cast<int64_t>(result->revision)).IgnoreError();
   Progress("switched", staged_, staged_);
   CS_RETURN_IF_ERROR(store_.WaitApplied(result->revision, "the restore"));
   return result;
+}
+
+absl::StatusOr<BulkLoadResult> SharedStore::Restore::Run(bool dry_run) {
+  // The stored claims the load keeps are the mirror's as of the hold (a
+  // replace_all keeps none: what writers do meanwhile is replaced).
+  if (!options_.replace_all) {
+    CS_RETURN_IF_ERROR(store_.Sync());
+    CS_RETURN_IF_ERROR(CatchUpCopy());
+  }
+  CS_ASSIGN_OR_RETURN(BulkLoadResult r, dry_run ? load_->DryRun() : load_->Commit());
+  if (dry_run) return r;
+  // Accepted: what killed restores left goes (not before: refused input
+  // changes nothing in etcd).
+  CS_RETURN_IF_ERROR(RemoveOthers());
+  KillPoint("staging");
+  CS_RETURN_IF_ERROR(Stage());
+  KillPoint("switch");
+  StopRenewing();  // the switch compares the hold as last renewed
+  CS_RETURN_IF_ERROR(Renewed());
+  CS_ASSIGN_OR_RETURN(r.revision, Switch());
+  KillPoint("switched");
+  return r;
 }
 
 absl::Status SharedStore::Restore::Hold() {
   etcdserverpb::TxnRequest txn;
   AddCompare(&txn, store_.base_.CurrentKey(), etcdserverpb::Compare::MOD)
       ->set_mod_revision(current_->mod);
-  const absl::Time until = absl::Now() + Span();
-  AddPut(&txn, store_.base_.CurrentKey(),
-         GenerationValue{current_->layout.generation(), absl::ToUnixMillis(until)}.Encode());
-  CS_ASSIGN_OR_RETURN(const etcdserverpb::TxnResponse r, store_.etcd_->Txn(txn));
-  if (!r.succeeded()) {
-    return absl::AbortedError(
-        "another restore through etcd switched or held the claims meanwhile: nothing was written");
+  const int64_t until = absl::ToUnixMillis(absl::Now() + Span());
+  const std::string held = GenerationValue{current_->layout.generation(), until}.Encode();
+  AddPut(&txn, store_.base_.CurrentKey(), held);
+  int64_t revision = 0;
+  for (int attempt = 0; revision == 0; ++attempt) {
+    absl::StatusOr<etcdserverpb::TxnResponse> r = store_.etcd_->Txn(txn);
+    if (r.ok() && r->succeeded()) {
+      revision = r->header().revision();
+    } else if (r.ok()) {
+      return absl::AbortedError(
+          "another restore through etcd switched or held the claims meanwhile: nothing was "
+          "written");
+    } else if (!OutcomeUnknown(r.status()) || attempt == 3) {
+      return r.status();
+    } else {
+      // Did it land? PREFIX/current holds this value (its time in ms is
+      // this restore's alone) if it did; unchanged, it did not: send it
+      // again (only one copy can land: the compare).
+      etcdserverpb::RangeRequest read;
+      read.set_key(store_.base_.CurrentKey());
+      CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse now, store_.etcd_->Range(read));
+      const int64_t mod = now.kvs_size() > 0 ? now.kvs(0).mod_revision() : 0;
+      if (now.kvs_size() > 0 && now.kvs(0).value() == held) {
+        revision = mod;
+      } else if (mod != current_->mod) {
+        return absl::AbortedError(
+            "another restore through etcd switched or held the claims meanwhile: nothing was "
+            "written");
+      }
+    }
   }
-  current_ = std::make_shared<const Generation>(
-      Generation{current_->layout, r.header().revision(), absl::ToUnixMillis(until)});
-  renew_at_ = absl::Now() + Span() / 3;
+  current_ = std::make_shared<const Generation>(Generation{current_->layout, revision, until});
   return absl::OkStatus();
 }
 
-absl::Status SharedStore::Restore::RenewIfDue() {
-  if (current_->frozen_until_ms == 0 || absl::Now() < renew_at_) return absl::OkStatus();
-  absl::Status s = Hold();
-  if (!s.ok()) {
-    return absl::AbortedError(absl::StrCat("the restore's hold on writes could not be renewed (",
-                                           s.message(), "): nothing was switched"));
+void SharedStore::Restore::StartRenewing() {
+  MutexLock lock(&mu_);
+  renewing_ = true;
+  renewer_ = std::thread([this] {
+    MutexLock lock(&mu_);
+    while (renewing_) {
+      renew_cv_.WaitUntil(&mu_,
+                          std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(Span() / 3));
+      if (!renewing_) break;
+      if (absl::Status s = Hold(); !s.ok()) {
+        renew_error_ =
+            absl::AbortedError(absl::StrCat("the restore's hold on writes could not be renewed (",
+                                            s.message(), "): nothing was switched"));
+        renewing_ = false;
+      }
+    }
+  });
+}
+
+void SharedStore::Restore::StopRenewing() {
+  {
+    MutexLock lock(&mu_);
+    renewing_ = false;
+    renew_cv_.NotifyAll();
   }
-  return absl::OkStatus();
+  if (renewer_.joinable()) renewer_.join();
+}
+
+absl::Status SharedStore::Restore::Renewed() const {
+  MutexLock lock(&mu_);
+  return renew_error_;
 }
 
 void SharedStore::Restore::Release() {
+  const std::shared_ptr<const Generation> held = Current();
   etcdserverpb::TxnRequest txn;
   AddCompare(&txn, store_.base_.CurrentKey(), etcdserverpb::Compare::MOD)
-      ->set_mod_revision(current_->mod);
+      ->set_mod_revision(held->mod);
   if (before_hold_->mod == 0) {
     AddDelete(&txn, store_.base_.CurrentKey());
   } else {
-    AddPut(&txn, store_.base_.CurrentKey(),
-           GenerationValue{current_->layout.generation(), 0}.Encode());
+    AddPut(&txn, store_.base_.CurrentKey(), GenerationValue{held->layout.generation(), 0}.Encode());
   }
   // Best effort: a hold that stays is taken away by the first writer
   // after its time.
@@ -281,36 +366,70 @@ absl::Status SharedStore::Restore::CatchUpCopy() {
   return copy->ApplyMirrored(changed, std::max(revision, copy->CommittedRevision() + 1));
 }
 
-absl::Status SharedStore::Restore::RemoveGeneration(const EtcdLayout& layout) {
+absl::Status SharedStore::Restore::RemoveGeneration(const EtcdLayout& layout, int64_t current_mod) {
   etcdserverpb::TxnRequest txn;
+  AddCompare(&txn, store_.base_.CurrentKey(), etcdserverpb::Compare::MOD)
+      ->set_mod_revision(current_mod);
   for (const std::string& prefix : {layout.ClaimsPrefix(), layout.DevicesPrefix()}) {
     etcdserverpb::DeleteRangeRequest* d = txn.add_success()->mutable_request_delete_range();
     d->set_key(prefix);
     d->set_range_end(PrefixRangeEnd(prefix));
   }
-  if (!layout.generation().empty())
+  if (!layout.generation().empty()) {
     AddDelete(&txn, store_.base_.GenerationKey(layout.generation()));
-  return store_.etcd_->Txn(txn).status();
+  }
+  // Sent again when its outcome is unknown: deleting twice is harmless.
+  absl::StatusOr<etcdserverpb::TxnResponse> r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = store_.etcd_->Txn(txn);
+    if (r.ok() || !OutcomeUnknown(r.status())) break;
+  }
+  CS_RETURN_IF_ERROR(r.status());
+  if (!r->succeeded()) {
+    return absl::AbortedError(
+        "another restore through etcd switched or held the claims meanwhile: nothing was switched");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SharedStore::Restore::RemoveOthers() {
+  // The generations at the revision PREFIX/current is read at; each goes
+  // in a Txn that compares PREFIX/current as read: never the one another
+  // restore switched to meanwhile.
   int64_t at = 0;
+  CS_ASSIGN_OR_RETURN(const std::shared_ptr<const Generation> now, store_.GenerationAt(0, &at));
+  if (now->mod != Current()->mod) {
+    return absl::AbortedError(
+        "another restore through etcd switched or held the claims meanwhile: nothing was written");
+  }
   CS_ASSIGN_OR_RETURN(const std::vector<mvccpb::KeyValue> gens,
                       store_.ListPrefix(store_.base_.GenerationsPrefix(), &at));
-  const std::string& current = current_->layout.generation();
+  const std::string& current = now->layout.generation();
   for (const mvccpb::KeyValue& kv : gens) {
     const std::string name = kv.key().substr(store_.base_.GenerationsPrefix().size());
     if (name == current) continue;
-    CS_RETURN_IF_ERROR(RemoveGeneration(EtcdLayout(store_.base_.prefix(), name)));
+    CS_RETURN_IF_ERROR(RemoveGeneration(EtcdLayout(store_.base_.prefix(), name), now->mod));
   }
-  if (!current.empty()) CS_RETURN_IF_ERROR(RemoveGeneration(store_.base_));
+  if (current.empty()) return absl::OkStatus();
+  // The first generation, when anything of it is left.
+  for (const std::string& prefix : {store_.base_.ClaimsPrefix(), store_.base_.DevicesPrefix()}) {
+    etcdserverpb::RangeRequest any;
+    any.set_key(prefix);
+    any.set_range_end(PrefixRangeEnd(prefix));
+    any.set_count_only(true);
+    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse got, store_.etcd_->Range(any));
+    if (got.count() > 0) return RemoveGeneration(store_.base_, now->mod);
+  }
   return absl::OkStatus();
 }
 
 absl::Status SharedStore::Restore::StageTxn(etcdserverpb::TxnRequest* txn, size_t* bytes) {
   if (txn->success_size() == 0) return absl::OkStatus();
-  AddCompare(txn, store_.base_.GenerationKey(gen_.generation()), etcdserverpb::Compare::CREATE)
-      ->set_create_revision(marker_);
+  // The generation's key as put at the start: a copy of this Txn that
+  // arrives late (its outcome was unknown, it was sent again) fails once
+  // the switch rewrote that key, or once another restore removed it.
+  AddCompare(txn, store_.base_.GenerationKey(gen_.generation()), etcdserverpb::Compare::MOD)
+      ->set_mod_revision(marker_);
   absl::StatusOr<etcdserverpb::TxnResponse> r;
   for (int attempt = 0; attempt < 3; ++attempt) {
     r = store_.etcd_->Txn(*txn);
@@ -323,7 +442,7 @@ absl::Status SharedStore::Restore::StageTxn(etcdserverpb::TxnRequest* txn, size_
   }
   txn->Clear();
   *bytes = 0;
-  return RenewIfDue();
+  return Renewed();
 }
 
 absl::Status SharedStore::Restore::Stage() {
@@ -380,30 +499,56 @@ absl::Status SharedStore::Restore::Stage() {
 }
 
 absl::StatusOr<uint64_t> SharedStore::Restore::Switch() {
+  const std::shared_ptr<const Generation> from = Current();
+  const std::string marker = store_.base_.GenerationKey(gen_.generation());
   etcdserverpb::TxnRequest txn;
   AddCompare(&txn, store_.base_.CurrentKey(), etcdserverpb::Compare::MOD)
-      ->set_mod_revision(current_->mod);
-  AddCompare(&txn, store_.base_.GenerationKey(gen_.generation()), etcdserverpb::Compare::CREATE)
-      ->set_create_revision(marker_);
+      ->set_mod_revision(from->mod);
+  AddCompare(&txn, marker, etcdserverpb::Compare::MOD)->set_mod_revision(marker_);
   AddPut(&txn, store_.base_.CurrentKey(), GenerationValue{gen_.generation(), 0}.Encode());
-  for (int attempt = 0;; ++attempt) {
-    Progress("switching", staged_, staged_);
-    absl::StatusOr<etcdserverpb::TxnResponse> r = store_.etcd_->Txn(txn);
-    if (r.ok() && r->succeeded()) return static_cast<uint64_t>(r->header().revision());
-    if (r.ok() || !OutcomeUnknown(r.status()) || attempt == 3) {
-      if (!r.ok()) return r.status();
-      return absl::AbortedError(
-          "the claims' generation moved before the switch (another restore switched, or the "
-          "hold on writes ran out and a writer took it away): nothing was switched");
-    }
-    // Did it land? PREFIX/current says; if not, it never will (its
-    // compare): send it again.
+  AddPut(&txn, marker, absl::StrCat("current since ", absl::FormatTime(absl::Now())));
+  Progress("switching", staged_, staged_);
+  absl::StatusOr<etcdserverpb::TxnResponse> r = store_.etcd_->Txn(txn);
+  if (r.ok() && r->succeeded()) return static_cast<uint64_t>(r->header().revision());
+  if (!r.ok() && !OutcomeUnknown(r.status())) return r.status();
+  if (r.ok()) {
+    return absl::AbortedError(
+        "the claims' generation moved before the switch (another restore switched, or the "
+        "hold on writes ran out and a writer took it away): nothing was switched");
+  }
+  // Did it land? PREFIX/current says, once it moved from what the Txn
+  // compared: to gen_ (it did) or elsewhere (it never will). Until then
+  // a late copy may still land: gen_ stays (switch_unknown_).
+  switch_unknown_ = true;
+  const absl::Time give_up = absl::Now() + store_.options_.etcd_timeout * 3;
+  while (absl::Now() < give_up) {
     int64_t at = 0;
     absl::StatusOr<std::shared_ptr<const Generation>> now = store_.GenerationAt(0, &at);
-    if (now.ok() && (*now)->layout.generation() == gen_.generation()) {
-      return static_cast<uint64_t>((*now)->mod);
+    if (now.ok() && (*now)->mod != from->mod) {
+      if ((*now)->layout.generation() == gen_.generation()) {
+        switch_unknown_ = false;
+        return static_cast<uint64_t>((*now)->mod);
+      }
+      // Moved elsewhere: the switch cannot land any more; the marker's
+      // compare fails too once gen_ is removed.
+      switch_unknown_ = false;
+      return absl::AbortedError(
+          "the claims' generation moved before the switch: nothing was switched");
     }
+    if (now.ok()) {
+      // Not moved: send it again (the same Txn; only one can land).
+      r = store_.etcd_->Txn(txn);
+      if (r.ok() && r->succeeded()) {
+        switch_unknown_ = false;
+        return static_cast<uint64_t>(r->header().revision());
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(100));
   }
+  return absl::UnavailableError(
+      absl::StrCat("the restore's switch to generation ", gen_.generation(),
+                   " was sent and its outcome is unknown (etcd: ", r.status().message(),
+                   "): read PREFIX/current, or run the restore again"));
 }
 
 }  // namespace claimstore::internal

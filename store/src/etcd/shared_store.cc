@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <random>
@@ -13,6 +14,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "etcd/shared_watcher.h"
 #include "etcd/txn_ops.h"
@@ -74,6 +76,18 @@ absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
   local.etcd_endpoints.clear();
   local.feed_history_revisions = 0;  // the change feed is etcd's (shared_watcher.h)
   CS_ASSIGN_OR_RETURN(std::unique_ptr<Store> mirror, OpenStoreWithEnv(path, local, nullptr));
+  // The mirror is this process's now (RocksDB's lock): the copies killed
+  // restores of it left go.
+  {
+    namespace fs = std::filesystem;
+    const fs::path self(std::string{path});
+    const std::string copies = self.filename().string() + kRestoreCopySuffix;
+    std::error_code ec;
+    for (const fs::directory_entry& e :
+         fs::directory_iterator(self.has_parent_path() ? self.parent_path() : ".", ec)) {
+      if (absl::StartsWith(e.path().filename().string(), copies)) fs::remove_all(e.path(), ec);
+    }
+  }
   std::unique_ptr<SharedStore> store(
       new SharedStore(path, std::move(mirror), std::move(etcd), options, local));
 
@@ -461,6 +475,9 @@ absl::StatusOr<std::unique_ptr<Watcher>> SharedStore::Watch(uint64_t from_revisi
       from_revision == 0 ? 0 : static_cast<int64_t>(WatchStartFor(from_revision)), &at);
   if (absl::IsOutOfRange(gen.status())) gen = CurrentGeneration();
   CS_RETURN_IF_ERROR(gen.status());
+  // From now: from just after the revision the generation was read at, so
+  // that a switch after it is seen.
+  if (from_revision == 0) from_revision = static_cast<uint64_t>(at) + 1;
   return SharedWatcher::Start(
       etcd_.get(), base_.prefix(), from_revision, options,
       [this, gen = *std::move(gen)](const mvccpb::Event& e, bool* skip, WatchEvent* out) {

@@ -84,8 +84,10 @@ class SharedStore final : public MutationWrites {
  private:
   // One write's attempts (shared_write.cc).
   class WriteOp;
-  // A bulk load (shared_restore.cc).
+  // A bulk load (shared_restore.cc), and where its copy of the mirror is:
+  // PATH + this + a token (what a killed restore left is removed at Open).
   class Restore;
+  static constexpr char kRestoreCopySuffix[] = ".restore-";
   // The generation of the claims the mirror holds: its layout, and the
   // mod revision of PREFIX/current that named it (0: absent, the first
   // generation). Writes compare that revision.

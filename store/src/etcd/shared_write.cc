@@ -624,7 +624,11 @@ SharedStore::WriteOp::Decided SharedStore::WriteOp::Commit(const Plan& plan) {
     // It did not land, and never will (a later change of the claim, or
     // this write's next Txn, fails its compare): run again on etcd's
     // claim; its devices are read again with the next failed compare.
+    // (Read in this write's generation, which a restore may have switched
+    // from meanwhile: no refusal is made on it before a Txn that compares
+    // the generation confirms it.)
     cur_ = std::move(outcome->current);
+    cur_.from_etcd = false;
     return std::nullopt;
   }
   if (r->succeeded()) {
