@@ -25,6 +25,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -38,6 +39,7 @@
 #include "claimstore/codec.h"
 #include "claimstore/store.h"
 #include "etcd/etcd_client.h"
+#include "etcd/shared_store.h"
 #include "testutil/etcd_cluster.h"
 
 namespace claimstore {
@@ -239,6 +241,9 @@ BENCHMARK(BM_BareThroughput)
 // Allocations per second.
 void BM_SharedDevice(benchmark::State& state) {
   const bool one_device = state.range(0) == 1;
+  internal::SetDeviceQueuesForTesting(state.range(1) == 1);
+  std::mutex latencies_mu;
+  std::vector<double> latencies;  // ms per write (an Allocate or a Deallocate)
   constexpr int kStores = 4, kWriters = 16, kPairs = 8;
   const std::string prefix = NewPrefix();
   std::vector<std::unique_ptr<Store>> stores;
@@ -263,15 +268,30 @@ void BM_SharedDevice(benchmark::State& state) {
       b.AddResult(std::move(r));
       const std::vector<DeviceCapacity> limit = {
           {"gpu.example.com", "p", device, {{"memory", "64Gi"}}}};
+      const auto t0 = Clock::now();
       Check(s.Allocate(key, b.Build(), {}, limit).status());
+      const auto t1 = Clock::now();
       Check(s.Deallocate(key).status());
+      const auto t2 = Clock::now();
+      std::lock_guard<std::mutex> lock(latencies_mu);
+      latencies.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      latencies.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
     }
   });
+  std::sort(latencies.begin(), latencies.end());
+  auto at = [&](double q) {
+    return latencies[std::min(latencies.size() - 1, static_cast<size_t>(q * latencies.size()))];
+  };
+  state.counters["p50_ms"] = at(0.50);
+  state.counters["p99_ms"] = at(0.99);
+  state.counters["max_ms"] = latencies.back();
+  internal::SetDeviceQueuesForTesting(true);
 }
 BENCHMARK(BM_SharedDevice)
-    ->ArgName("one_device")
-    ->Arg(0)
-    ->Arg(1)
+    ->ArgNames({"one_device", "queue"})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({1, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(3);

@@ -22,6 +22,7 @@
 #include <barrier>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -41,6 +43,7 @@
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
 #include "claimstore/store.h"
+#include "etcd/shared_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testutil/claim_model.h"
@@ -48,6 +51,7 @@
 #include "testutil/history_checker.h"
 #include "testutil/store_test_util.h"
 #include "testutil/test_util.h"
+#include "util/status_macros.h"
 
 namespace claimstore {
 namespace {
@@ -68,6 +72,8 @@ constexpr char kDriver[] = "gpu.example.com";
 constexpr int kProcesses = 4, kThreads = 4, kRacers = kProcesses * kThreads;
 constexpr int kFit = 5;           // shares of 1Gi that fit the capacity race's device
 constexpr int kHistoryCalls = 2;  // per racer and round of a history
+// The most attempts a write of the fairness race may take.
+constexpr int kFairAttempts = 8;
 
 // The two claims and two devices of a history's round.
 std::string HistoryClaim(int round, char which) {
@@ -98,6 +104,19 @@ absl::Status Race(Store& store, const std::string& scenario, int r, int racer) {
     if (racer % 2 == 1) result.share_id = Uuid(1);
     builder.AddResult(std::move(result));
     return store.Allocate({"ns", absl::StrCat("device-", r, "-", racer)}, builder.Build()).status();
+  }
+  if (scenario == "fair") {
+    // Every racer shares one device (room for all), allocating and
+    // deallocating: each write compares and rewrites its shares key.
+    result.device = "fair-dev";
+    result.share_id = Uuid(racer);
+    result.consumed_capacity = {{"memory", "1Gi"}};
+    builder.AddResult(std::move(result));
+    const std::vector<DeviceCapacity> room = {
+        {kDriver, "pool-a", "fair-dev", {{"memory", "64Gi"}}}};
+    const ClaimKey key{"ns", absl::StrCat("fair-", r, "-", racer)};
+    CS_RETURN_IF_ERROR(store.Allocate(key, builder.Build(), {}, room).status());
+    return store.Deallocate(key).status();
   }
   result.share_id = Uuid(racer);
   result.consumed_capacity = {{"memory", racer % 2 == 0 ? "1Gi" : "1024Mi"}};
@@ -227,6 +246,8 @@ int Child(const std::string& endpoints, const std::string& prefix, const std::st
     });
   }
   for (std::thread& t : threads) t.join();
+  printf("A %d\n", internal::MostWriteAttemptsForTesting());
+  fflush(stdout);
   return 0;
 }
 
@@ -300,6 +321,12 @@ class SharedProcessTest : public ::testing::Test {
             lines_read_.fetch_add(1);
             std::lock_guard<std::mutex> lock(mu);
             history_lines_.push_back(line);
+            continue;
+          }
+          if (int attempts = 0;
+              line[0] == 'A' && absl::SimpleAtoi(absl::StripAsciiWhitespace(line + 1), &attempts)) {
+            std::lock_guard<std::mutex> lock(mu);
+            most_attempts_ = std::max(most_attempts_, attempts);
             continue;
           }
           std::vector<std::string> f =
@@ -460,6 +487,26 @@ class SharedProcessTest : public ::testing::Test {
     ExpectVerifiesClean(*fresh);
   }
 
+  // 16 racers in 4 processes allocate and deallocate a share of one
+  // device, round after round: every write succeeds, within a bounded
+  // number of attempts (the device's queue: no write starves).
+  void FairRace(int rounds) {
+    most_attempts_ = 0;
+    const auto outcomes = RunRace("fair", rounds);
+    for (int r = 0; r < rounds; ++r) {
+      for (int racer = 0; racer < kRacers; ++racer) {
+        EXPECT_EQ(outcomes[r][racer].code, absl::StatusCode::kOk)
+            << "round " << r << " racer " << racer << ": " << outcomes[r][racer].message;
+      }
+    }
+    EXPECT_GT(most_attempts_, 0);
+    EXPECT_LE(most_attempts_, kFairAttempts);
+    std::cout << "the most attempts of one write: " << most_attempts_ << "\n";
+    auto fresh = Fresh("check-fair");
+    ASSERT_TRUE(fresh);
+    ExpectVerifiesClean(*fresh);
+  }
+
   static void ExpectVerifiesClean(Store& store) {
     absl::StatusOr<VerifyReport> report = store.Verify(false);
     ASSERT_THAT(report.status(), IsOk());
@@ -587,6 +634,7 @@ class SharedProcessTest : public ::testing::Test {
   std::string prefix_, endpoints_;
   std::atomic<int> lines_read_{0};
   std::vector<std::string> history_lines_;  // the children's "H" lines
+  int most_attempts_ = 0;                   // of a write, in any child (their "A" lines)
 };
 
 constexpr int kRounds = 100;
@@ -594,6 +642,7 @@ constexpr int kRounds = 100;
 TEST_F(SharedProcessTest, LastConsumerSlot) { SlotRace(kRounds); }
 TEST_F(SharedProcessTest, OneDevice) { DeviceRace(kRounds); }
 TEST_F(SharedProcessTest, CapacityOfASharedDevice) { CapacityRace(kRounds); }
+TEST_F(SharedProcessTest, NoWriteStarvesOnAHotDevice) { FairRace(20); }
 
 // A member, then the leader, SIGKILLed and restarted while the racers run.
 TEST_F(SharedProcessTest, DeviceWithAFollowerKilled) {

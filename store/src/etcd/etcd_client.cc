@@ -223,6 +223,7 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdOption
     m.kv = etcdserverpb::KV::NewStub(m.channel);
     m.watch = etcdserverpb::Watch::NewStub(m.channel);
     m.maintenance = etcdserverpb::Maintenance::NewStub(m.channel);
+    m.lease = etcdserverpb::Lease::NewStub(m.channel);
     client->members_.push_back(std::move(m));
   }
   return client;
@@ -327,6 +328,24 @@ absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
   return absl::UnavailableError(absl::StrCat("etcd: no member answered a read within ",
                                              absl::FormatDuration(options_.request_timeout),
                                              " (last: ", last.message(), ")"));
+}
+
+absl::StatusOr<int64_t> EtcdClient::LeaseGrant(absl::Duration ttl) {
+  etcdserverpb::LeaseGrantRequest request;
+  request.set_ttl(std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)))));
+  absl::Status last = absl::UnavailableError("etcd: no endpoint");
+  for (size_t tried = 0; tried < members_.size(); ++tried) {
+    const size_t i = Preferred();
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineAfter(options_.request_timeout));
+    etcdserverpb::LeaseGrantResponse response;
+    grpc::Status s = members_[i].lease->LeaseGrant(&context, request, &response);
+    if (s.ok()) return response.id();
+    last = FromGrpc(s, members_[i].endpoint, "lease grant");
+    if (!TryAnotherMember(s)) return last;
+    MoveOn(i);
+  }
+  return last;
 }
 
 absl::Status EtcdClient::Compact(int64_t revision) {

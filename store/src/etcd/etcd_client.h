@@ -116,6 +116,9 @@ class EtcdClient {
   absl::StatusOr<std::unique_ptr<EtcdWatch>> Watch(
       const etcdserverpb::WatchCreateRequest& create, WatchCanceller* canceller = nullptr,
       absl::Time stream_deadline = absl::InfiniteFuture());
+  // A lease of `ttl` (whole seconds, at least 1), not kept alive: keys put
+  // with it go when it ends. Its ID.
+  absl::StatusOr<int64_t> LeaseGrant(absl::Duration ttl);
   // Compacts etcd's history up to `revision` (physical: returns once the
   // compaction is done).
   absl::Status Compact(int64_t revision);
@@ -133,6 +136,7 @@ class EtcdClient {
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
     std::unique_ptr<etcdserverpb::Watch::Stub> watch;
     std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
+    std::unique_ptr<etcdserverpb::Lease::Stub> lease;
   };
   explicit EtcdClient(const EtcdOptions& options) : options_(options) {}
   // The member to try first.

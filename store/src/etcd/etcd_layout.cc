@@ -99,6 +99,12 @@ std::string EtcdLayout::Device(absl::string_view driver, absl::string_view pool,
                       EscapeComponent(device), "/");
 }
 
+std::string EtcdLayout::Queue(absl::string_view driver, absl::string_view pool,
+                              absl::string_view device) const {
+  return absl::StrCat(prefix_, "queues/", EscapeComponent(driver), "/", EscapeComponent(pool), "/",
+                      EscapeComponent(device), "/");
+}
+
 std::string EtcdLayout::Exclusive(absl::string_view driver, absl::string_view pool,
                                   absl::string_view device) const {
   return Device(driver, pool, device) + "exclusive";

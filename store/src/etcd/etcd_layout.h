@@ -31,7 +31,9 @@ bool UnescapeComponent(absl::string_view s, std::string* out);
 // store before restores through etcd) right under the prefix, every later
 // one under PREFIX/gen/NAME/. PREFIX/current names the generation readers
 // and writers use (absent: ""); a restore stages a new generation and
-// switches to it in one Txn (shared_restore.cc).
+// switches to it in one Txn (shared_restore.cc). Other keys under the
+// prefix: PREFIX/sync (SharedStore::Sync), PREFIX/generations/ and
+// PREFIX/queues/ (the same in every generation).
 class EtcdLayout {
  public:
   // `prefix` as given, with a '/' added when it does not end with one;
@@ -55,6 +57,10 @@ class EtcdLayout {
   std::string ClaimsPrefix() const { return root_ + "claims/"; }
   // The prefix of every holding key of the generation.
   std::string DevicesPrefix() const { return root_ + "devices/"; }
+  // The queue of writers waiting for their turn at a device's shares (one
+  // key per waiting write).
+  std::string Queue(absl::string_view driver, absl::string_view pool,
+                    absl::string_view device) const;
   std::string Claim(const ClaimKey& key) const;
   // The claim a claim key names; false for another key.
   bool ParseClaim(absl::string_view key, ClaimKey* out) const;

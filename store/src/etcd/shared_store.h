@@ -38,6 +38,13 @@
 
 namespace claimstore::internal {
 
+// Benchmarks: whether writes queue at a hot device (shared_write.cc;
+// default on). Off, contended writes race as before.
+void SetDeviceQueuesForTesting(bool on);
+// Tests: the most attempts (Txns sent, reads made again) one write of this
+// process took.
+int MostWriteAttemptsForTesting();
+
 class SharedStore final : public MutationWrites {
  public:
   // Opens the mirror at `path`, connects to etcd, catches up (a list when
@@ -122,6 +129,8 @@ class SharedStore final : public MutationWrites {
   // absent).
   absl::StatusOr<std::shared_ptr<const Generation>> GenerationOf(
       const etcdserverpb::RangeResponse& current) const;
+  // The lease of this store's tickets in device queues (shared_write.cc).
+  absl::StatusOr<int64_t> QueueLease();
   // A write that met PREFIX/current held by a restore waits until the
   // hold ends (Unavailable after etcd_timeout), taking away a hold whose
   // time passed (its restorer died). Returns the revision it last read.
@@ -236,6 +245,9 @@ class SharedStore final : public MutationWrites {
   // that they do not fail each other's compares: only other processes'
   // writes race them. Performance only: etcd's compares decide.
   std::array<std::mutex, 256> shares_stripes_;
+  Mutex lease_mu_;
+  int64_t queue_lease_ ABSL_GUARDED_BY(lease_mu_) = 0;
+  absl::Time queue_lease_until_ ABSL_GUARDED_BY(lease_mu_);
 };
 
 }  // namespace claimstore::internal

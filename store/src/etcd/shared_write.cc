@@ -3,6 +3,7 @@
 // report. The design: docs/shared-mode.md ("Exactly one wins", "Unknown
 // outcomes").
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,12 @@ namespace {
 // How often a write runs again on what a failed compare read before it
 // gives up (each run follows a change by another writer).
 constexpr int kMaxAttempts = 100;
+
+// Whether writes queue at a hot device (SetDeviceQueuesForTesting).
+std::atomic<bool> device_queues{true};
+// A write of a device's shares whose Txns failed this often takes a ticket
+// with the next failure, as does one that saw another's ticket.
+constexpr int kRaceBeforeQueueing = 2;
 
 std::string DeviceName(absl::string_view driver, absl::string_view pool, absl::string_view device) {
   return absl::StrCat(driver, "/", pool, "/", device);
@@ -62,6 +69,12 @@ Holdings HoldingsByDevice(const ClaimRecord* record, const ClaimKey& claim) {
 
 }  // namespace
 
+// The most attempts one write of this process took (tests).
+std::atomic<int> most_attempts{0};
+
+void SetDeviceQueuesForTesting(bool on) { device_queues.store(on); }
+int MostWriteAttemptsForTesting() { return most_attempts.load(); }
+
 // One write across its attempts: the claim and the devices as far as it
 // knows them (first the mirror's, then what etcd's failure branches and
 // reads returned), and the share stripes it holds.
@@ -95,6 +108,11 @@ class SharedStore::WriteOp {
     // The devices whose keys the failure branch reads, in its order.
     std::vector<std::string> compared_devices;
     std::vector<std::string> shares_changed;
+    // The devices whose shares it changes, with their ids: their queues'
+    // compares, and the queues' lengths last in the failure branch (then,
+    // when takes_ticket, the puts of this write's ticket).
+    std::vector<std::pair<std::string, DeviceId>> queues;
+    bool takes_ticket = false;
     // A rule the write breaks on what it knows; confirmed: known from etcd.
     absl::Status refusal;
     bool refusal_confirmed = true;
@@ -129,9 +147,10 @@ class SharedStore::WriteOp {
                  const Mine& will);
   void CheckCapacity(Plan* plan, const std::string& name, const DeviceId& id, const DeviceState& st,
                      const Mine& will, const std::vector<DeviceShare>& others);
-  // A refusal on what etcd held is the answer; else reads the claim and
-  // the devices from etcd at one revision, for the next attempt.
-  Decided Confirm(const Plan& plan);
+  // A refusal on what etcd held is the answer; else (and always with
+  // `refresh`) reads the claim and the devices from etcd at one revision,
+  // for the next attempt.
+  Decided Confirm(const Plan& plan, bool refresh = false);
   // Takes the stripes of the devices whose shares this write changes, once
   // per write; true when another writer held one (it changed the device).
   bool TakeStripes(const Plan& plan);
@@ -142,9 +161,23 @@ class SharedStore::WriteOp {
   absl::StatusOr<DeviceState*> StateOf(const DeviceId& id);
   // Takes what a Txn's reads returned: the claim (the first read), then
   // each compared device's exclusive and shares keys, then PREFIX/current
-  // (GenerationMoved).
-  absl::Status Absorb(const etcdserverpb::TxnResponse& response,
-                      const std::vector<std::string>& compared);
+  // (GenerationMoved), then the length of each queue the plan compared.
+  absl::Status Absorb(const etcdserverpb::TxnResponse& response, const Plan& plan);
+
+  // Fairness at a hot device (docs/shared-mode.md, "Fair under
+  // contention"). A write that changes a device's shares and has no
+  // ticket compares that the device's queue is empty; if its Txn fails,
+  // the failure branch puts its ticket in the queue of each such device
+  // (a key each, in that Txn: one revision orders it the same in every
+  // queue), with a lease that ends it if this process dies. With a
+  // ticket, it waits until no older ticket is left (AwaitTurn) and its Txn
+  // compares that, and deletes the ticket when it lands. So once writers
+  // collide, they take turns in the order they failed.
+  absl::Status AddQueues(Plan* plan);
+  absl::Status AwaitTurn();
+  // Deletes this write's ticket keys, if any (best effort: their lease
+  // ends them too).
+  void Dequeue();
 
   SharedStore& store_;
   const ClaimKey& key_;
@@ -160,6 +193,11 @@ class SharedStore::WriteOp {
   std::map<std::string, DeviceState> devices_;
   std::vector<std::unique_lock<std::mutex>> stripes_;
   bool stripes_taken_ = false;
+  int64_t ticket_ = 0;                         // its revision; 0: none
+  std::map<std::string, std::string> queued_;  // device name -> its queue's prefix
+  bool first_in_line_ = false;                 // known: no older ticket
+  bool queue_seen_ = false;                    // a queue it changes was not empty
+  int failed_ = 0;                             // its Txns that failed a compare
 };
 
 absl::StatusOr<SharedStore::Current> SharedStore::CurrentOf(
@@ -323,8 +361,15 @@ absl::StatusOr<WriteResult> SharedStore::Write(const ClaimKey& key, const Precon
 absl::StatusOr<WriteResult> SharedStore::WriteOp::Run() {
   CS_RETURN_IF_ERROR(ReadMirror());
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
-    if (Decided decided = Attempt(); decided.has_value()) return *std::move(decided);
+    if (Decided decided = Attempt(); decided.has_value()) {
+      Dequeue();
+      for (int most = most_attempts.load();
+           attempt + 1 > most && !most_attempts.compare_exchange_weak(most, attempt + 1);) {
+      }
+      return *std::move(decided);
+    }
   }
+  Dequeue();
   return RevisionMismatch(key_,
                           absl::StrCat("it kept changing: ", kMaxAttempts, " attempts failed"),
                           cur_.record.has_value() ? cur_.record->mod_revision() : 0);
@@ -342,6 +387,7 @@ SharedStore::WriteOp::Decided SharedStore::WriteOp::Attempt() {
   // The generation's compare, and its read last in the failure branch.
   AddCompare(&plan.txn, current_key_, etcdserverpb::Compare::MOD)->set_mod_revision(gen_->mod);
   AddFailureRange(&plan.txn, current_key_);
+  if (absl::Status s = AddQueues(&plan); !s.ok()) return s;
   if (!plan.refusal.ok()) return Confirm(plan);
   if (TakeStripes(plan)) {
     // Another writer of this process changed the device meanwhile; its
@@ -349,6 +395,12 @@ SharedStore::WriteOp::Decided SharedStore::WriteOp::Attempt() {
     // from there.
     if (absl::Status s = ReadMirror(); !s.ok()) return s;
     return std::nullopt;
+  }
+  if (ticket_ != 0 && !first_in_line_) {
+    // Its turn: what the writes before it left is read (a read, not a
+    // Txn bound to fail its compares), and the write runs again on it.
+    if (absl::Status s = AwaitTurn(); !s.ok()) return s;
+    return Confirm(plan, /*refresh=*/true);
   }
   return Commit(plan);
 }
@@ -523,6 +575,7 @@ void SharedStore::WriteOp::AddShares(Plan* plan, const std::string& name, const 
   const std::string exclusive_key = gen_->layout.Exclusive(id.driver, id.pool, id.device);
   const std::string shares_key = gen_->layout.Shares(id.driver, id.pool, id.device);
   plan->shares_changed.push_back(name);
+  plan->queues.emplace_back(name, id);
   std::vector<DeviceShare> list;
   for (const DeviceShare& s : st.shares) {
     if (s.claim != key_) list.push_back(s);
@@ -571,20 +624,22 @@ void SharedStore::WriteOp::CheckCapacity(Plan* plan, const std::string& name, co
   }
 }
 
-SharedStore::WriteOp::Decided SharedStore::WriteOp::Confirm(const Plan& plan) {
-  if (plan.refusal_confirmed && cur_.from_etcd) return plan.refusal;
+SharedStore::WriteOp::Decided SharedStore::WriteOp::Confirm(const Plan& plan, bool refresh) {
+  if (!refresh && plan.refusal_confirmed && cur_.from_etcd) return plan.refusal;
   // The claim and every device this write touches, read in one Txn (at
   // one revision), then run again on those.
   etcdserverpb::TxnRequest read;
   for (const etcdserverpb::RequestOp& op : plan.txn.failure()) *read.add_success() = op;
   absl::StatusOr<etcdserverpb::TxnResponse> got = store_.etcd_->Txn(read);
   if (!got.ok()) return got.status();
-  if (absl::Status s = Absorb(*got, plan.compared_devices); !s.ok()) return s;
+  if (absl::Status s = Absorb(*got, plan); !s.ok()) return s;
   return std::nullopt;
 }
 
 bool SharedStore::WriteOp::TakeStripes(const Plan& plan) {
-  if (stripes_taken_ || plan.shares_changed.empty()) return false;
+  // (With the devices' queues, the queues order this process's writers
+  // too.)
+  if (stripes_taken_ || plan.shares_changed.empty() || !plan.queues.empty()) return false;
   // Writers of this process that change one device's shares go one at a
   // time: racing, all but one would fail their compare of the shares key
   // and send their Txn again. Taken in ascending order, once per write:
@@ -632,6 +687,11 @@ SharedStore::WriteOp::Decided SharedStore::WriteOp::Commit(const Plan& plan) {
     return std::nullopt;
   }
   if (r->succeeded()) {
+    if (ticket_ != 0) {
+      ticket_ = 0;  // the Txn deleted it
+      queued_.clear();
+      first_in_line_ = false;
+    }
     if (plan.mutation.kind == Mutation::Kind::kNoop) {
       return WriteResult{plan.old != nullptr ? plan.old->mod_revision() : cur_.read_revision,
                          false};
@@ -639,13 +699,127 @@ SharedStore::WriteOp::Decided SharedStore::WriteOp::Commit(const Plan& plan) {
     return Landed(static_cast<uint64_t>(r->header().revision()));
   }
   // A compare failed: run again on what the failure branch read.
-  if (absl::Status s = Absorb(*r, plan.compared_devices); !s.ok()) return s;
+  ++failed_;
+  if (absl::Status s = Absorb(*r, plan); !s.ok()) return s;
   return std::nullopt;
 }
 
 SharedStore::WriteOp::Decided SharedStore::WriteOp::Landed(uint64_t revision) {
   if (absl::Status s = store_.WaitApplied(revision, "the write"); !s.ok()) return s;
   return WriteResult{revision, true};
+}
+
+absl::Status SharedStore::WriteOp::AddQueues(Plan* plan) {
+  if (plan->queues.empty()) return absl::OkStatus();
+  if (!device_queues.load(std::memory_order_relaxed)) {
+    plan->queues.clear();
+    return absl::OkStatus();
+  }
+  bool all = ticket_ != 0;
+  for (const auto& [name, id] : plan->queues) all = all && queued_.contains(name);
+  if (ticket_ != 0 && !all) Dequeue();  // queued at other devices: a ticket for these, anew
+  int64_t lease = 0;
+  if (ticket_ == 0) {
+    CS_ASSIGN_OR_RETURN(lease, store_.QueueLease());
+  }
+  for (const auto& [name, id] : plan->queues) {
+    const std::string queue = store_.base_.Queue(id.driver, id.pool, id.device);
+    etcdserverpb::Compare* c = AddCompare(&plan->txn, queue, etcdserverpb::Compare::CREATE);
+    c->set_range_end(PrefixRangeEnd(queue));
+    if (ticket_ != 0) {
+      // First: no ticket older than this write's (its own is as old).
+      c->set_result(etcdserverpb::Compare::GREATER);
+      c->set_create_revision(ticket_ - 1);
+      AddDelete(&plan->txn, queue + token_);
+    } else {
+      c->set_create_revision(0);  // no ticket (an empty range compares as absent)
+    }
+    etcdserverpb::RangeRequest* length = plan->txn.add_failure()->mutable_request_range();
+    length->set_key(queue);
+    length->set_range_end(PrefixRangeEnd(queue));
+    length->set_count_only(true);
+  }
+  plan->takes_ticket = ticket_ == 0 && (queue_seen_ || failed_ >= kRaceBeforeQueueing);
+  if (plan->takes_ticket) {
+    for (const auto& [name, id] : plan->queues) {
+      etcdserverpb::PutRequest* put = plan->txn.add_failure()->mutable_request_put();
+      put->set_key(store_.base_.Queue(id.driver, id.pool, id.device) + token_);
+      put->set_lease(lease);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SharedStore::WriteOp::AwaitTurn() {
+  const absl::Time give_up = absl::Now() + store_.options_.etcd_timeout;
+  for (const auto& [name, queue] : queued_) {
+    // A watch of the queue's deletions from now (a watch of the present
+    // is served at once; one from a past revision waits for etcd's catch-up
+    // of such watches, up to 100 ms), then the older tickets; wait until
+    // each is gone (younger ones do not matter).
+    etcdserverpb::WatchCreateRequest create;
+    create.set_key(queue);
+    create.set_range_end(PrefixRangeEnd(queue));
+    create.add_filters(etcdserverpb::WatchCreateRequest::NOPUT);
+    CS_ASSIGN_OR_RETURN(std::unique_ptr<EtcdWatch> watch,
+                        store_.etcd_->Watch(create, nullptr, give_up));
+    etcdserverpb::RangeRequest older;
+    older.set_key(queue);
+    older.set_range_end(PrefixRangeEnd(queue));
+    older.set_max_create_revision(ticket_ - 1);
+    older.set_keys_only(true);
+    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse got, store_.etcd_->Range(older));
+    std::set<std::string> ahead;
+    for (const mvccpb::KeyValue& kv : got.kvs()) ahead.insert(kv.key());
+    create.set_start_revision(got.header().revision() + 1);  // should the stream break
+    while (!ahead.empty()) {
+      if (watch == nullptr) {
+        CS_ASSIGN_OR_RETURN(watch, store_.etcd_->Watch(create, nullptr, give_up));
+      }
+      absl::StatusOr<etcdserverpb::WatchResponse> changed = watch->Next();
+      if (!changed.ok()) {
+        if (absl::Now() < give_up && absl::IsUnavailable(changed.status())) {
+          watch.reset();  // the stream broke: again from the last revision seen
+          continue;
+        }
+        return absl::UnavailableError(
+            absl::StrCat("waited ", absl::FormatDuration(store_.options_.etcd_timeout),
+                         " (Options::etcd_timeout) for its turn at device ", name, ": ",
+                         ahead.size(), " older write(s) in its queue, ", *ahead.begin(), " first"));
+      }
+      for (const mvccpb::Event& e : changed->events()) {
+        ahead.erase(e.kv().key());
+        create.set_start_revision(e.kv().mod_revision() + 1);
+      }
+    }
+  }
+  first_in_line_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> SharedStore::QueueLease() {
+  // One lease of 4 x etcd_timeout for a while, taken anew when less than
+  // twice etcd_timeout is left: a ticket outlives the write that waits
+  // with it (at most etcd_timeout), and ends at most 4 x etcd_timeout
+  // after its process died.
+  MutexLock lock(&lease_mu_);
+  const absl::Time now = absl::Now();
+  if (queue_lease_ != 0 && queue_lease_until_ - now > options_.etcd_timeout * 2) {
+    return queue_lease_;
+  }
+  CS_ASSIGN_OR_RETURN(queue_lease_, etcd_->LeaseGrant(options_.etcd_timeout * 4));
+  queue_lease_until_ = now + options_.etcd_timeout * 4;
+  return queue_lease_;
+}
+
+void SharedStore::WriteOp::Dequeue() {
+  first_in_line_ = false;
+  if (ticket_ == 0) return;
+  etcdserverpb::TxnRequest txn;
+  for (const auto& [name, queue] : queued_) AddDelete(&txn, queue + token_);
+  store_.etcd_->Txn(txn).status().IgnoreError();
+  ticket_ = 0;
+  queued_.clear();
 }
 
 absl::StatusOr<bool> SharedStore::WriteOp::GenerationMoved(
@@ -688,12 +862,34 @@ absl::StatusOr<SharedStore::DeviceState*> SharedStore::WriteOp::StateOf(const De
 }
 
 absl::Status SharedStore::WriteOp::Absorb(const etcdserverpb::TxnResponse& response,
-                                          const std::vector<std::string>& compared) {
+                                          const Plan& plan) {
+  const std::vector<std::string>& compared = plan.compared_devices;
   const auto& responses = response.responses();
-  if (responses.size() != static_cast<int>(2 + 2 * compared.size())) {
+  const size_t current = 1 + 2 * compared.size();
+  const size_t queues = plan.queues.size();
+  if (responses.size() !=
+      static_cast<int>(current + 1 + queues + (plan.takes_ticket ? queues : 0))) {
     return absl::InternalError("etcd answered a Txn with another number of reads");
   }
-  CS_ASSIGN_OR_RETURN(const bool moved, GenerationMoved(responses.rbegin()->response_range(),
+  // The queues: this write's ticket just taken (first in line when the
+  // queues were empty), or one taken before that ended (its lease ran out:
+  // the next failure takes another).
+  bool empty = true;
+  for (size_t q = 0; q < queues; ++q) {
+    empty = empty && responses[current + 1 + q].response_range().count() == 0;
+  }
+  queue_seen_ = queue_seen_ || !empty;
+  if (plan.takes_ticket) {
+    ticket_ = response.header().revision();
+    for (const auto& [name, id] : plan.queues) {
+      queued_[name] = store_.base_.Queue(id.driver, id.pool, id.device);
+    }
+    first_in_line_ = empty;
+  } else if (ticket_ != 0 && empty) {
+    ticket_ = 0;
+    queued_.clear();
+  }
+  CS_ASSIGN_OR_RETURN(const bool moved, GenerationMoved(responses[current].response_range(),
                                                         response.header().revision()));
   if (moved) return absl::OkStatus();
   CS_ASSIGN_OR_RETURN(
