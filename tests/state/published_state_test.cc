@@ -2,9 +2,13 @@
 #include "state/published_state.h"
 
 #include <future>
+#include <random>
+#include <string>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "claimstore/codec.h"
 #include "gtest/gtest.h"
 #include "index/keys.h"
@@ -328,4 +332,45 @@ TEST(BucketedKeysTest, ScansEveryPrefixInKeyOrder) {
 }
 
 }  // namespace
+// Apply (many changes, each bucket once) leaves what the same changes
+// made by Insert and Erase one at a time leave, on random sequences.
+TEST(BucketedKeysTest, ApplyEqualsInsertsAndErasesOneByOne) {
+  std::mt19937 rng(42);
+  for (int round = 0; round < 50; ++round) {
+    BucketedKeys one = PublishedState::NewDeviceIndex();
+    BucketedKeys many = PublishedState::NewDeviceIndex();
+    for (int batch = 0; batch < 4; ++batch) {
+      absl::flat_hash_map<std::string, bool> present;
+      const int n = 1 + static_cast<int>(rng() % 200);
+      for (int i = 0; i < n; ++i) {
+        const std::string key =
+            DeviceKey(rng() % 2 ? "gpu" : "nic", absl::StrCat("node-", rng() % 3),
+                      absl::StrCat("d", rng() % 20), HoldingKind::kExclusive, "", "ns",
+                      absl::StrCat("c", rng() % 5));
+        const bool there = rng() % 3 != 0;
+        present[key] = there;  // the last change of a key wins
+        if (there) {
+          one.Insert(key);
+        } else {
+          one.Erase(key);
+        }
+      }
+      // One by one, a key changed twice ends as its last change says:
+      // replay the net changes too.
+      for (const auto& [key, there] : present) {
+        if (there) {
+          one.Insert(key);
+        } else {
+          one.Erase(key);
+        }
+      }
+      many.Apply(present);
+      std::vector<std::string> a, b;
+      one.CopyTo(&a);
+      many.CopyTo(&b);
+      ASSERT_EQ(a, b) << "round " << round << " batch " << batch;
+    }
+  }
+}
+
 }  // namespace claimstore::internal

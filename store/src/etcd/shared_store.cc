@@ -417,16 +417,17 @@ void SharedStore::Follow() {
   }
 }
 
-absl::Status SharedStore::WaitApplied(uint64_t revision, absl::string_view what) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(options_.etcd_timeout);
+absl::Status SharedStore::WaitApplied(uint64_t revision, absl::string_view what,
+                                      absl::Duration timeout) {
+  timeout = std::max(timeout, options_.etcd_timeout);
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
   MutexLock lock(&mu_);
   while (applied_ < revision && !stopping_.load()) {
     if (!applied_cv_.WaitUntil(&mu_, deadline) && applied_ < revision) {
       return absl::UnavailableError(absl::StrCat(
           what, " committed at etcd revision ", revision,
-          ", but the local mirror has not applied it within ",
-          absl::FormatDuration(options_.etcd_timeout), " (it is at revision ", applied_,
+          ", but the local mirror has not applied it within ", absl::FormatDuration(timeout),
+          " (it is at revision ", applied_,
           follow_error_.ok() ? "" : absl::StrCat("; its follower: ", follow_error_.message()),
           "): reads do not show it yet"));
     }

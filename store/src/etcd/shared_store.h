@@ -176,8 +176,10 @@ class SharedStore final : public MutationWrites {
   // The claim as a Range (of its key alone) read it at `revision`.
   absl::StatusOr<Current> CurrentOf(const ClaimKey& key, const etcdserverpb::RangeResponse& range,
                                     int64_t revision) const;
-  // Waits until the mirror has applied `revision`.
-  absl::Status WaitApplied(uint64_t revision, absl::string_view what);
+  // Waits until the mirror has applied `revision` (for etcd_timeout, or
+  // `timeout` when longer).
+  absl::Status WaitApplied(uint64_t revision, absl::string_view what,
+                           absl::Duration timeout = absl::ZeroDuration());
 
   // The follower (the mirror's feed from etcd).
   void Follow();

@@ -99,6 +99,48 @@ void BucketedKeys::Erase(absl::string_view key) {
   it->second = Encode(suffixes);
 }
 
+void BucketedKeys::Apply(const absl::flat_hash_map<std::string, bool>& present) {
+  last_ = nullptr;
+  // Per bucket: its suffixes that come and that go.
+  absl::flat_hash_map<absl::string_view,
+                      std::pair<std::vector<absl::string_view>, std::vector<absl::string_view>>>
+      by_bucket;
+  for (const auto& [key, there] : present) {
+    const absl::string_view name = BucketOf(key);
+    auto& [come, go] = by_bucket[name];
+    (there ? come : go).push_back(absl::string_view(key).substr(name.size()));
+  }
+  for (auto& [name, change] : by_bucket) {
+    auto& [come, go] = change;
+    auto it = buckets_.find(name);
+    std::vector<absl::string_view> suffixes;
+    if (it != buckets_.end()) suffixes = Suffixes(it->second);
+    std::sort(go.begin(), go.end());
+    std::vector<absl::string_view> kept;
+    kept.reserve(suffixes.size() + come.size());
+    for (absl::string_view s : suffixes) {
+      if (!std::binary_search(go.begin(), go.end(), s)) kept.push_back(s);
+    }
+    kept.insert(kept.end(), come.begin(), come.end());
+    std::sort(kept.begin(), kept.end());
+    kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+    if (kept.empty()) {
+      if (it != buckets_.end()) {
+        if (components_ > 1) names_.erase(std::string(name));
+        buckets_.erase(it);
+      }
+      continue;
+    }
+    std::string blob = Encode(kept);  // (kept views the old blob: encode first)
+    if (it == buckets_.end()) {
+      if (components_ > 1) names_.insert(std::string(name));
+      buckets_.emplace(std::string(name), std::move(blob));
+    } else {
+      it->second = std::move(blob);
+    }
+  }
+}
+
 void BucketedKeys::Clear() {
   last_ = nullptr;
   buckets_.clear();
@@ -386,9 +428,23 @@ void PublishedState::Publish(uint64_t revision, SnapshotRef snapshot,
   if (!loaded_.load(std::memory_order_acquire)) no_load.emplace(&load_mu_);
   WriterLock lock(&mu_);
   const bool edit = loaded_.load(std::memory_order_relaxed);
+  // Many changes (a mirror's re-list): each index bucket edited once.
+  const bool batch = edit && changes.size() > 64;
+  if (batch) {
+    absl::flat_hash_map<std::string, bool> consumers, devices;
+    for (const RecordChange& c : changes) {
+      for (const std::string& k : Minus(c.before.consumers, c.after.consumers))
+        consumers[k] = false;
+      for (const std::string& k : Minus(c.after.consumers, c.before.consumers)) consumers[k] = true;
+      for (const std::string& k : Minus(c.before.devices, c.after.devices)) devices[k] = false;
+      for (const std::string& k : Minus(c.after.devices, c.before.devices)) devices[k] = true;
+    }
+    consumers_.Apply(consumers);
+    devices_.Apply(devices);
+  }
   for (size_t i = 0; i < changes.size(); ++i) {
     const RecordChange& c = changes[i];
-    if (edit) {
+    if (edit && !batch) {
       for (const std::string& k : Minus(c.before.consumers, c.after.consumers)) consumers_.Erase(k);
       for (const std::string& k : Minus(c.after.consumers, c.before.consumers))
         consumers_.Insert(k);
@@ -421,10 +477,14 @@ void PublishedState::PublishBulk(uint64_t revision, SnapshotRef snapshot,
   if (!loaded_.load(std::memory_order_acquire)) no_load.emplace(&load_mu_);
   WriterLock lock(&mu_);
   if (loaded_.load(std::memory_order_relaxed)) {
-    for (const std::string& k : changes.removed_consumers) consumers_.Erase(k);
-    for (const std::string& k : changes.added_consumers) consumers_.Insert(k);
-    for (const std::string& k : changes.removed_devices) devices_.Erase(k);
-    for (const std::string& k : changes.added_devices) devices_.Insert(k);
+    // Each bucket edited once (a load adds up to every key).
+    absl::flat_hash_map<std::string, bool> consumers, devices;
+    for (const std::string& k : changes.removed_consumers) consumers[k] = false;
+    for (const std::string& k : changes.added_consumers) consumers[k] = true;
+    for (const std::string& k : changes.removed_devices) devices[k] = false;
+    for (const std::string& k : changes.added_devices) devices[k] = true;
+    consumers_.Apply(consumers);
+    devices_.Apply(devices);
   }
   for (absl::string_view k : changes.records) EraseLocked(std::string(k));
   dropped_published = std::move(alloc_published_);

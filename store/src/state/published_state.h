@@ -62,6 +62,11 @@ class BucketedKeys {
   // loading n keys costs O(n) rather than O(n * bucket size).
   void AppendSorted(absl::string_view key);
   void Erase(absl::string_view key);
+  // Many Inserts and Erases: `present[key]` says whether the key is there
+  // afterwards. Each bucket touched is decoded and encoded once, so that n
+  // changes cost O(n log n) rather than O(n * bucket size) (a mirror's
+  // re-list writes every claim at once).
+  void Apply(const absl::flat_hash_map<std::string, bool>& present);
   void Clear();
   // Makes room for `buckets` buckets (before loading).
   void Reserve(size_t buckets) { buckets_.reserve(buckets); }
