@@ -315,6 +315,57 @@ TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
               StatusIs(absl::StatusCode::kInvalidArgument, "TLS needs https:// endpoints"));
 }
 
+// A Kubernetes watch stream applied through etcd (claimstore follow): as
+// state, not newer events change nothing, the position is etcd's (every
+// mirror's Stats), only moves forward, and an invalid event is refused
+// before anything is written.
+TEST_F(SharedStoreTest, ClusterEventsApplyThroughEtcdAndThePositionIsEtcds) {
+  auto a = OpenMirror(0);
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(a && b);
+  auto event = [](const std::string& name, int rv, const std::string& status, bool deleted) {
+    return ClusterEvent{
+        ClaimJson("ns", name, status, absl::StrCat(R"("resourceVersion":")", rv, R"(")")), deleted};
+  };
+  const std::string held =
+      R"({"allocation":{"devices":{"results":[{"request":"req","driver":"gpu.example.com",)"
+      R"("pool":"pool-a","device":"gpu-1"}]}}})";
+  const std::vector<ClusterEvent> events = {
+      event("c1", 10, held, false), event("c2", 11, "{}", false), event("c1", 12, "{}", false),
+      event("c2", 13, "{}", true)};
+  absl::StatusOr<std::vector<WriteResult>> applied = a->ApplyClusterEvents(events, 13);
+  ASSERT_THAT(applied.status(), IsOk());
+  ASSERT_EQ(applied->size(), 4u);
+  for (const WriteResult& r : *applied) EXPECT_TRUE(r.changed);
+  ASSERT_THAT(b->Refresh(), IsOk());
+  EXPECT_FALSE(b->Get(Key("c1"))->record.table().status()->allocation());
+  EXPECT_THAT(b->Get(Key("c2")).status(), StatusIs(absl::StatusCode::kNotFound, "c2"));
+  EXPECT_EQ(b->Stats()->follow_resource_version, 13u);
+  // A replay changes nothing of the claims it is not newer than (c1; a
+  // deleted claim is not remembered: c2 comes back until its replayed
+  // deletion, as locally); the position moves forward only.
+  applied = b->ApplyClusterEvents(events, 12);
+  ASSERT_THAT(applied.status(), IsOk());
+  EXPECT_FALSE((*applied)[0].changed);
+  EXPECT_FALSE((*applied)[2].changed);
+  EXPECT_THAT(b->Get(Key("c2")).status(), StatusIs(absl::StatusCode::kNotFound, "c2"));
+  EXPECT_EQ(a->Stats()->follow_resource_version, 13u);
+  ASSERT_THAT(a->ApplyClusterEvents({}, 20).status(), IsOk());  // a bookmark
+  EXPECT_EQ(b->Stats()->follow_resource_version, 20u);
+  // An invalid event refuses the batch before any of it is written.
+  const std::vector<ClusterEvent> invalid = {
+      event("c3", 21, "{}", false),
+      event("c4", 22,
+            R"({"allocation":{"devices":{"results":[{"request":"req",)"
+            R"("driver":"gpu.example.com","pool":"pool-a","device":"Not_A_Device"}]}}})",
+            false)};
+  EXPECT_THAT(a->ApplyClusterEvents(invalid, 22).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "item 1 (ns/c4): status.allocation"));
+  ASSERT_THAT(b->Refresh(), IsOk());
+  EXPECT_THAT(b->Get(Key("c3")).status(), StatusIs(absl::StatusCode::kNotFound, "c3"));
+  EXPECT_EQ(b->Stats()->follow_resource_version, 20u);
+}
+
 // TLS to etcd, with client certificates (etcd's --client-cert-auth), as
 // etcdctl's --cacert, --cert and --key: a store and the tool write, read
 // and watch through it; a wrong CA, a missing client certificate and bad
@@ -776,6 +827,26 @@ TEST_F(SharedStoreTest, TheToolTakesEtcdEndpoints) {
   ASSERT_THAT(a->Refresh(), IsOk());
   EXPECT_THAT(a->Get(Key("c1")).status(), StatusIs(absl::StatusCode::kNotFound, "c1"));
   EXPECT_THAT(a->Get(Key("r2")).status(), IsOk());
+  // follow: a watch stream through etcd; the position is etcd's, so
+  // another machine's tool (a mirror of its own) prints it.
+  const std::string stream = dir_.path() + "/stream.json";
+  {
+    std::ofstream f(stream);
+    f << R"({"type":"ADDED","object":)"
+      << EncodeClaim(ClaimJson("ns", "f1", "{}", R"("resourceVersion":"30")")) << "}\n"
+      << R"({"type":"BOOKMARK","object":{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1",)"
+      << R"("metadata":{"resourceVersion":"31"}}})"
+      << "\n";
+  }
+  ASSERT_EQ(tool("follow " + stream), 0) << testing::ReadFile(err);
+  ASSERT_THAT(a->Refresh(), IsOk());
+  EXPECT_THAT(a->Get(Key("f1")).status(), IsOk());
+  const std::string other =
+      absl::StrCat(CLAIMSTORE_CLI, " --db ", dir_.path(), "/tool-mirror-2 --etcd ",
+                   absl::StrJoin(TestCluster().Endpoints(), ","), " --etcd-prefix ", prefix_,
+                   " follow --show-resource-version >", out, " 2>", err, " </dev/null");
+  ASSERT_EQ(std::system(other.c_str()), 0) << testing::ReadFile(err);
+  EXPECT_EQ(testing::ReadFile(out), "31\n");
 }
 
 // Last in the binary: it stops two members.

@@ -32,8 +32,9 @@ bool UnescapeComponent(absl::string_view s, std::string* out);
 // one under PREFIX/gen/NAME/. PREFIX/current names the generation readers
 // and writers use (absent: ""); a restore stages a new generation and
 // switches to it in one Txn (shared_restore.cc). Other keys under the
-// prefix: PREFIX/sync (SharedStore::Sync), PREFIX/generations/ and
-// PREFIX/queues/ (the same in every generation).
+// prefix: PREFIX/sync (SharedStore::Sync), PREFIX/follow (the follow
+// position, ApplyClusterEvents), PREFIX/generations/ and PREFIX/queues/
+// (the same in every generation).
 class EtcdLayout {
  public:
   // `prefix` as given, with a '/' added when it does not end with one;

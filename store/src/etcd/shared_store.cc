@@ -15,7 +15,9 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "etcd/shared_watcher.h"
 #include "etcd/txn_ops.h"
 #include "index/index_entries.h"
@@ -532,6 +534,15 @@ absl::Status SharedStore::EventOf(const Generation& gen, const mvccpb::Event& e,
 absl::StatusOr<StoreStats> SharedStore::Stats() const {
   CS_ASSIGN_OR_RETURN(StoreStats stats, mirror_store_->Stats());
   stats.shared = true;
+  // The follow position is etcd's (ApplyClusterEvents); unknown (0) while
+  // etcd cannot be read.
+  etcdserverpb::RangeRequest follow;
+  follow.set_key(base_.prefix() + "follow");
+  if (absl::StatusOr<etcdserverpb::RangeResponse> r = etcd_->Range(follow);
+      r.ok() && r->kvs_size() > 0) {
+    uint64_t rv = 0;
+    if (absl::SimpleAtoi(r->kvs(0).value(), &rv)) stats.follow_resource_version = rv;
+  }
   MutexLock lock(&mu_);
   stats.etcd_following = watch_ != nullptr && lost_since_ == absl::InfinitePast();
   stats.etcd_unreachable_since = stats.etcd_following ? absl::InfinitePast() : lost_since_;
@@ -559,8 +570,61 @@ absl::StatusOr<std::vector<WriteResult>> SharedStore::PutAll(absl::Span<const Cl
 }
 
 absl::StatusOr<std::vector<WriteResult>> SharedStore::ApplyClusterEvents(
-    absl::Span<const ClusterEvent>, uint64_t) {
-  return NotInSharedMode("ApplyClusterEvents (claimstore follow)");
+    absl::Span<const ClusterEvent> events, uint64_t resource_version) {
+  // Every event's claim checked before anything is written (as state: the
+  // checks of a write of it over an absent claim).
+  auto item = [&](const absl::Status& s, size_t i) {
+    return absl::Status(s.code(), absl::StrCat("item ", i, " (", events[i].record.claim_namespace(),
+                                               "/", events[i].record.name(), "): ", s.message()));
+  };
+  for (size_t i = 0; i < events.size(); ++i) {
+    const ClaimRecord& record = events[i].record;
+    if (absl::Status s = RequireClaimKey(record); !s.ok()) return item(s, i);
+    if (absl::Status s = ResourceVersionOf(record).status(); !s.ok()) return item(s, i);
+    if (events[i].deleted) continue;
+    std::string bytes(record.bytes());
+    IndexEntries index;
+    if (absl::Status s = PrepareRecord(nullptr, &bytes, &index); !s.ok()) return item(s, i);
+  }
+  // Event by event, each one Txn (etcd's limits make a batch several);
+  // the position after them all. A refusal on the way (a device another
+  // claim holds) leaves the events before it written and the position
+  // where it was: following again replays them, and a replay changes
+  // nothing (not newer).
+  std::vector<WriteResult> results;
+  results.reserve(events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    const ClaimKey key{std::string(events[i].record.claim_namespace()),
+                       std::string(events[i].record.name())};
+    absl::StatusOr<WriteResult> w = Write(
+        key, Preconditions{},
+        [&](const ClaimRecord* current) { return ApplyClusterEvent(events[i], current); }, nullptr);
+    if (!w.ok()) return item(w.status(), i);
+    results.push_back(*w);
+  }
+  CS_RETURN_IF_ERROR(AdvanceFollowPosition(resource_version));
+  return results;
+}
+
+absl::Status SharedStore::AdvanceFollowPosition(uint64_t resource_version) {
+  // PREFIX/follow holds the position as 20 digits (so that etcd's
+  // compare of values orders them as numbers); it only moves forward.
+  const std::string key = base_.prefix() + "follow";
+  const std::string value = absl::StrFormat("%020d", resource_version);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    etcdserverpb::RangeRequest read;
+    read.set_key(key);
+    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse now, etcd_->Range(read));
+    if (now.kvs_size() > 0 && now.kvs(0).value() >= value) return absl::OkStatus();
+    etcdserverpb::TxnRequest txn;
+    AddCompare(&txn, key, etcdserverpb::Compare::MOD)
+        ->set_mod_revision(now.kvs_size() > 0 ? now.kvs(0).mod_revision() : 0);
+    AddPut(&txn, key, value);
+    absl::StatusOr<etcdserverpb::TxnResponse> r = etcd_->Txn(txn);
+    if (r.ok() && r->succeeded()) return absl::OkStatus();
+    if (!r.ok() && !OutcomeUnknown(r.status())) return r.status();
+  }
+  return absl::AbortedError("the follow position kept changing");
 }
 
 // --- Maintenance ----------------------------------------------------------------

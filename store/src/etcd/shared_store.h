@@ -9,7 +9,7 @@
 // write returns once the mirror shows it. A bulk load (shared_restore.cc)
 // stages a new generation of the claims (etcd_layout.h) and switches to
 // it in one Txn; every write compares the generation. Not in this mode yet
-// (FailedPrecondition): PutAll and ApplyClusterEvents.
+// (FailedPrecondition): PutAll.
 // Design: docs/shared-mode.md. Thread-safety: as Store.
 #ifndef CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
 #define CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
@@ -66,7 +66,10 @@ class SharedStore final : public MutationWrites {
                                                  const WatchOptions& options) override;
 
   // Writes: etcd Txns (Put, Delete, Reserve, ...: MutationWrites over
-  // Write).
+  // Write). ApplyClusterEvents: every event checked first, then one Txn
+  // per event, then the position (PREFIX/follow): a batch is not one Txn,
+  // but a refusal on the way leaves the position before the batch, and a
+  // replay changes nothing.
   absl::StatusOr<std::vector<WriteResult>> PutAll(absl::Span<const ClaimRecord> records) override;
   absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(absl::Span<const ClusterEvent> events,
                                                               uint64_t resource_version) override;
@@ -129,6 +132,8 @@ class SharedStore final : public MutationWrites {
   // absent).
   absl::StatusOr<std::shared_ptr<const Generation>> GenerationOf(
       const etcdserverpb::RangeResponse& current) const;
+  // Puts PREFIX/follow to `resource_version` unless it holds a later one.
+  absl::Status AdvanceFollowPosition(uint64_t resource_version);
   // The lease of this store's tickets in device queues (shared_write.cc).
   absl::StatusOr<int64_t> QueueLease();
   // A write that met PREFIX/current held by a restore waits until the
