@@ -60,6 +60,38 @@ ClaimRecord Holding(const std::string& name, const std::string& device) {
                       kDriver, device));
 }
 
+// A thread putting claims w-0, w-1, ... into `store` until stopped; what
+// it wrote with the revisions, and the error that stopped it.
+class Writer {
+ public:
+  explicit Writer(Store& store)
+      : thread_([this, &store] {
+          for (int i = 0; !done_.load(); ++i) {
+            const std::string name = absl::StrCat("w-", i);
+            absl::StatusOr<WriteResult> w = store.Put(ClaimJson("ns", name));
+            if (!w.ok()) {
+              error_ = w.status();
+              return;
+            }
+            written_.emplace_back(name, w->revision);
+          }
+        }) {}
+  // Stops it; then written() and error() may be read.
+  void Stop() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  ~Writer() { Stop(); }
+  const std::vector<std::pair<std::string, uint64_t>>& written() const { return written_; }
+  const absl::Status& error() const { return error_; }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::vector<std::pair<std::string, uint64_t>> written_;
+  absl::Status error_;
+  std::thread thread_;  // last: starts once the rest is made
+};
+
 class SharedRestoreTest : public SharedStoreTest {
  protected:
   // Every key under the test's prefix with its value, in key order (but
@@ -282,22 +314,12 @@ TEST_F(SharedRestoreTest, ALargeRestoreIsAtomicForReadersAndWriters) {
   auto b = OpenMirror(1);
   ASSERT_TRUE(a && b);
   ASSERT_THAT(a->Put(Holding("old", "old-dev")), IsOk());
-  constexpr int kClaims = 3000;  // 6,000 keys: 50 Txns and more
+  ASSERT_THAT(b->Refresh(), IsOk());  // the reader's mirror holds it before it reads
+  constexpr int kClaims = 3000;       // 6,000 keys: 50 Txns and more
   std::atomic<bool> done{false};
-  std::vector<std::pair<std::string, uint64_t>> written;
-  absl::Status writer_error;
-  std::thread writer([&] {
-    for (int i = 0; !done.load(); ++i) {
-      const std::string name = absl::StrCat("w-", i);
-      absl::StatusOr<WriteResult> w = b->Put(ClaimJson("ns", name));
-      if (!w.ok()) {
-        writer_error = w.status();
-        return;
-      }
-      written.emplace_back(name, w->revision);
-    }
-  });
+  Writer writer(*b);
   std::atomic<int> mixed{0}, reads{0};
+  std::string first_mixed;
   std::thread reader([&] {
     const std::vector<ClaimKey> keys = {Key("old"), Key("load-0"),
                                         Key(absl::StrCat("load-", kClaims / 2)),
@@ -309,7 +331,13 @@ TEST_F(SharedRestoreTest, ALargeRestoreIsAtomicForReadersAndWriters) {
       for (const auto& r : got->records) present += r.has_value();
       const bool old_state = got->records[0].has_value() && present == 1;
       const bool new_state = !got->records[0].has_value() && present == 3;
-      if (!old_state && !new_state) mixed++;
+      if (!old_state && !new_state && mixed++ == 0) {
+        std::string seen = absl::StrCat("revision ", got->revision, ":");
+        for (size_t k = 0; k < keys.size(); ++k) {
+          absl::StrAppend(&seen, " ", keys[k].name, got->records[k].has_value() ? "+" : "-");
+        }
+        first_mixed = seen;
+      }
       reads++;
     }
   });
@@ -322,16 +350,16 @@ TEST_F(SharedRestoreTest, ALargeRestoreIsAtomicForReadersAndWriters) {
   absl::StatusOr<BulkLoadResult> result = (*load)->Commit();
   absl::SleepFor(absl::Milliseconds(300));  // writes after the switch
   done = true;
-  writer.join();
+  writer.Stop();
   reader.join();
   ASSERT_THAT(result.status(), IsOk());
   EXPECT_EQ(result->claims, static_cast<uint64_t>(kClaims));
-  EXPECT_THAT(writer_error, IsOk());
-  EXPECT_EQ(mixed.load(), 0) << "of " << reads.load() << " reads";
+  EXPECT_THAT(writer.error(), IsOk());
+  EXPECT_EQ(mixed.load(), 0) << "of " << reads.load() << " reads; the first at " << first_mixed;
   EXPECT_GT(reads.load(), 0);
   ASSERT_THAT(b->Refresh(), IsOk());
   int before = 0, after = 0;
-  for (const auto& [name, revision] : written) {
+  for (const auto& [name, revision] : writer.written()) {
     const bool present = b->Get(Key(name)).ok();
     if (revision < result->revision) {
       EXPECT_FALSE(present) << name << " at " << revision << " (switch " << result->revision << ")";
@@ -358,20 +386,7 @@ TEST_F(SharedRestoreTest, ARestoreThatKeepsTheClaimsLosesNoWrite) {
   auto a = OpenMirror(0);
   auto b = OpenMirror(1);
   ASSERT_TRUE(a && b);
-  std::atomic<bool> done{false};
-  std::vector<std::string> written;
-  absl::Status writer_error;
-  std::thread writer([&] {
-    for (int i = 0; !done.load(); ++i) {
-      const std::string name = absl::StrCat("w-", i);
-      absl::StatusOr<WriteResult> w = b->Put(ClaimJson("ns", name));
-      if (!w.ok()) {
-        writer_error = w.status();
-        return;
-      }
-      written.push_back(name);
-    }
-  });
+  Writer writer(*b);
   absl::SleepFor(absl::Milliseconds(200));
   // One write surely sent while the restore holds writes (its staging is
   // done, its switch not yet): it lands after the switch.
@@ -390,20 +405,21 @@ TEST_F(SharedRestoreTest, ARestoreThatKeepsTheClaimsLosesNoWrite) {
   }
   absl::StatusOr<BulkLoadResult> result = (*load)->Commit();
   absl::SleepFor(absl::Milliseconds(200));
-  done = true;
-  writer.join();
+  writer.Stop();
   ASSERT_TRUE(during.joinable());
   during.join();
   ASSERT_THAT(result.status(), IsOk());
-  EXPECT_THAT(writer_error, IsOk());
+  EXPECT_THAT(writer.error(), IsOk());
   ASSERT_THAT(held_write.status(), IsOk());
   EXPECT_GT(held_write->revision, result->revision);
   ASSERT_THAT(b->Refresh(), IsOk());
-  for (const std::string& name : written) EXPECT_THAT(b->Get(Key(name)).status(), IsOk()) << name;
+  for (const auto& [name, revision] : writer.written()) {
+    EXPECT_THAT(b->Get(Key(name)).status(), IsOk()) << name;
+  }
   EXPECT_THAT(b->Get(Key("during-hold")).status(), IsOk());
   absl::StatusOr<StoreStats> stats = b->Stats();
   ASSERT_THAT(stats.status(), IsOk());
-  EXPECT_EQ(stats->claims, 1000u + written.size() + 1);
+  EXPECT_EQ(stats->claims, 1000u + writer.written().size() + 1);
   ExpectVerified(*b);
 }
 

@@ -330,41 +330,40 @@ absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
                                              " (last: ", last.message(), ")"));
 }
 
-absl::StatusOr<int64_t> EtcdClient::LeaseGrant(absl::Duration ttl) {
-  etcdserverpb::LeaseGrantRequest request;
-  request.set_ttl(std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)))));
+template <typename Call>
+absl::Status EtcdClient::OnAMember(const char* what, Call call) {
   absl::Status last = absl::UnavailableError("etcd: no endpoint");
   for (size_t tried = 0; tried < members_.size(); ++tried) {
     const size_t i = Preferred();
     grpc::ClientContext context;
     context.set_deadline(DeadlineAfter(options_.request_timeout));
-    etcdserverpb::LeaseGrantResponse response;
-    grpc::Status s = members_[i].lease->LeaseGrant(&context, request, &response);
-    if (s.ok()) return response.id();
-    last = FromGrpc(s, members_[i].endpoint, "lease grant");
+    grpc::Status s = call(members_[i], &context);
+    if (s.ok()) return absl::OkStatus();
+    last = FromGrpc(s, members_[i].endpoint, what);
     if (!TryAnotherMember(s)) return last;
     MoveOn(i);
   }
   return last;
 }
 
+absl::StatusOr<int64_t> EtcdClient::LeaseGrant(absl::Duration ttl) {
+  etcdserverpb::LeaseGrantRequest request;
+  request.set_ttl(std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)))));
+  etcdserverpb::LeaseGrantResponse response;
+  CS_RETURN_IF_ERROR(OnAMember("lease grant", [&](Member& m, grpc::ClientContext* context) {
+    return m.lease->LeaseGrant(context, request, &response);
+  }));
+  return response.id();
+}
+
 absl::Status EtcdClient::Compact(int64_t revision) {
   etcdserverpb::CompactionRequest request;
   request.set_revision(revision);
   request.set_physical(true);
-  absl::Status last;
-  for (size_t tried = 0; tried < members_.size(); ++tried) {
-    const size_t i = Preferred();
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineAfter(options_.request_timeout));
-    etcdserverpb::CompactionResponse response;
-    grpc::Status s = members_[i].kv->Compact(&context, request, &response);
-    if (s.ok()) return absl::OkStatus();
-    last = FromGrpc(s, members_[i].endpoint, "compact");
-    if (!TryAnotherMember(s)) return last;
-    MoveOn(i);
-  }
-  return last;
+  etcdserverpb::CompactionResponse response;
+  return OnAMember("compact", [&](Member& m, grpc::ClientContext* context) {
+    return m.kv->Compact(context, request, &response);
+  });
 }
 
 absl::StatusOr<etcdserverpb::StatusResponse> EtcdClient::MemberStatus(size_t i) {

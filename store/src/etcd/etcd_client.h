@@ -141,6 +141,10 @@ class EtcdClient {
   explicit EtcdClient(const EtcdOptions& options) : options_(options) {}
   // The member to try first.
   size_t Preferred() const { return preferred_.load(std::memory_order_relaxed); }
+  // Makes `call` (Member&, ClientContext*) -> grpc::Status on the preferred
+  // member, then on the next while the error says another may take it.
+  template <typename Call>
+  absl::Status OnAMember(const char* what, Call call);
   void MoveOn(size_t from);
 
   const EtcdOptions options_;
