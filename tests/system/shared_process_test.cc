@@ -43,6 +43,7 @@
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
 #include "claimstore/store.h"
+#include "etcd/etcd_client.h"
 #include "etcd/shared_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -502,6 +503,18 @@ class SharedProcessTest : public ::testing::Test {
     EXPECT_GT(most_attempts_, 0);
     EXPECT_LE(most_attempts_, kFairAttempts);
     std::cout << "the most attempts of one write: " << most_attempts_ << "\n";
+    // Every ticket went with its write: the queues are empty.
+    internal::EtcdOptions eo;
+    eo.endpoints = TestCluster().Endpoints();
+    absl::StatusOr<std::unique_ptr<internal::EtcdClient>> etcd = internal::EtcdClient::Connect(eo);
+    ASSERT_THAT(etcd.status(), IsOk());
+    etcdserverpb::RangeRequest queues;
+    queues.set_key(prefix_ + "queues/");
+    queues.set_range_end(internal::PrefixRangeEnd(prefix_ + "queues/"));
+    queues.set_count_only(true);
+    absl::StatusOr<etcdserverpb::RangeResponse> left = (*etcd)->Range(queues);
+    ASSERT_THAT(left.status(), IsOk());
+    EXPECT_EQ(left->count(), 0);
     auto fresh = Fresh("check-fair");
     ASSERT_TRUE(fresh);
     ExpectVerifiesClean(*fresh);

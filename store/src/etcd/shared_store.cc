@@ -111,8 +111,14 @@ absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
     if (!held.ok() && !absl::IsOutOfRange(held.status())) return held.status();
   }
   if (held.ok() && *held != nullptr) {
-    MutexLock lock(&store->mu_);
-    store->generation_ = *std::move(held);
+    {
+      MutexLock lock(&store->mu_);
+      store->generation_ = *std::move(held);
+    }
+    etcdserverpb::RangeRequest follow;
+    follow.set_key(store->base_.prefix() + "follow");
+    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse r, store->etcd_->Range(follow));
+    if (r.kvs_size() > 0) store->NoteFollowPosition(r.kvs(0).value());
   } else {
     CS_RETURN_IF_ERROR(store->Relist());
   }
@@ -237,6 +243,7 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
     gen = generation_;
   }
   const std::string current_key = base_.CurrentKey();
+  const std::string follow_key = base_.prefix() + "follow";
   std::vector<StoreImpl::MirroredClaim> claims;
   uint64_t revision = 0;
   for (const mvccpb::Event& e : response.events()) {
@@ -244,6 +251,10 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
     // it (Follow).
     if (static_cast<uint64_t>(e.kv().mod_revision()) <= applied) continue;
     revision = std::max(revision, static_cast<uint64_t>(e.kv().mod_revision()));
+    if (e.kv().key() == follow_key) {
+      NoteFollowPosition(e.kv().value());
+      continue;
+    }
     if (e.kv().key() == current_key) {
       etcdserverpb::RangeResponse now;
       if (e.type() == mvccpb::Event::PUT) *now.add_kvs() = e.kv();
@@ -325,6 +336,13 @@ absl::Status SharedStore::Relist() {
   absl::flat_hash_set<std::string> listed;
   int64_t at = 0;
   CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> gen, GenerationAt(0, &at));
+  {
+    etcdserverpb::RangeRequest follow;
+    follow.set_key(base_.prefix() + "follow");
+    follow.set_revision(at);
+    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse r, etcd_->Range(follow));
+    if (r.kvs_size() > 0) NoteFollowPosition(r.kvs(0).value());
+  }
   CS_ASSIGN_OR_RETURN(const std::vector<mvccpb::KeyValue> kvs,
                       ListPrefix(gen->layout.ClaimsPrefix(), &at));
   for (const mvccpb::KeyValue& kv : kvs) {
@@ -534,14 +552,11 @@ absl::Status SharedStore::EventOf(const Generation& gen, const mvccpb::Event& e,
 absl::StatusOr<StoreStats> SharedStore::Stats() const {
   CS_ASSIGN_OR_RETURN(StoreStats stats, mirror_store_->Stats());
   stats.shared = true;
-  // The follow position is etcd's (ApplyClusterEvents); unknown (0) while
-  // etcd cannot be read.
-  etcdserverpb::RangeRequest follow;
-  follow.set_key(base_.prefix() + "follow");
-  if (absl::StatusOr<etcdserverpb::RangeResponse> r = etcd_->Range(follow);
-      r.ok() && r->kvs_size() > 0) {
-    uint64_t rv = 0;
-    if (absl::SimpleAtoi(r->kvs(0).value(), &rv)) stats.follow_resource_version = rv;
+  // The follow position is etcd's (ApplyClusterEvents), as the mirror
+  // has applied it.
+  {
+    MutexLock lock(&mu_);
+    stats.follow_resource_version = follow_rv_;
   }
   MutexLock lock(&mu_);
   stats.etcd_following = watch_ != nullptr && lost_since_ == absl::InfinitePast();
@@ -621,10 +636,19 @@ absl::Status SharedStore::AdvanceFollowPosition(uint64_t resource_version) {
         ->set_mod_revision(now.kvs_size() > 0 ? now.kvs(0).mod_revision() : 0);
     AddPut(&txn, key, value);
     absl::StatusOr<etcdserverpb::TxnResponse> r = etcd_->Txn(txn);
-    if (r.ok() && r->succeeded()) return absl::OkStatus();
+    if (r.ok() && r->succeeded()) {
+      return WaitApplied(static_cast<uint64_t>(r->header().revision()), "the follow position");
+    }
     if (!r.ok() && !OutcomeUnknown(r.status())) return r.status();
   }
   return absl::AbortedError("the follow position kept changing");
+}
+
+void SharedStore::NoteFollowPosition(absl::string_view value) {
+  uint64_t rv = 0;
+  if (!absl::SimpleAtoi(value, &rv)) return;  // not this store's
+  MutexLock lock(&mu_);
+  follow_rv_ = std::max(follow_rv_, rv);
 }
 
 // --- Maintenance ----------------------------------------------------------------

@@ -132,8 +132,11 @@ class SharedStore final : public MutationWrites {
   // absent).
   absl::StatusOr<std::shared_ptr<const Generation>> GenerationOf(
       const etcdserverpb::RangeResponse& current) const;
-  // Puts PREFIX/follow to `resource_version` unless it holds a later one.
+  // Puts PREFIX/follow to `resource_version` unless it holds a later one;
+  // returns once the mirror has applied it.
   absl::Status AdvanceFollowPosition(uint64_t resource_version);
+  // Takes a value of PREFIX/follow the follower met (kept: the largest).
+  void NoteFollowPosition(absl::string_view value);
   // The lease of this store's tickets in device queues (shared_write.cc).
   absl::StatusOr<int64_t> QueueLease();
   // A write that met PREFIX/current held by a restore waits until the
@@ -237,6 +240,8 @@ class SharedStore final : public MutationWrites {
   // The generation the mirror holds (changed by the follower, under
   // apply_mu_ too).
   std::shared_ptr<const Generation> generation_ ABSL_GUARDED_BY(mu_);
+  // PREFIX/follow as the mirror has applied it (Stats).
+  uint64_t follow_rv_ ABSL_GUARDED_BY(mu_) = 0;
   // The last value under the claims prefix that is no claim (not mirrored).
   std::string skipped_ ABSL_GUARDED_BY(mu_);
   // Held while the mirror is written (the follower) and while Verify reads

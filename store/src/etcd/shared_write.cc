@@ -178,6 +178,9 @@ class SharedStore::WriteOp {
   // Deletes this write's ticket keys, if any (best effort: their lease
   // ends them too).
   void Dequeue();
+  // Notes that `plan`'s Txn may have put this write's ticket keys (its
+  // outcome unknown, or it failed): Dequeue deletes them.
+  void MayHaveTicket(const Plan& plan);
 
   SharedStore& store_;
   const ClaimKey& key_;
@@ -193,11 +196,13 @@ class SharedStore::WriteOp {
   std::map<std::string, DeviceState> devices_;
   std::vector<std::unique_lock<std::mutex>> stripes_;
   bool stripes_taken_ = false;
-  int64_t ticket_ = 0;                         // its revision; 0: none
-  std::map<std::string, std::string> queued_;  // device name -> its queue's prefix
-  bool first_in_line_ = false;                 // known: no older ticket
-  bool queue_seen_ = false;                    // a queue it changes was not empty
-  int failed_ = 0;                             // its Txns that failed a compare
+  int64_t ticket_ = 0;  // its revision; 0: none known
+  // Device name -> its queue's prefix, of every queue where this write's
+  // ticket key may be.
+  std::map<std::string, std::string> queued_;
+  bool first_in_line_ = false;  // known: no older ticket
+  bool queue_seen_ = false;     // a queue it changes was not empty
+  int failed_ = 0;              // its Txns that failed a compare
 };
 
 absl::StatusOr<SharedStore::Current> SharedStore::CurrentOf(
@@ -631,7 +636,10 @@ SharedStore::WriteOp::Decided SharedStore::WriteOp::Confirm(const Plan& plan, bo
   etcdserverpb::TxnRequest read;
   for (const etcdserverpb::RequestOp& op : plan.txn.failure()) *read.add_success() = op;
   absl::StatusOr<etcdserverpb::TxnResponse> got = store_.etcd_->Txn(read);
-  if (!got.ok()) return got.status();
+  if (!got.ok()) {
+    MayHaveTicket(plan);
+    return got.status();
+  }
   if (absl::Status s = Absorb(*got, plan); !s.ok()) return s;
   return std::nullopt;
 }
@@ -666,6 +674,7 @@ bool SharedStore::WriteOp::TakeStripes(const Plan& plan) {
 SharedStore::WriteOp::Decided SharedStore::WriteOp::Commit(const Plan& plan) {
   absl::StatusOr<etcdserverpb::TxnResponse> r = store_.etcd_->Txn(plan.txn);
   if (!r.ok()) {
+    MayHaveTicket(plan);  // (deleted at the end, or read back when taken again)
     if (!OutcomeUnknown(r.status())) return r.status();
     // Did it land? etcd's history of the claim says.
     absl::StatusOr<Outcome> outcome = store_.ResolveOutcome(
@@ -710,17 +719,18 @@ SharedStore::WriteOp::Decided SharedStore::WriteOp::Landed(uint64_t revision) {
 }
 
 absl::Status SharedStore::WriteOp::AddQueues(Plan* plan) {
-  if (plan->queues.empty()) return absl::OkStatus();
-  if (!device_queues.load(std::memory_order_relaxed)) {
+  // Queued at other devices than this plan's (its claim changed meanwhile):
+  // none of those tickets stays.
+  bool same = plan->queues.size() == queued_.size();
+  for (const auto& [name, id] : plan->queues) same = same && queued_.contains(name);
+  if (!queued_.empty() && !same) Dequeue();
+  // Beyond 24 devices the failure branch would pass etcd's 128 operations
+  // (1 + 2n reads of the claim and devices, the generation, then per queue
+  // its length, the ticket's put and its read): such a write races.
+  if (plan->queues.empty() || plan->queues.size() > 24 ||
+      !device_queues.load(std::memory_order_relaxed)) {
     plan->queues.clear();
     return absl::OkStatus();
-  }
-  bool all = ticket_ != 0;
-  for (const auto& [name, id] : plan->queues) all = all && queued_.contains(name);
-  if (ticket_ != 0 && !all) Dequeue();  // queued at other devices: a ticket for these, anew
-  int64_t lease = 0;
-  if (ticket_ == 0) {
-    CS_ASSIGN_OR_RETURN(lease, store_.QueueLease());
   }
   for (const auto& [name, id] : plan->queues) {
     const std::string queue = store_.base_.Queue(id.driver, id.pool, id.device);
@@ -741,13 +751,27 @@ absl::Status SharedStore::WriteOp::AddQueues(Plan* plan) {
   }
   plan->takes_ticket = ticket_ == 0 && (queue_seen_ || failed_ >= kRaceBeforeQueueing);
   if (plan->takes_ticket) {
+    CS_ASSIGN_OR_RETURN(const int64_t lease, store_.QueueLease());
+    // The puts, then each key read back: its create revision is the
+    // ticket (older than this Txn when a key of this write whose Txn's
+    // outcome was unknown is there already).
     for (const auto& [name, id] : plan->queues) {
       etcdserverpb::PutRequest* put = plan->txn.add_failure()->mutable_request_put();
       put->set_key(store_.base_.Queue(id.driver, id.pool, id.device) + token_);
       put->set_lease(lease);
     }
+    for (const auto& [name, id] : plan->queues) {
+      AddFailureRange(&plan->txn, store_.base_.Queue(id.driver, id.pool, id.device) + token_);
+    }
   }
   return absl::OkStatus();
+}
+
+void SharedStore::WriteOp::MayHaveTicket(const Plan& plan) {
+  if (!plan.takes_ticket) return;
+  for (const auto& [name, id] : plan.queues) {
+    queued_[name] = store_.base_.Queue(id.driver, id.pool, id.device);
+  }
 }
 
 absl::Status SharedStore::WriteOp::AwaitTurn() {
@@ -798,23 +822,23 @@ absl::Status SharedStore::WriteOp::AwaitTurn() {
 }
 
 absl::StatusOr<int64_t> SharedStore::QueueLease() {
-  // One lease of 4 x etcd_timeout for a while, taken anew when less than
-  // twice etcd_timeout is left: a ticket outlives the write that waits
-  // with it (at most etcd_timeout), and ends at most 4 x etcd_timeout
-  // after its process died.
+  // One lease of 2 x etcd_timeout for a while, taken anew when less than
+  // 1.5 x etcd_timeout is left: a ticket outlives the write that waits
+  // with it (at most etcd_timeout, then its Txn), and ends at most
+  // 2 x etcd_timeout after its process died.
   MutexLock lock(&lease_mu_);
   const absl::Time now = absl::Now();
-  if (queue_lease_ != 0 && queue_lease_until_ - now > options_.etcd_timeout * 2) {
+  if (queue_lease_ != 0 && queue_lease_until_ - now > options_.etcd_timeout * 3 / 2) {
     return queue_lease_;
   }
-  CS_ASSIGN_OR_RETURN(queue_lease_, etcd_->LeaseGrant(options_.etcd_timeout * 4));
-  queue_lease_until_ = now + options_.etcd_timeout * 4;
+  CS_ASSIGN_OR_RETURN(queue_lease_, etcd_->LeaseGrant(options_.etcd_timeout * 2));
+  queue_lease_until_ = now + options_.etcd_timeout * 2;
   return queue_lease_;
 }
 
 void SharedStore::WriteOp::Dequeue() {
   first_in_line_ = false;
-  if (ticket_ == 0) return;
+  if (queued_.empty()) return;
   etcdserverpb::TxnRequest txn;
   for (const auto& [name, queue] : queued_) AddDelete(&txn, queue + token_);
   store_.etcd_->Txn(txn).status().IgnoreError();
@@ -868,26 +892,45 @@ absl::Status SharedStore::WriteOp::Absorb(const etcdserverpb::TxnResponse& respo
   const size_t current = 1 + 2 * compared.size();
   const size_t queues = plan.queues.size();
   if (responses.size() !=
-      static_cast<int>(current + 1 + queues + (plan.takes_ticket ? queues : 0))) {
+      static_cast<int>(current + 1 + queues + (plan.takes_ticket ? 2 * queues : 0))) {
     return absl::InternalError("etcd answered a Txn with another number of reads");
   }
-  // The queues: this write's ticket just taken (first in line when the
-  // queues were empty), or one taken before that ended (its lease ran out:
+  // The queues: this write's ticket just taken (first in line when no
+  // other was there), or one taken before that ended (its lease ran out:
   // the next failure takes another).
-  bool empty = true;
+  int64_t waiting = 0;
   for (size_t q = 0; q < queues; ++q) {
-    empty = empty && responses[current + 1 + q].response_range().count() == 0;
+    waiting += responses[current + 1 + q].response_range().count();
   }
-  queue_seen_ = queue_seen_ || !empty;
   if (plan.takes_ticket) {
-    ticket_ = response.header().revision();
-    for (const auto& [name, id] : plan.queues) {
-      queued_[name] = store_.base_.Queue(id.driver, id.pool, id.device);
+    MayHaveTicket(plan);
+    // Its keys' create revisions: one, the ticket, unless a key of an
+    // earlier Txn whose outcome was unknown was there (then the tickets
+    // would order this write differently in different queues: taken anew).
+    int64_t ticket = 0;
+    bool one = true;
+    for (size_t q = 0; q < queues; ++q) {
+      const etcdserverpb::RangeResponse& mine =
+          responses[current + 1 + 2 * queues + q].response_range();
+      const int64_t created = mine.kvs_size() > 0 ? mine.kvs(0).create_revision() : 0;
+      one = one && created != 0 && (ticket == 0 || created == ticket);
+      ticket = created;
     }
-    first_in_line_ = empty;
-  } else if (ticket_ != 0 && empty) {
-    ticket_ = 0;
-    queued_.clear();
+    if (one) {
+      ticket_ = ticket;
+      first_in_line_ = waiting == 0;  // (its own older key counted: it waits, and finds none older)
+    } else {
+      Dequeue();
+      queue_seen_ = true;
+    }
+  } else if (ticket_ != 0) {
+    if (queues > 0 && waiting == 0) {
+      ticket_ = 0;  // ended (its lease): taken again with the next failure
+      queued_.clear();
+      queue_seen_ = true;
+    }
+  } else {
+    queue_seen_ = queue_seen_ || waiting > 0;
   }
   CS_ASSIGN_OR_RETURN(const bool moved, GenerationMoved(responses[current].response_range(),
                                                         response.header().revision()));
