@@ -351,6 +351,8 @@ TEST_F(SharedStoreTest, ClusterEventsApplyThroughEtcdAndThePositionIsEtcds) {
   EXPECT_THAT(b->Get(Key("c2")).status(), StatusIs(absl::StatusCode::kNotFound, "c2"));
   EXPECT_EQ(a->Stats()->follow_resource_version, 13u);
   ASSERT_THAT(a->ApplyClusterEvents({}, 20).status(), IsOk());  // a bookmark
+  EXPECT_EQ(a->Stats()->follow_resource_version, 20u);          // its mirror has it
+  ASSERT_THAT(b->Refresh(), IsOk());                            // another once caught up
   EXPECT_EQ(b->Stats()->follow_resource_version, 20u);
   // An invalid event refuses the batch before any of it is written.
   const std::vector<ClusterEvent> invalid = {
