@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -50,21 +51,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The cluster and the stores' directories, removed when the benchmarks
+// end (main), so that runs leave nothing in /tmp.
+std::unique_ptr<testing::EtcdCluster> cluster;
+std::vector<std::string> temp_dirs;
+
 testing::EtcdCluster& Cluster() {
-  static testing::EtcdCluster* cluster = [] {
+  if (cluster == nullptr) {
     auto c = testing::EtcdCluster::Start(3);
     if (!c.ok()) {
       fprintf(stderr, "cannot start etcd: %s\n", c.status().ToString().c_str());
       std::abort();
     }
-    return c->release();  // stopped with the process (members die with it)
-  }();
+    cluster = *std::move(c);
+  }
   return *cluster;
 }
 
 std::string TempDir() {
   char tmpl[] = "/tmp/claimstore-shared-bench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) std::abort();
+  temp_dirs.push_back(tmpl);
   return tmpl;
 }
 
@@ -456,8 +463,11 @@ void RunGets(benchmark::State& state, Store& store) {
   }
 }
 
+std::unique_ptr<Store> get_local, get_shared;  // BM_Get's, closed at the end (main)
+
 void BM_Get(benchmark::State& state) {
-  static std::unique_ptr<Store> local, shared;
+  std::unique_ptr<Store>& local = get_local;
+  std::unique_ptr<Store>& shared = get_shared;
   if (local == nullptr) {
     auto l = Store::Open(TempDir(), {});
     Check(l.status());
@@ -476,4 +486,15 @@ BENCHMARK(BM_Get)->ArgName("shared")->Arg(0)->Arg(1)->MinTime(1);
 }  // namespace
 }  // namespace claimstore
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  claimstore::get_local.reset();
+  claimstore::get_shared.reset();
+  claimstore::cluster.reset();
+  std::error_code ec;
+  for (const std::string& dir : claimstore::temp_dirs) std::filesystem::remove_all(dir, ec);
+  return 0;
+}

@@ -283,8 +283,6 @@ TEST_F(SharedStoreTest, AMirrorResumingAtACompactedDeletionRelists) {
 TEST_F(SharedStoreTest, WhatTheModeDoesNotTakeIsRefusedClearly) {
   auto a = OpenMirror(0);
   ASSERT_TRUE(a);
-  EXPECT_THAT(a->PutAll({ClaimJson("ns", "x")}).status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition, "PutAll is not supported"));
   // A mirror follows one cluster and prefix; a local store is no mirror.
   a.reset();
   Options other = SharedOptions();
@@ -336,7 +334,11 @@ TEST_F(SharedStoreTest, ClusterEventsApplyThroughEtcdAndThePositionIsEtcds) {
   absl::StatusOr<std::vector<WriteResult>> applied = a->ApplyClusterEvents(events, 13);
   ASSERT_THAT(applied.status(), IsOk());
   ASSERT_EQ(applied->size(), 4u);
-  for (const WriteResult& r : *applied) EXPECT_TRUE(r.changed);
+  for (const WriteResult& r : *applied) {
+    EXPECT_TRUE(r.changed);
+    EXPECT_EQ(r.revision, (*applied)[0].revision);  // one Txn, the position in it
+  }
+  EXPECT_EQ(a->Stats()->follow_resource_version, 13u);
   ASSERT_THAT(b->Refresh(), IsOk());
   EXPECT_FALSE(b->Get(Key("c1"))->record.table().status()->allocation());
   EXPECT_THAT(b->Get(Key("c2")).status(), StatusIs(absl::StatusCode::kNotFound, "c2"));
@@ -366,6 +368,137 @@ TEST_F(SharedStoreTest, ClusterEventsApplyThroughEtcdAndThePositionIsEtcds) {
   ASSERT_THAT(b->Refresh(), IsOk());
   EXPECT_THAT(b->Get(Key("c3")).status(), StatusIs(absl::StatusCode::kNotFound, "c3"));
   EXPECT_EQ(b->Stats()->follow_resource_version, 20u);
+}
+
+// PutAll through etcd: one Txn, all or none, with the local path's checks
+// and errors (the device rule across the batch's own items too); exactly
+// one of racing batches takes a device; a batch beyond one Txn is refused
+// with nothing written; an unknown outcome is resolved.
+TEST_F(SharedStoreTest, PutAllIsOneTxnAllOrNoneWithTheLocalChecks) {
+  auto a = OpenMirror(0);
+  auto b = OpenMirror(1);
+  ASSERT_TRUE(a && b);
+  auto holding = [](const std::string& device, bool share = false) {
+    return absl::StrCat(
+        R"({"allocation":{"devices":{"results":[{"request":"req","driver":"gpu.example.com",)",
+        R"("pool":"pool-a","device":")", device, R"(")",
+        share ? R"(,"shareID":"00000001-0000-4000-8000-000000000000")" : "", "}]}}}");
+  };
+  auto absent = [&](Store& s, const std::string& name) {
+    EXPECT_THAT(s.Get(Key(name)).status(), StatusIs(absl::StatusCode::kNotFound, name))
+        << name << " was written";
+  };
+  absl::StatusOr<std::vector<WriteResult>> put =
+      a->PutAll({ClaimJson("ns", "p1", holding("gpu-1")),
+                 ClaimJson("ns", "p2", holding("gpu-2", true)), ClaimJson("ns", "p3")});
+  ASSERT_THAT(put.status(), IsOk());
+  ASSERT_EQ(put->size(), 3u);
+  for (const WriteResult& r : *put) {
+    EXPECT_TRUE(r.changed);
+    EXPECT_EQ(r.revision, (*put)[0].revision);
+  }
+  ASSERT_THAT(b->Refresh(), IsOk());
+  for (const char* name : {"p1", "p2", "p3"}) {
+    absl::StatusOr<ClaimRead> read = b->Get(Key(name));
+    ASSERT_THAT(read.status(), IsOk());
+    EXPECT_EQ(read->record.mod_revision(), (*put)[0].revision) << name;
+  }
+  EXPECT_EQ(b->ClaimsUsingDevice({kDriver, "pool-a", "gpu-1"})->holdings.size(), 1u);
+
+  // Refused, nothing written: a device the batch's own earlier item takes,
+  // a device a stored claim holds, an invalid item.
+  EXPECT_THAT(a->PutAll({ClaimJson("ns", "q1", holding("gpu-3")),
+                         ClaimJson("ns", "q2", holding("gpu-3", true))})
+                  .status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       "item 1 (ns/q2): device gpu.example.com/pool-a/gpu-3 is allocated to "
+                       "claim ns/q1"));
+  EXPECT_THAT(b->PutAll({ClaimJson("ns", "q3"), ClaimJson("ns", "q4", holding("gpu-1"))}).status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       "item 1 (ns/q4): device gpu.example.com/pool-a/gpu-1 "
+                       "is allocated to claim ns/p1"));
+  EXPECT_THAT(
+      a->PutAll({ClaimJson("ns", "q5"), ClaimJson("ns", "q6", holding("Not_A_Device"))}).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, "item 1 (ns/q6): status.allocation"));
+  EXPECT_THAT(a->PutAll({ClaimJson("ns", "q7"), ClaimJson("", "q8")}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "item 1: metadata.namespace"));
+  ASSERT_THAT(b->Refresh(), IsOk());
+  for (const char* name : {"q1", "q2", "q3", "q4", "q5", "q6", "q7"}) absent(*b, name);
+
+  // In order: a device the batch frees is taken by a later item, and a
+  // later item of one claim wins.
+  put = b->PutAll({ClaimJson("ns", "p1"), ClaimJson("ns", "p4", holding("gpu-1")),
+                   ClaimJson("ns", "p5", holding("gpu-5")), ClaimJson("ns", "p5")});
+  ASSERT_THAT(put.status(), IsOk());
+  ASSERT_THAT(a->Refresh(), IsOk());
+  absl::StatusOr<DeviceHoldings> gpu1 = a->ClaimsUsingDevice({kDriver, "pool-a", "gpu-1"});
+  ASSERT_THAT(gpu1.status(), IsOk());
+  ASSERT_EQ(gpu1->holdings.size(), 1u);
+  EXPECT_EQ(gpu1->holdings[0].claim, Key("p4"));
+  EXPECT_TRUE(a->ClaimsUsingDevice({kDriver, "pool-a", "gpu-5"})->holdings.empty());
+  EXPECT_EQ(a->Get(Key("p5"))->record.version(), 1u);
+  // The other order refuses the batch.
+  EXPECT_THAT(a->PutAll({ClaimJson("ns", "p6", holding("gpu-1")), ClaimJson("ns", "p4")}).status(),
+              StatusIs(absl::StatusCode::kAborted, "item 0 (ns/p6)"));
+
+  // Beyond one Txn (128 operations): refused, nothing written.
+  std::vector<ClaimRecord> many;
+  for (int i = 0; i < 130; ++i) many.push_back(ClaimJson("ns", absl::StrCat("m", i)));
+  EXPECT_THAT(a->PutAll(many).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, "more than one etcd Txn takes"));
+  many.erase(many.begin() + 100, many.end());
+  ASSERT_THAT(a->PutAll(many).status(), IsOk());
+  ASSERT_THAT(b->Refresh(), IsOk());
+  absent(*b, "m100");
+  EXPECT_THAT(b->Get(Key("m99")).status(), IsOk());
+
+  // Racing batches of two stores that want one device: exactly one lands
+  // whole; each loser is told who holds it and wrote nothing.
+  for (int round = 0; round < 3; ++round) {
+    const std::string device = absl::StrCat("gpu-race-", round);
+    constexpr int kThreads = 6;
+    std::vector<absl::Status> results(kThreads);
+    RaceThreads(kThreads, [&](int t) {
+      const std::string me = absl::StrCat("r", round, "-", t);
+      results[t] = (t % 2 == 0 ? a : b)
+                       ->PutAll({ClaimJson("ns", me + "-plain"),
+                                 ClaimJson("ns", me, holding(device, t % 3 == 0))})
+                       .status();
+    });
+    ASSERT_THAT(a->Refresh(), IsOk());
+    int winner = -1;
+    for (int t = 0; t < kThreads; ++t) {
+      const std::string me = absl::StrCat("r", round, "-", t);
+      if (results[t].ok()) {
+        EXPECT_EQ(winner, -1) << "two winners in round " << round;
+        winner = t;
+        EXPECT_THAT(a->Get(Key(me + "-plain")).status(), IsOk());
+      } else {
+        EXPECT_THAT(results[t], StatusIs(absl::StatusCode::kAborted, "is allocated to claim"));
+        absent(*a, me + "-plain");
+        absent(*a, me);
+      }
+    }
+    EXPECT_NE(winner, -1) << "no winner in round " << round;
+  }
+
+  // An unknown outcome: landed with its reply lost, then never sent.
+  internal::FailNextTxnForTesting("current", /*sent=*/true, nullptr);
+  put = a->PutAll({ClaimJson("ns", "u1"), ClaimJson("ns", "u2", holding("gpu-u"))});
+  ASSERT_THAT(put.status(), IsOk());
+  EXPECT_TRUE((*put)[1].changed);
+  EXPECT_EQ(a->Get(Key("u2"))->record.version(), 1u);
+  internal::FailNextTxnForTesting("current", /*sent=*/false, nullptr);
+  put = a->PutAll({ClaimJson("ns", "u1", holding("gpu-v")), ClaimJson("ns", "u3")});
+  ASSERT_THAT(put.status(), IsOk());
+  EXPECT_EQ(a->Get(Key("u1"))->record.version(), 2u);
+  for (Store* s : {a.get(), b.get()}) {
+    ASSERT_THAT(s->Refresh(), IsOk());
+    absl::StatusOr<VerifyReport> report = s->Verify(false);
+    ASSERT_THAT(report.status(), IsOk());
+    EXPECT_THAT(report->problems, ::testing::IsEmpty());
+  }
+  EXPECT_EQ(Contents(*a), Contents(*b));
 }
 
 // TLS to etcd, with client certificates (etcd's --client-cert-auth), as

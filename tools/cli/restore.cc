@@ -70,6 +70,12 @@ class InputFile {
     }
     file->fd_ = open(name.c_str(), O_RDONLY);
     if (file->fd_ < 0) return CannotOpen(path, errno);
+    if (!file->spool_.empty()) {
+      // Gone from the directory once open: nothing is left behind, even
+      // when the process is killed.
+      unlink(file->spool_.c_str());
+      file->spool_.clear();
+    }
     struct stat st;
     if (fstat(file->fd_, &st) != 0) return absl::InternalError(absl::StrCat(path, ": cannot stat"));
     file->size_ = static_cast<size_t>(st.st_size);
@@ -89,7 +95,7 @@ class InputFile {
   ~InputFile() {
     if (data_ != nullptr) munmap(const_cast<char*>(data_), size_);
     if (fd_ >= 0) close(fd_);
-    if (!spool_.empty()) unlink(spool_.c_str());
+    if (!spool_.empty()) unlink(spool_.c_str());  // spooled, never opened
   }
   absl::string_view text() const { return absl::string_view(data_ != nullptr ? data_ : "", size_); }
 

@@ -571,21 +571,23 @@ absl::StatusOr<StoreStats> SharedStore::Stats() const {
 
 // --- Writes: shared_write.cc -------------------------------------------------
 
-namespace {
-absl::Status NotInSharedMode(absl::string_view what) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(what,
-                   " is not supported in the shared mode yet (etcd's Txn takes at most 128 "
-                   "operations: a write of many claims is not one Txn)"));
-}
-}  // namespace
-
-absl::StatusOr<std::vector<WriteResult>> SharedStore::PutAll(absl::Span<const ClaimRecord>) {
-  return NotInSharedMode("PutAll");
+absl::StatusOr<std::vector<WriteResult>> SharedStore::PutAll(
+    absl::Span<const ClaimRecord> records) {
+  return WriteAll(
+      records.size(), [&](size_t i) -> const ClaimRecord& { return records[i]; },
+      [&](size_t i, const ClaimRecord* current) { return PutRecord(records[i], current); },
+      std::nullopt);
 }
 
 absl::StatusOr<std::vector<WriteResult>> SharedStore::ApplyClusterEvents(
     absl::Span<const ClusterEvent> events, uint64_t resource_version) {
+  // One Txn when the batch fits in one.
+  bool too_large = false;
+  absl::StatusOr<std::vector<WriteResult>> all = WriteAll(
+      events.size(), [&](size_t i) -> const ClaimRecord& { return events[i].record; },
+      [&](size_t i, const ClaimRecord* current) { return ApplyClusterEvent(events[i], current); },
+      resource_version, &too_large);
+  if (!too_large) return all;
   // Every event's claim checked before anything is written (as state: the
   // checks of a write of it over an absent claim).
   auto item = [&](const absl::Status& s, size_t i) {

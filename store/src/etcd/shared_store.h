@@ -8,8 +8,9 @@
 // outcome is resolved from etcd's history by the write's token, and the
 // write returns once the mirror shows it. A bulk load (shared_restore.cc)
 // stages a new generation of the claims (etcd_layout.h) and switches to
-// it in one Txn; every write compares the generation. Not in this mode yet
-// (FailedPrecondition): PutAll.
+// it in one Txn; every write compares the generation. A write of several
+// claims (PutAll, ApplyClusterEvents) is one Txn (shared_batch.cc), up to
+// what etcd takes in one.
 // Design: docs/shared-mode.md. Thread-safety: as Store.
 #ifndef CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
 #define CLAIMSTORE_SRC_ETCD_SHARED_STORE_H_
@@ -66,10 +67,13 @@ class SharedStore final : public MutationWrites {
                                                  const WatchOptions& options) override;
 
   // Writes: etcd Txns (Put, Delete, Reserve, ...: MutationWrites over
-  // Write). ApplyClusterEvents: every event checked first, then one Txn
-  // per event, then the position (PREFIX/follow): a batch is not one Txn,
-  // but a refusal on the way leaves the position before the batch, and a
-  // replay changes nothing.
+  // Write). PutAll: one Txn, all or none; ResourceExhausted when the batch
+  // needs more than etcd takes in one (128 operations: a claim is one, a
+  // device it holds two; 1.5 MiB). ApplyClusterEvents: the events and the
+  // position (PREFIX/follow) in one Txn; a batch larger than that, every
+  // event checked first, then one Txn per event, then the position: a
+  // refusal on the way leaves the position before the batch, and a replay
+  // changes nothing.
   absl::StatusOr<std::vector<WriteResult>> PutAll(absl::Span<const ClaimRecord> records) override;
   absl::StatusOr<std::vector<WriteResult>> ApplyClusterEvents(absl::Span<const ClusterEvent> events,
                                                               uint64_t resource_version) override;
@@ -94,6 +98,16 @@ class SharedStore final : public MutationWrites {
  private:
   // One write's attempts (shared_write.cc).
   class WriteOp;
+  // A write of several claims in one Txn (shared_batch.cc): item i's
+  // claim is record_of(i)'s, its mutation mutate(i, claim as the items
+  // before left it); with `follow`, PREFIX/follow is moved forward to it
+  // in the same Txn. *too_large (when given) says that the batch needs
+  // more than one Txn (then ResourceExhausted, nothing written).
+  class BatchOp;
+  absl::StatusOr<std::vector<WriteResult>> WriteAll(
+      size_t n, absl::FunctionRef<const ClaimRecord&(size_t)> record_of,
+      absl::FunctionRef<absl::StatusOr<Mutation>(size_t, const ClaimRecord*)> mutate,
+      std::optional<uint64_t> follow, bool* too_large = nullptr);
   // A bulk load (shared_restore.cc), and where its copy of the mirror is:
   // PATH + this + a token (what a killed restore left is removed at Open).
   class Restore;

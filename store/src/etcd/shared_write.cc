@@ -15,6 +15,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "etcd/device_holdings.h"
 #include "etcd/shared_store.h"
 #include "etcd/txn_ops.h"
 #include "index/keys.h"
@@ -35,37 +36,6 @@ std::atomic<bool> device_queues{true};
 // A write of a device's shares whose Txns failed this often takes a ticket
 // with the next failure, as does one that saw another's ticket.
 constexpr int kRaceBeforeQueueing = 2;
-
-std::string DeviceName(absl::string_view driver, absl::string_view pool, absl::string_view device) {
-  return absl::StrCat(driver, "/", pool, "/", device);
-}
-
-// This claim's holdings of one device.
-struct Mine {
-  bool exclusive = false;
-  std::vector<DeviceShare> shares;  // sorted by shareID
-  friend bool operator==(const Mine&, const Mine&) = default;
-};
-
-using Holdings = std::map<std::string, std::pair<DeviceId, Mine>>;
-
-// Per device (by DeviceName), what `record` holds of it (admin access is
-// no holding here: it never conflicts).
-Holdings HoldingsByDevice(const ClaimRecord* record, const ClaimKey& claim) {
-  Holdings out;
-  if (record == nullptr) return out;
-  for (const ResultHolding& h : ResultHoldingsOf(*record)) {
-    if (h.kind == HoldingKind::kAdmin) continue;
-    auto& [id, mine] = out[DeviceName(h.driver, h.pool, h.device)];
-    id = DeviceId{h.driver, h.pool, h.device};
-    if (h.kind == HoldingKind::kExclusive) {
-      mine.exclusive = true;
-    } else {
-      mine.shares.push_back(ShareOf(claim, h));
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
