@@ -556,6 +556,80 @@ TEST_F(CliTest, WriteCommandsSayWhatChangedAndWhenNothingDid) {
   EXPECT_EQ(wrong_uid.out, "");
 }
 
+// apply -f: claims written whole, all or nothing, with kubectl apply's
+// line per object; --dry-run checks as the write would and writes nothing.
+TEST_F(CliTest, ApplyWritesClaimsWholeAllOrNothingAsKubectlSaysIt) {
+  const std::string holds_gpu0 =
+      R"({"allocation":{"devices":{"results":[{"request":"r","driver":"d.example.com","pool":"p","device":"gpu-0"}]}}})";
+  auto claim = [](const std::string& name, const std::string& status) {
+    return absl::StrCat(R"({"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1",)",
+                        R"("metadata":{"namespace":"ns","name":")", name, R"("},"status":)", status,
+                        "}\n");
+  };
+  const std::string first = File("first.json", claim("a", holds_gpu0) + claim("b", "{}"));
+  CliRun r = Cli("apply -f " + first);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "resourceclaim.resource.k8s.io/a created\nresourceclaim.resource.k8s.io/b created\n");
+  const std::string after_first = Cli("dump -o jsonl").out;
+  r = Cli("apply -f " + first);
+  EXPECT_EQ(r.out,
+            "resourceclaim.resource.k8s.io/a unchanged\nresourceclaim.resource.k8s.io/b "
+            "unchanged\n");
+  EXPECT_EQ(Cli("dump -o jsonl").out, after_first);  // nothing written
+  // YAML on standard input, -o name; a later object of one claim wins.
+  const std::string yaml_c =
+      "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {namespace: ns, name: "
+      "c}\n";
+  r = Cli("apply -o name -f -",
+          yaml_c + "status: {}\n---\n" + yaml_c +
+              "status:\n  allocation:\n    devices:\n      results:\n      - {request: r, "
+              "driver: d.example.com, pool: p, device: gpu-3}\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "resourceclaim.resource.k8s.io/c\nresourceclaim.resource.k8s.io/c\n");
+  EXPECT_EQ(Cli("get ns/c -o jsonpath={.status.allocation.devices.results[0].device}").out,
+            "gpu-3");
+  // Refused whole, naming where the claim stood: a device another claim
+  // holds, a rule about a change; --dry-run says the same and writes
+  // nothing either way.
+  const std::string before = Cli("dump -o jsonl").out;
+  const std::string clash = File("clash.json", claim("d", "{}") + claim("e", holds_gpu0));
+  for (const char* dry : {"", " --dry-run"}) {
+    r = Cli(absl::StrCat("apply -f ", clash, dry));
+    EXPECT_EQ(r.code, 3) << dry;
+    EXPECT_THAT(r.err, HasSubstr("device d.example.com/p/gpu-0 is")) << dry;
+    EXPECT_THAT(r.err, HasSubstr("apply refused: nothing was written")) << dry;
+    EXPECT_EQ(r.out, "");
+    const std::string other_allocation =
+        File("change.json",
+             claim("f", "{}") +
+                 claim("a", R"({"allocation":{"devices":{"results":[{"request":"r",)"
+                            R"("driver":"d.example.com","pool":"p","device":"gpu-7"}]}}})"));
+    r = Cli(absl::StrCat("apply -f ", other_allocation, dry));
+    EXPECT_EQ(r.code, 4) << dry;
+    EXPECT_THAT(r.err, HasSubstr("change.json: document 1 (ns/a): status.allocation: Invalid "
+                                 "value: field is immutable"))
+        << dry;
+    EXPECT_EQ(Cli("dump -o jsonl").out, before) << dry;
+  }
+  EXPECT_THAT(Cli("apply --dry-run -f " + first).out,
+              HasSubstr("resourceclaim.resource.k8s.io/a unchanged (dry run)"));
+  r = Cli("apply --dry-run -f " + File("new.json", claim("g", "{}")));
+  EXPECT_EQ(r.out, "resourceclaim.resource.k8s.io/g created (dry run)\n");
+  EXPECT_EQ(Cli("dump -o jsonl").out, before);
+  // What apply does not take.
+  r = Cli("apply");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("apply needs -f FILE"));
+  r = Cli("apply -f -", R"({"type":"DELETED","object":)" + claim("a", "{}") + "}");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("-: document 0 (ns/a): a DELETED watch event"));
+  r = Cli("apply -f -", R"({"kind":"ResourceClaim","metadata":{"name":"x"},"status":{}})");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("metadata.namespace and metadata.name: Required value"));
+  EXPECT_EQ(Cli("dump -o jsonl").out, before);
+}
+
 TEST_F(CliTest, WritesNeverCreateADatabaseAndMissingFilesSayWhy) {
   const std::string typo = dir_.path() + "/typo.db";
   const std::string err = dir_.path() + "/err";

@@ -368,6 +368,17 @@ TEST_F(SharedStoreTest, ClusterEventsApplyThroughEtcdAndThePositionIsEtcds) {
   ASSERT_THAT(b->Refresh(), IsOk());
   EXPECT_THAT(b->Get(Key("c3")).status(), StatusIs(absl::StatusCode::kNotFound, "c3"));
   EXPECT_EQ(b->Stats()->follow_resource_version, 20u);
+  // A batch's Txn that never landed while another store deleted a claim the
+  // batch deletes: told by the claim it puts, not by that deletion (which
+  // looks like the batch's own), and run again.
+  internal::FailNextTxnForTesting("current", /*sent=*/false,
+                                  [&] { ASSERT_THAT(b->Delete(Key("c1")), IsOk()); });
+  applied = a->ApplyClusterEvents({event("c1", 40, "{}", true), event("c5", 41, "{}", false)}, 41);
+  ASSERT_THAT(applied.status(), IsOk());
+  EXPECT_FALSE((*applied)[0].changed);  // the other store's delete came first
+  EXPECT_TRUE((*applied)[1].changed);
+  EXPECT_THAT(a->Get(Key("c5")).status(), IsOk());
+  EXPECT_EQ(a->Stats()->follow_resource_version, 41u);
 }
 
 // PutAll through etcd: one Txn, all or none, with the local path's checks
@@ -982,6 +993,38 @@ TEST_F(SharedStoreTest, TheToolTakesEtcdEndpoints) {
                    " follow --show-resource-version >", out, " 2>", err, " </dev/null");
   ASSERT_EQ(std::system(other.c_str()), 0) << testing::ReadFile(err);
   EXPECT_EQ(testing::ReadFile(out), "31\n");
+  // apply -f through etcd: one Txn, kubectl's lines; a clash with a claim
+  // another mirror wrote refuses it whole, naming where the claim stood.
+  ASSERT_THAT(a->Put(ClaimJson("ns", "held",
+                               R"({"allocation":{"devices":{"results":[)"
+                               R"({"request":"req","driver":"gpu.example.com",)"
+                               R"("pool":"pool-a","device":"gpu-h"}]}}})")),
+              IsOk());
+  {
+    std::ofstream f(input);
+    f << EncodeClaim(ClaimJson("ns", "r1")) << "\n" << EncodeClaim(ClaimJson("ns", "a1")) << "\n";
+  }
+  ASSERT_EQ(tool("apply -f " + input), 0) << testing::ReadFile(err);
+  EXPECT_EQ(testing::ReadFile(out),
+            "resourceclaim.resource.k8s.io/r1 unchanged\nresourceclaim.resource.k8s.io/a1 "
+            "created\n");
+  ASSERT_THAT(a->Refresh(), IsOk());
+  EXPECT_THAT(a->Get(Key("a1")).status(), IsOk());
+  {
+    std::ofstream f(input);
+    f << EncodeClaim(ClaimJson("ns", "a2")) << "\n"
+      << EncodeClaim(ClaimJson("ns", "a3",
+                               R"({"allocation":{"devices":{"results":[)"
+                               R"({"request":"req","driver":"gpu.example.com",)"
+                               R"("pool":"pool-a","device":"gpu-h"}]}}})"))
+      << "\n";
+  }
+  EXPECT_EQ(tool("apply -f " + input), 3);
+  EXPECT_THAT(testing::ReadFile(err),
+              HasSubstr("claims.json: document 1 (ns/a3): device gpu.example.com/pool-a/gpu-h is "
+                        "allocated to claim ns/held"));
+  ASSERT_THAT(a->Refresh(), IsOk());
+  EXPECT_THAT(a->Get(Key("a2")).status(), StatusIs(absl::StatusCode::kNotFound, "a2"));
 }
 
 // Last in the binary: it stops two members.

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -267,6 +268,34 @@ absl::Status ForEachClaimKey(Store& store, const std::function<void(ClaimKey)>& 
     if (page->continue_token.empty()) return absl::OkStatus();
     page_options.continue_token = page->continue_token;
   }
+}
+
+std::string ClaimWhere(const std::string& file, const DecodedClaim& c) {
+  return absl::StrCat(file, ": document ", c.document,
+                      c.item >= 0 ? absl::StrCat(", item ", c.item) : std::string(), " (",
+                      c.record.claim_namespace(), "/", c.record.name(), ")");
+}
+
+ScratchDir::ScratchDir() {
+  char pattern[] = "/tmp/claimstore-dry-run-XXXXXX";
+  if (mkdtemp(pattern) != nullptr) path_ = pattern;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+}
+
+absl::StatusOr<std::unique_ptr<Store>> OpenTarget(const Context& context, bool dry_run,
+                                                  std::unique_ptr<ScratchDir>* scratch) {
+  const bool shared = !context.WithShared({}).etcd_endpoints.empty();
+  if (!dry_run || shared) return OpenForWriting(context, /*create=*/true);  // the one that creates
+  // (The indexes are read only if the check needs them.)
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(context.DbPath(), {.create_if_missing = false, .defer_index_load = true});
+  if (!absl::IsNotFound(store.status())) return store;
+  *scratch = std::make_unique<ScratchDir>();
+  return Store::Open((*scratch)->path() + "/db", {.defer_index_load = true});
 }
 
 }  // namespace claimstore::cli

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "claimstore/claim_record.h"
+#include "claimstore/codec.h"
 #include "claimstore/store.h"
 
 namespace claimstore::cli {
@@ -104,6 +105,29 @@ size_t ConsumerCount(const ClaimRecord& r);
 
 // Claims as JSON lines (kind and apiVersion on each).
 void PrintJsonLines(const std::vector<ClaimRecord>& records);
+
+// Where a decoded claim stood in input `file`: "FILE: document D, item I
+// (NS/NAME)".
+std::string ClaimWhere(const std::string& file, const DecodedClaim& c);
+
+// A directory of its own under /tmp, removed with its contents.
+class ScratchDir {
+ public:
+  ScratchDir();
+  ~ScratchDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The store a write of claims from input goes to (restore, apply): opened
+// for writing, created when missing; for a dry run, the database as it is
+// (opened with its indexes loaded when needed) or, where there is none, an
+// empty one in *scratch. In the shared mode, the mirror (a dry run checks
+// against etcd's claims).
+absl::StatusOr<std::unique_ptr<Store>> OpenTarget(const Context& context, bool dry_run,
+                                                  std::unique_ptr<ScratchDir>* scratch);
 
 // Every claim of `store` in key order, a page at a time.
 absl::Status ForEachClaimKey(Store& store, const std::function<void(ClaimKey)>& visit);

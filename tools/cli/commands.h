@@ -10,6 +10,8 @@ namespace claimstore::cli {
 
 // restore (restore.cc).
 void AddRestoreCommand(CLI::App& app, Context& context);
+// apply -f (apply_command.cc).
+void AddApplyCommand(CLI::App& app, Context& context);
 // get, list, find, dump, stats, decode (read_commands.cc).
 void AddReadCommands(CLI::App& app, Context& context);
 // reserve, unreserve, allocate, deallocate, delete (write_commands.cc).

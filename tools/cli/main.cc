@@ -29,6 +29,7 @@ constexpr char kUsage[] =
     "                          --etcd-timeout D: one request's deadline, default 5s)\n"
     "Commands:\n"
     "  restore [FILE...|-]     load claims (any form), all-or-nothing; creates the database\n"
+    "  apply -f FILE [--dry-run]  write claims whole, all-or-nothing (kubectl apply's output)\n"
     "  dump [-o json|jsonl|yaml]\n"
     "  get NAME [-n NS]        list [-n NS | -A] [-o wide|name|json]\n"
     "  find --consumer-uid UID find --device DRIVER[/POOL[/DEVICE[/SHAREID]]]\n"
@@ -96,6 +97,7 @@ int Main(int argc, char** argv) {
   // Global flags anywhere, before or after the command, as kubectl takes them.
   app.fallthrough();
   AddRestoreCommand(app, context);
+  AddApplyCommand(app, context);
   AddReadCommands(app, context);
   AddWriteCommands(app, context);
   AddAllocatedCommand(app, context);

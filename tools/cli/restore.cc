@@ -198,13 +198,6 @@ class Progress {
   double fraction_ = -1;
 };
 
-// Where a claim stood in the input: "FILE: document D, item I (NS/NAME)".
-std::string Where(const std::string& file, const DecodedClaim& c) {
-  return absl::StrCat(file, ": document ", c.document,
-                      c.item >= 0 ? absl::StrCat(", item ", c.item) : std::string(), " (",
-                      c.record.claim_namespace(), "/", c.record.name(), ")");
-}
-
 // The refused claim that comes first in the input, of those refused by
 // concurrent decoders (BulkLoad::Add's error and where the claim stood).
 class FirstRefusal {
@@ -259,23 +252,6 @@ int ClaimRefused(const absl::Status& s, const std::string& where) {
   return Refused(s);
 }
 
-// A directory of its own under /tmp, removed with its contents.
-class ScratchDir {
- public:
-  ScratchDir() {
-    char pattern[] = "/tmp/claimstore-dry-run-XXXXXX";
-    if (mkdtemp(pattern) != nullptr) path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // Decodes every input into `load` on both cores (each claim decoded,
 // validated and added once), numbering the claims across inputs in input
 // order. The exit code of a refusal, or 0; *items counts what was read.
@@ -315,7 +291,7 @@ int DecodeInputs(const std::vector<std::string>& names,
         added = load->Add(c.record, ordinal);
       }
       if (added.ok()) return absl::OkStatus();
-      refusal.Offer(ordinal, std::move(added), Where(names[f], c));
+      refusal.Offer(ordinal, std::move(added), ClaimWhere(names[f], c));
       return absl::CancelledError("a claim was refused");  // stops decoding
     });
     bytes_before += files[f]->text().size();
@@ -348,7 +324,7 @@ void PrintWhereClaimsStood(const absl::Status& error, const std::vector<std::str
     (void)DecodeClaims(files[f]->text(), [&](DecodedClaim c) {
       const ClaimKey key{std::string(c.record.claim_namespace()), std::string(c.record.name())};
       if (std::find(claims.begin(), claims.end(), key) != claims.end())
-        where[key] = Where(names[f], c);
+        where[key] = ClaimWhere(names[f], c);
       return absl::OkStatus();
     });
   }
@@ -357,21 +333,6 @@ void PrintWhereClaimsStood(const absl::Status& error, const std::vector<std::str
     std::cerr << "Error: " << key.ToString() << ": "
               << (it == where.end() ? "stored, not in the input" : "in " + it->second) << "\n";
   }
-}
-
-// The store to restore into; for a dry run of a database that does not
-// exist, an empty one in a temporary directory (removed by *scratch).
-absl::StatusOr<std::unique_ptr<Store>> OpenTarget(const Context& context, bool dry_run,
-                                                  std::unique_ptr<ScratchDir>* scratch) {
-  // (A dry run through etcd checks against etcd's claims: the mirror's.)
-  const bool shared = !context.WithShared({}).etcd_endpoints.empty();
-  if (!dry_run || shared) return OpenForWriting(context, /*create=*/true);  // the one that creates
-  // (The indexes are read only if the check needs them.)
-  absl::StatusOr<std::unique_ptr<Store>> store =
-      Store::Open(context.DbPath(), {.create_if_missing = false, .defer_index_load = true});
-  if (!absl::IsNotFound(store.status())) return store;
-  *scratch = std::make_unique<ScratchDir>();
-  return Store::Open((*scratch)->path() + "/db", {.defer_index_load = true});
 }
 
 int Restore(const Context& context, const RestoreFlags& flags) {

@@ -33,7 +33,9 @@ constexpr size_t kMaxTxnBytes = (3 << 19) - (64 << 10);
 // failed (each run follows a change by another writer).
 constexpr int kMaxBatchAttempts = 20;
 
-absl::Status ForItem(const absl::Status& s, size_t i, const ClaimKey& key) {
+// An item's refusal; a write of one claim's is the claim's own, as locally.
+absl::Status ForItem(const absl::Status& s, size_t i, size_t items, const ClaimKey& key) {
+  if (items == 1) return s;
   return absl::Status(s.code(), absl::StrCat("item ", i, " (", key.ToString(), "): ", s.message()));
 }
 
@@ -60,12 +62,12 @@ class SharedStore::BatchOp {
  public:
   BatchOp(SharedStore* store, std::vector<ClaimKey> keys,
           absl::FunctionRef<absl::StatusOr<Mutation>(size_t, const ClaimRecord*)> mutate,
-          std::optional<uint64_t> follow, bool* too_large)
+          std::optional<uint64_t> follow, bool* not_one_txn)
       : store_(*store),
         keys_(std::move(keys)),
         mutate_(mutate),
         follow_(follow),
-        too_large_(too_large),
+        not_one_txn_(not_one_txn),
         token_(NewToken()) {
     for (const ClaimKey& k : keys_) {
       if (index_.emplace(k.ToString(), claims_.size()).second) claims_.push_back(k);
@@ -105,7 +107,7 @@ class SharedStore::BatchOp {
   const std::vector<ClaimKey> keys_;
   absl::FunctionRef<absl::StatusOr<Mutation>(size_t, const ClaimRecord*)> mutate_;
   const std::optional<uint64_t> follow_;
-  bool* const too_large_;
+  bool* const not_one_txn_;
   const std::string token_;
   std::map<std::string, size_t> index_;  // ClaimKey::ToString() -> claims_
   std::vector<ClaimKey> claims_;         // the batch's claims, each once
@@ -113,6 +115,8 @@ class SharedStore::BatchOp {
   // The attempt's state.
   std::shared_ptr<const Generation> gen_;
   uint64_t read_revision_ = 0;
+  uint64_t late_ = 0;       // a Txn of this batch found landed, at this revision
+  bool compacted_ = false;  // the devices' read met a compaction
   int64_t follow_mod_ = 0;
   uint64_t follow_read_ = 0;
   std::vector<std::optional<ClaimRecord>> read_;            // per claims_, as etcd held it
@@ -127,8 +131,8 @@ class SharedStore::BatchOp {
 absl::StatusOr<std::vector<WriteResult>> SharedStore::WriteAll(
     size_t n, absl::FunctionRef<const ClaimRecord&(size_t)> record_of,
     absl::FunctionRef<absl::StatusOr<Mutation>(size_t, const ClaimRecord*)> mutate,
-    std::optional<uint64_t> follow_resource_version, bool* too_large) {
-  if (too_large != nullptr) *too_large = false;
+    std::optional<uint64_t> follow_resource_version, bool* not_one_txn) {
+  if (not_one_txn != nullptr) *not_one_txn = false;
   std::vector<ClaimKey> keys;
   keys.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -141,13 +145,21 @@ absl::StatusOr<std::vector<WriteResult>> SharedStore::WriteAll(
   }
   CS_RETURN_IF_ERROR(MirrorTakesWrites());
   if (n == 0 && !follow_resource_version.has_value()) return std::vector<WriteResult>{};
-  return BatchOp(this, std::move(keys), mutate, follow_resource_version, too_large).Run();
+  return BatchOp(this, std::move(keys), mutate, follow_resource_version, not_one_txn).Run();
 }
 
 absl::StatusOr<bool> SharedStore::BatchOp::Attempt() {
   CS_ASSIGN_OR_RETURN(const bool read, Read());
   if (!read) return false;
-  CS_RETURN_IF_ERROR(Simulate());
+  if (late_ != 0) {
+    CS_RETURN_IF_ERROR(Landed(late_));
+    return true;
+  }
+  compacted_ = false;
+  if (absl::Status s = Simulate(); !s.ok()) {
+    if (compacted_) return false;  // the devices' revision: read all again
+    return s;
+  }
   const etcdserverpb::TxnRequest txn = MakeTxn();
   CS_RETURN_IF_ERROR(CheckSize(txn));
   if (txn.success_size() == 0) {
@@ -162,13 +174,13 @@ absl::StatusOr<bool> SharedStore::BatchOp::Attempt() {
     return true;
   }
   if (!OutcomeUnknown(r.status())) return r.status();
-  // Did it land? The history of a claim it wrote says (all or none of the
-  // Txn did).
+  // Did it land? The history of a claim it put says (all or none of the
+  // Txn did): that claim carries the batch's token.
   for (size_t c = 0; c < claims_.size(); ++c) {
-    if (!written_[c] || (!now_[c].has_value() && !read_[c].has_value())) continue;
-    absl::StatusOr<Outcome> outcome = store_.ResolveOutcome(
-        *gen_, claims_[c], read_[c].has_value() ? &*read_[c] : nullptr, read_revision_, token_,
-        now_[c].has_value() ? Mutation::Kind::kWrite : Mutation::Kind::kDelete);
+    if (!written_[c] || !now_[c].has_value()) continue;
+    absl::StatusOr<Outcome> outcome =
+        store_.ResolveOutcome(*gen_, claims_[c], read_[c].has_value() ? &*read_[c] : nullptr,
+                              read_revision_, token_, Mutation::Kind::kWrite);
     if (!outcome.ok()) {
       return absl::UnavailableError(absl::StrCat("the write's outcome is unknown (",
                                                  r.status().message(),
@@ -178,7 +190,10 @@ absl::StatusOr<bool> SharedStore::BatchOp::Attempt() {
     CS_RETURN_IF_ERROR(Landed(outcome->revision));
     return true;
   }
-  return false;  // only the follow position: putting it again is harmless
+  // Deletions (and the follow position) alone carry no token: run again.
+  // Had it landed, the next read finds the claims deleted and the batch
+  // writes nothing more (its results then say unchanged).
+  return false;
 }
 
 absl::StatusOr<bool> SharedStore::BatchOp::Read() {
@@ -187,12 +202,13 @@ absl::StatusOr<bool> SharedStore::BatchOp::Read() {
   const std::string follow_key = store_.base_.prefix() + "follow";
   etcdserverpb::TxnRequest read;
   read.add_success()->mutable_request_range()->set_key(current_key);
-  read.add_success()->mutable_request_range()->set_key(follow_key);
+  if (follow_.has_value()) read.add_success()->mutable_request_range()->set_key(follow_key);
+  const int first_claim = read.success_size();
   for (const ClaimKey& k : claims_) {
     read.add_success()->mutable_request_range()->set_key(gen_->layout.Claim(k));
   }
   if (read.success_size() > kMaxTxnOps) {
-    if (too_large_ != nullptr) *too_large_ = true;
+    if (not_one_txn_ != nullptr) *not_one_txn_ = true;
     return absl::ResourceExhaustedError(absl::StrCat(
         "a write of ", claims_.size(), " claims through etcd is more than one etcd Txn takes (",
         kMaxTxnOps, " operations): write fewer claims per call, or restore them (a bulk load)"));
@@ -214,15 +230,24 @@ absl::StatusOr<bool> SharedStore::BatchOp::Read() {
     return false;
   }
   gen_ = std::move(next);
-  const etcdserverpb::RangeResponse& follow = got.responses(1).response_range();
-  follow_mod_ = follow.kvs_size() > 0 ? follow.kvs(0).mod_revision() : 0;
+  follow_mod_ = 0;
   follow_read_ = 0;
-  if (follow.kvs_size() > 0) (void)absl::SimpleAtoi(follow.kvs(0).value(), &follow_read_);
+  if (follow_.has_value()) {
+    const etcdserverpb::RangeResponse& follow = got.responses(1).response_range();
+    if (follow.kvs_size() > 0) {
+      follow_mod_ = follow.kvs(0).mod_revision();
+      (void)absl::SimpleAtoi(follow.kvs(0).value(), &follow_read_);
+    }
+  }
   read_.assign(claims_.size(), std::nullopt);
+  late_ = 0;
   for (size_t c = 0; c < claims_.size(); ++c) {
-    CS_ASSIGN_OR_RETURN(Current claim,
-                        store_.CurrentOf(claims_[c], got.responses(2 + c).response_range(),
-                                         got.header().revision()));
+    CS_ASSIGN_OR_RETURN(
+        Current claim, store_.CurrentOf(claims_[c], got.responses(first_claim + c).response_range(),
+                                        got.header().revision()));
+    // A Txn of this batch whose outcome was unknown landed after all: the
+    // token is this batch's alone.
+    if (claim.record.has_value() && claim.token == token_) late_ = claim.record->mod_revision();
     read_[c] = std::move(claim.record);
   }
   return true;
@@ -256,7 +281,7 @@ absl::Status SharedStore::BatchOp::Simulate() {
       }
     }
     if (!m.ok()) {
-      refused = ForItem(m.status(), i, key);
+      refused = ForItem(m.status(), i, keys_.size(), key);
       items = i;
       break;
     }
@@ -264,26 +289,30 @@ absl::Status SharedStore::BatchOp::Simulate() {
     // The devices whose holdings by this claim change.
     const Holdings before = HoldingsByDevice(old, key);
     const Holdings after = HoldingsByDevice(next.has_value() ? &*next : nullptr, key);
-    std::map<std::string, HoldingChange> change;
+    std::map<std::string, std::pair<HoldingChange, DeviceId>> change;
     for (const auto* side : {&before, &after}) {
       for (const auto& [name, held] : *side) {
-        HoldingChange& d = change[name];
+        auto& [d, id] = change[name];
         d.name = name;
         (side == &before ? d.was : d.will) = held.second;
-        if (devices_.count(name) == 0) {
-          const DeviceId& id = held.first;
-          devices_[name] = BatchDevice{std::string(id.driver),
-                                       std::string(id.pool),
-                                       std::string(id.device),
-                                       std::nullopt,
-                                       std::nullopt,
-                                       std::nullopt,
-                                       {}};
-        }
+        id = held.first;
       }
     }
-    for (auto& [name, d] : change) {
-      if (!(d.was == d.will)) device_changes_[i].push_back(std::move(d));
+    // (A device whose holdings by the claim stay is neither read nor
+    // compared: the claim holds it already.)
+    for (auto& [name, changed] : change) {
+      auto& [d, id] = changed;
+      if (d.was == d.will) continue;
+      if (devices_.count(name) == 0) {
+        devices_[name] = BatchDevice{std::string(id.driver),
+                                     std::string(id.pool),
+                                     std::string(id.device),
+                                     std::nullopt,
+                                     std::nullopt,
+                                     std::nullopt,
+                                     {}};
+      }
+      device_changes_[i].push_back(std::move(d));
     }
     now_[c] = std::move(next);
     written_[c] = true;
@@ -292,7 +321,9 @@ absl::Status SharedStore::BatchOp::Simulate() {
   // The device rule, item by item, up to the refused one: a clash before it
   // is the answer.
   if (!devices_.empty()) {
-    CS_RETURN_IF_ERROR(ReadDevices());
+    absl::Status read = ReadDevices();
+    if (absl::IsResourceExhausted(read) && !refused.ok()) return refused;
+    CS_RETURN_IF_ERROR(read);
     CS_RETURN_IF_ERROR(CheckDevices(items));
   }
   return refused;
@@ -301,8 +332,8 @@ absl::Status SharedStore::BatchOp::Simulate() {
 absl::Status SharedStore::BatchOp::ReadDevices() {
   // Read at the claims' revision: what the items are checked against is
   // one moment of etcd.
-  if (1 + 2 * devices_.size() + claims_.size() > kMaxTxnOps) {
-    if (too_large_ != nullptr) *too_large_ = true;
+  if (1 + (follow_.has_value() ? 1 : 0) + 2 * devices_.size() + claims_.size() > kMaxTxnOps) {
+    if (not_one_txn_ != nullptr) *not_one_txn_ = true;
     return absl::ResourceExhaustedError(absl::StrCat(
         "a write of ", claims_.size(), " claims holding ", devices_.size(),
         " devices through etcd is more than one etcd Txn takes (", kMaxTxnOps,
@@ -318,11 +349,13 @@ absl::Status SharedStore::BatchOp::ReadDevices() {
       r->set_revision(static_cast<int64_t>(read_revision_));
     }
   }
-  CS_ASSIGN_OR_RETURN(const etcdserverpb::TxnResponse got, store_.etcd_->Txn(read));
+  absl::StatusOr<etcdserverpb::TxnResponse> got = store_.etcd_->Txn(read);
+  if (absl::IsOutOfRange(got.status())) compacted_ = true;
+  if (!got.ok()) return got.status();
   int at = 0;
   for (auto& [name, d] : devices_) {
-    const etcdserverpb::RangeResponse& ex = got.responses(at++).response_range();
-    const etcdserverpb::RangeResponse& sh = got.responses(at++).response_range();
+    const etcdserverpb::RangeResponse& ex = got->responses(at++).response_range();
+    const etcdserverpb::RangeResponse& sh = got->responses(at++).response_range();
     if (ex.kvs_size() > 0) {
       d.exclusive_read = ex.kvs(0).value();
       absl::StatusOr<ClaimKey> holder = ClaimKey::Parse(ex.kvs(0).value());
@@ -360,7 +393,7 @@ absl::Status SharedStore::BatchOp::CheckDevices(size_t items) {
       };
       if (change.will.exclusive && !change.was.exclusive) {
         if (absl::Status s = check(HoldingKind::kExclusive, ""); !s.ok()) {
-          return ForItem(s, i, key);
+          return ForItem(s, i, keys_.size(), key);
         }
       }
       for (const DeviceShare& s : change.will.shares) {
@@ -369,7 +402,7 @@ absl::Status SharedStore::BatchOp::CheckDevices(size_t items) {
           continue;
         }
         if (absl::Status st = check(HoldingKind::kShare, s.share_id); !st.ok()) {
-          return ForItem(st, i, key);
+          return ForItem(st, i, keys_.size(), key);
         }
       }
       // The device as this item leaves it.
@@ -443,7 +476,7 @@ absl::Status SharedStore::BatchOp::CheckSize(const etcdserverpb::TxnRequest& txn
       bytes <= kMaxTxnBytes) {
     return absl::OkStatus();
   }
-  if (too_large_ != nullptr) *too_large_ = true;
+  if (not_one_txn_ != nullptr) *not_one_txn_ = true;
   return absl::ResourceExhaustedError(absl::StrFormat(
       "a write of %d claims through etcd needs %d compares, %d writes and %d bytes in one etcd "
       "Txn, which takes at most %d of each and %d bytes: write fewer claims per call, or restore "
@@ -456,12 +489,13 @@ absl::Status SharedStore::BatchOp::Landed(uint64_t revision) {
   results_.clear();
   results_.reserve(keys_.size());
   std::vector<bool> changed_before(claims_.size(), false);
+  bool any_before = false;
   for (size_t i = 0; i < keys_.size(); ++i) {
     const size_t c = index_.at(keys_[i].ToString());
     if (changed_[i]) {
-      changed_before[c] = true;
+      changed_before[c] = any_before = true;
       results_.push_back(WriteResult{revision, true});
-    } else if (changed_before[c]) {
+    } else if (changed_before[c] || (any_before && !read_[c].has_value())) {
       results_.push_back(WriteResult{revision, false});
     } else {
       results_.push_back(

@@ -581,13 +581,14 @@ absl::StatusOr<std::vector<WriteResult>> SharedStore::PutAll(
 
 absl::StatusOr<std::vector<WriteResult>> SharedStore::ApplyClusterEvents(
     absl::Span<const ClusterEvent> events, uint64_t resource_version) {
-  // One Txn when the batch fits in one.
-  bool too_large = false;
+  // One Txn when the batch fits in one (and it does not keep losing races
+  // at a hot device: the single writes below queue there).
+  bool not_one_txn = false;
   absl::StatusOr<std::vector<WriteResult>> all = WriteAll(
       events.size(), [&](size_t i) -> const ClaimRecord& { return events[i].record; },
       [&](size_t i, const ClaimRecord* current) { return ApplyClusterEvent(events[i], current); },
-      resource_version, &too_large);
-  if (!too_large) return all;
+      resource_version, &not_one_txn);
+  if (!not_one_txn) return all;
   // Every event's claim checked before anything is written (as state: the
   // checks of a write of it over an absent claim).
   auto item = [&](const absl::Status& s, size_t i) {

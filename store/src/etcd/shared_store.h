@@ -70,7 +70,8 @@ class SharedStore final : public MutationWrites {
   // Write). PutAll: one Txn, all or none; ResourceExhausted when the batch
   // needs more than etcd takes in one (128 operations: a claim is one, a
   // device it holds two; 1.5 MiB). ApplyClusterEvents: the events and the
-  // position (PREFIX/follow) in one Txn; a batch larger than that, every
+  // position (PREFIX/follow) in one Txn; a batch larger than that (or
+  // one that keeps losing races at a hot device), every
   // event checked first, then one Txn per event, then the position: a
   // refusal on the way leaves the position before the batch, and a replay
   // changes nothing.
@@ -101,13 +102,14 @@ class SharedStore final : public MutationWrites {
   // A write of several claims in one Txn (shared_batch.cc): item i's
   // claim is record_of(i)'s, its mutation mutate(i, claim as the items
   // before left it); with `follow`, PREFIX/follow is moved forward to it
-  // in the same Txn. *too_large (when given) says that the batch needs
-  // more than one Txn (then ResourceExhausted, nothing written).
+  // in the same Txn. *not_one_txn (when given) says that the batch needs
+  // more than one Txn (then ResourceExhausted) or kept losing races
+  // (Aborted): nothing written.
   class BatchOp;
   absl::StatusOr<std::vector<WriteResult>> WriteAll(
       size_t n, absl::FunctionRef<const ClaimRecord&(size_t)> record_of,
       absl::FunctionRef<absl::StatusOr<Mutation>(size_t, const ClaimRecord*)> mutate,
-      std::optional<uint64_t> follow, bool* too_large = nullptr);
+      std::optional<uint64_t> follow, bool* not_one_txn = nullptr);
   // A bulk load (shared_restore.cc), and where its copy of the mirror is:
   // PATH + this + a token (what a killed restore left is removed at Open).
   class Restore;
