@@ -6,10 +6,12 @@
 #define CLAIMSTORE_SRC_ETCD_DEVICE_HOLDINGS_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "claimstore/allocated.h"
 #include "claimstore/claim_record.h"
@@ -34,6 +36,15 @@ using Holdings = std::map<std::string, std::pair<DeviceId, Mine>>;
 // What `record` (null: none) holds, as claim `claim`. Admin access is no
 // holding here: it never conflicts.
 Holdings HoldingsByDevice(const ClaimRecord* record, const ClaimKey& claim);
+
+// The device rule for `claim` changing its holdings of device `id` from
+// `was` to `will`, against the device's holders (`exclusive`, `shares`:
+// the claim's own among them or not): Aborted naming the device and the
+// first holder a new holding clashes with, else OK.
+absl::Status CheckHoldingChange(const ClaimKey& claim, const DeviceId& id,
+                                const std::optional<ClaimKey>& exclusive,
+                                const std::vector<DeviceShare>& shares, const Mine& was,
+                                const Mine& will);
 
 }  // namespace claimstore::internal
 

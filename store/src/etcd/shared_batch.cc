@@ -378,32 +378,11 @@ absl::Status SharedStore::BatchOp::CheckDevices(size_t items) {
     const ClaimKey& key = keys_[i];
     for (const HoldingChange& change : device_changes_[i]) {
       BatchDevice& d = devices_.at(change.name);
-      std::vector<std::string> holders;
-      if (d.exclusive.has_value()) {
-        holders.push_back(DeviceKey(d.driver, d.pool, d.device, HoldingKind::kExclusive, "",
-                                    d.exclusive->claim_namespace, d.exclusive->name));
-      }
-      for (const DeviceShare& s : d.shares) {
-        holders.push_back(DeviceKey(d.driver, d.pool, d.device, HoldingKind::kShare, s.share_id,
-                                    s.claim.claim_namespace, s.claim.name));
-      }
-      auto check = [&](HoldingKind kind, absl::string_view share_id) {
-        DeviceKeyParts wanted{d.driver, d.pool, d.device, kind, std::string(share_id), "", ""};
-        return CheckNewHolding(key, wanted, holders);
-      };
-      if (change.will.exclusive && !change.was.exclusive) {
-        if (absl::Status s = check(HoldingKind::kExclusive, ""); !s.ok()) {
-          return ForItem(s, i, keys_.size(), key);
-        }
-      }
-      for (const DeviceShare& s : change.will.shares) {
-        if (std::find(change.was.shares.begin(), change.was.shares.end(), s) !=
-            change.was.shares.end()) {
-          continue;
-        }
-        if (absl::Status st = check(HoldingKind::kShare, s.share_id); !st.ok()) {
-          return ForItem(st, i, keys_.size(), key);
-        }
+      const DeviceId id{d.driver, d.pool, d.device};
+      if (absl::Status s =
+              CheckHoldingChange(key, id, d.exclusive, d.shares, change.was, change.will);
+          !s.ok()) {
+        return ForItem(s, i, keys_.size(), key);
       }
       // The device as this item leaves it.
       if (d.exclusive == key) d.exclusive.reset();

@@ -515,34 +515,10 @@ absl::Status SharedStore::WriteOp::AddDevice(Plan* plan, const std::string& name
 
 void SharedStore::WriteOp::CheckHoldings(Plan* plan, const DeviceId& id, const DeviceState& st,
                                          const Mine& was, const Mine& will) {
-  // The device rule, on the holders as known (device-index keys).
-  std::vector<std::string> holders;
-  if (st.exclusive.has_value()) {
-    holders.push_back(DeviceKey(id.driver, id.pool, id.device, HoldingKind::kExclusive, "",
-                                st.exclusive->claim_namespace, st.exclusive->name));
-  }
-  for (const DeviceShare& s : st.shares) {
-    holders.push_back(DeviceKey(id.driver, id.pool, id.device, HoldingKind::kShare, s.share_id,
-                                s.claim.claim_namespace, s.claim.name));
-  }
-  auto check = [&](HoldingKind kind, absl::string_view share_id) {
-    if (!plan->refusal.ok()) return;
-    DeviceKeyParts wanted{std::string(id.driver),
-                          std::string(id.pool),
-                          std::string(id.device),
-                          kind,
-                          std::string(share_id),
-                          "",
-                          ""};
-    plan->refusal = CheckNewHolding(key_, wanted, holders);
-    if (!plan->refusal.ok()) plan->refusal_confirmed = st.from_etcd;
-  };
-  if (will.exclusive && !was.exclusive) check(HoldingKind::kExclusive, "");
-  for (const DeviceShare& s : will.shares) {
-    if (std::find(was.shares.begin(), was.shares.end(), s) == was.shares.end()) {
-      check(HoldingKind::kShare, s.share_id);
-    }
-  }
+  if (!plan->refusal.ok()) return;
+  // The device rule, on the holders as known.
+  plan->refusal = CheckHoldingChange(key_, id, st.exclusive, st.shares, was, will);
+  if (!plan->refusal.ok()) plan->refusal_confirmed = st.from_etcd;
 }
 
 void SharedStore::WriteOp::AddShares(Plan* plan, const std::string& name, const DeviceId& id,
