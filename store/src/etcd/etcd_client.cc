@@ -237,6 +237,16 @@ void EtcdClient::MoveOn(size_t from) {
                                      std::memory_order_relaxed);
 }
 
+absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::TxnIdempotent(
+    const etcdserverpb::TxnRequest& request) {
+  absl::StatusOr<etcdserverpb::TxnResponse> r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = Txn(request);
+    if (r.ok() || !OutcomeUnknown(r.status())) break;
+  }
+  return r;
+}
+
 absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::TxnRequest& request) {
   // The test fault (FailNextTxnForTesting), when it matches this Txn.
   bool faulty = false, fault_sent = false;

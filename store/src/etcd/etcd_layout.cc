@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
@@ -132,6 +133,10 @@ absl::StatusOr<GenerationValue> GenerationValue::Decode(absl::string_view value)
   }
   if (parts[1] != "-") out.name = std::string(parts[1]);
   return out;
+}
+
+std::string EncodeFollowPosition(uint64_t resource_version) {
+  return absl::StrFormat("%020d", resource_version);
 }
 
 std::string EncodeClaimValue(absl::string_view token, absl::string_view record) {

@@ -10,6 +10,7 @@
 #ifndef CLAIMSTORE_SRC_ETCD_ETCD_LAYOUT_H_
 #define CLAIMSTORE_SRC_ETCD_ETCD_LAYOUT_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ class EtcdLayout {
   const std::string& root() const { return root_; }
   // The key naming the current generation (GenerationValue).
   std::string CurrentKey() const { return prefix_ + "current"; }
+  // The position of ApplyClusterEvents (a resourceVersion, 20 digits, so
+  // that etcd's compare of values orders them as numbers).
+  std::string FollowKey() const { return prefix_ + "follow"; }
   // Every generation but "" has a key here from before its first claim is
   // staged until it is removed (a restore removes every generation but
   // the current one and its own).
@@ -86,6 +90,10 @@ struct GenerationValue {
   // InvalidArgument naming what is wrong.
   static absl::StatusOr<GenerationValue> Decode(absl::string_view value);
 };
+
+// PREFIX/follow's value for a resourceVersion: 20 digits, so that etcd's
+// compare of values orders positions as numbers.
+std::string EncodeFollowPosition(uint64_t resource_version);
 
 // A claim's value: a 4-byte magic ("csr1"), the write token's length (1
 // byte) and bytes, then the ClaimRecord bytes (revisions as etcd assigns

@@ -199,7 +199,7 @@ absl::StatusOr<bool> SharedStore::BatchOp::Attempt() {
 absl::StatusOr<bool> SharedStore::BatchOp::Read() {
   gen_ = store_.CurrentGeneration();
   const std::string current_key = store_.base_.CurrentKey();
-  const std::string follow_key = store_.base_.prefix() + "follow";
+  const std::string follow_key = store_.base_.FollowKey();
   etcdserverpb::TxnRequest read;
   read.add_success()->mutable_request_range()->set_key(current_key);
   if (follow_.has_value()) read.add_success()->mutable_request_range()->set_key(follow_key);
@@ -400,7 +400,7 @@ etcdserverpb::TxnRequest SharedStore::BatchOp::MakeTxn() const {
   etcdserverpb::TxnRequest txn;
   AddCompare(&txn, store_.base_.CurrentKey(), etcdserverpb::Compare::MOD)
       ->set_mod_revision(gen_->mod);
-  const std::string follow_key = store_.base_.prefix() + "follow";
+  const std::string follow_key = store_.base_.FollowKey();
   if (follow_.has_value()) {
     AddCompare(&txn, follow_key, etcdserverpb::Compare::MOD)->set_mod_revision(follow_mod_);
   }
@@ -444,7 +444,7 @@ etcdserverpb::TxnRequest SharedStore::BatchOp::MakeTxn() const {
         d.shares.empty() ? std::nullopt : std::optional<std::string>(EncodeShares(d.shares)));
   }
   if (follow_.has_value() && *follow_ > follow_read_) {
-    AddPut(&txn, follow_key, absl::StrFormat("%020d", *follow_));
+    AddPut(&txn, follow_key, EncodeFollowPosition(*follow_));
   }
   return txn;
 }

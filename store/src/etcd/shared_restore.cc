@@ -57,6 +57,13 @@ void KillPoint(absl::string_view point) {
   if (at != nullptr && point == at) ::kill(::getpid(), SIGKILL);
 }
 
+// Aborted: another restore switched generations or held writes since this
+// one read PREFIX/current; `what` this one did of its own.
+absl::Status AnotherRestore(absl::string_view what) {
+  return absl::AbortedError(
+      absl::StrCat("another restore through etcd switched or held the claims meanwhile: ", what));
+}
+
 }  // namespace
 
 class SharedStore::Restore final : public BulkLoad {
@@ -245,9 +252,7 @@ absl::Status SharedStore::Restore::Hold() {
     if (r.ok() && r->succeeded()) {
       revision = r->header().revision();
     } else if (r.ok()) {
-      return absl::AbortedError(
-          "another restore through etcd switched or held the claims meanwhile: nothing was "
-          "written");
+      return AnotherRestore("nothing was written");
     } else if (!OutcomeUnknown(r.status()) || attempt == 3) {
       return r.status();
     } else {
@@ -261,9 +266,7 @@ absl::Status SharedStore::Restore::Hold() {
       if (now.kvs_size() > 0 && now.kvs(0).value() == held) {
         revision = mod;
       } else if (mod != current_->mod) {
-        return absl::AbortedError(
-            "another restore through etcd switched or held the claims meanwhile: nothing was "
-            "written");
+        return AnotherRestore("nothing was written");
       }
     }
   }
@@ -323,39 +326,29 @@ absl::Status SharedStore::Restore::CatchUpCopy() {
   // The copy's claims by key and mod revision, against the mirror's (the
   // mirror holds etcd's revisions; the copy was the mirror at the start).
   absl::flat_hash_map<std::string, uint64_t> copied;
-  ListOptions list;
-  list.limit = 1000;
-  while (true) {
-    CS_ASSIGN_OR_RETURN(ListPage page, copy_->List(list));
-    for (const ClaimRecord& r : page.records) {
-      copied[absl::StrCat(r.claim_namespace(), "/", r.name())] = r.mod_revision();
-    }
-    if (page.continue_token.empty()) break;
-    list.continue_token = page.continue_token;
-  }
+  CS_RETURN_IF_ERROR(ForEachClaim(*copy_, [&](ClaimRecord& r) {
+    copied[absl::StrCat(r.claim_namespace(), "/", r.name())] = r.mod_revision();
+    return absl::OkStatus();
+  }));
   std::vector<StoreImpl::MirroredClaim> changed;
-  list = ListOptions();
-  list.limit = 1000;
   uint64_t revision = 0;
-  while (true) {
-    CS_ASSIGN_OR_RETURN(ListPage page, store_.mirror_store_->List(list));
-    revision = std::max(revision, page.revision);
-    for (ClaimRecord& r : page.records) {
-      auto it = copied.find(absl::StrCat(r.claim_namespace(), "/", r.name()));
-      if (it != copied.end()) {
-        const bool same = it->second == r.mod_revision();
-        copied.erase(it);
-        if (same) continue;
-      }
-      StoreImpl::MirroredClaim c;
-      c.key = ClaimKey{std::string(r.claim_namespace()), std::string(r.name())};
-      c.stamps = {r.create_revision(), r.mod_revision(), r.version()};
-      c.record = std::move(r);
-      changed.push_back(std::move(c));
-    }
-    if (page.continue_token.empty()) break;
-    list.continue_token = page.continue_token;
-  }
+  CS_RETURN_IF_ERROR(ForEachClaim(
+      *store_.mirror_store_,
+      [&](ClaimRecord& r) {
+        auto it = copied.find(absl::StrCat(r.claim_namespace(), "/", r.name()));
+        if (it != copied.end()) {
+          const bool same = it->second == r.mod_revision();
+          copied.erase(it);
+          if (same) return absl::OkStatus();
+        }
+        StoreImpl::MirroredClaim c;
+        c.key = ClaimKey{std::string(r.claim_namespace()), std::string(r.name())};
+        c.stamps = {r.create_revision(), r.mod_revision(), r.version()};
+        c.record = std::move(r);
+        changed.push_back(std::move(c));
+        return absl::OkStatus();
+      },
+      &revision));
   for (const auto& [name, mod] : copied) {
     absl::StatusOr<ClaimKey> key = ClaimKey::Parse(name);
     CS_RETURN_IF_ERROR(key.status());
@@ -381,16 +374,11 @@ absl::Status SharedStore::Restore::RemoveGeneration(const EtcdLayout& layout, in
   if (!layout.generation().empty()) {
     AddDelete(&txn, store_.base_.GenerationKey(layout.generation()));
   }
-  // Sent again when its outcome is unknown: deleting twice is harmless.
-  absl::StatusOr<etcdserverpb::TxnResponse> r;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    r = store_.etcd_->Txn(txn);
-    if (r.ok() || !OutcomeUnknown(r.status())) break;
-  }
+  // (Deleting twice is harmless.)
+  absl::StatusOr<etcdserverpb::TxnResponse> r = store_.etcd_->TxnIdempotent(txn);
   CS_RETURN_IF_ERROR(r.status());
   if (!r->succeeded()) {
-    return absl::AbortedError(
-        "another restore through etcd switched or held the claims meanwhile: nothing was switched");
+    return AnotherRestore("nothing was switched");
   }
   return absl::OkStatus();
 }
@@ -402,8 +390,7 @@ absl::Status SharedStore::Restore::RemoveOthers() {
   int64_t at = 0;
   CS_ASSIGN_OR_RETURN(const std::shared_ptr<const Generation> now, store_.GenerationAt(0, &at));
   if (now->mod != Current()->mod) {
-    return absl::AbortedError(
-        "another restore through etcd switched or held the claims meanwhile: nothing was written");
+    return AnotherRestore("nothing was written");
   }
   CS_ASSIGN_OR_RETURN(const std::vector<mvccpb::KeyValue> gens,
                       store_.ListPrefix(store_.base_.GenerationsPrefix(), &at));
@@ -433,11 +420,8 @@ absl::Status SharedStore::Restore::StageTxn(etcdserverpb::TxnRequest* txn, size_
   // the switch rewrote that key, or once another restore removed it.
   AddCompare(txn, store_.base_.GenerationKey(gen_.generation()), etcdserverpb::Compare::MOD)
       ->set_mod_revision(marker_);
-  absl::StatusOr<etcdserverpb::TxnResponse> r;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    r = store_.etcd_->Txn(*txn);
-    if (r.ok() || !OutcomeUnknown(r.status())) break;  // puts: sending again is harmless
-  }
+  // (Putting the same values twice is harmless.)
+  absl::StatusOr<etcdserverpb::TxnResponse> r = store_.etcd_->TxnIdempotent(*txn);
   CS_RETURN_IF_ERROR(r.status());
   if (!r->succeeded()) {
     return absl::AbortedError(absl::StrCat("another restore removed this one's staged generation ",
@@ -472,21 +456,15 @@ absl::Status SharedStore::Restore::Stage() {
     AddPut(&txn, key, std::move(value));
     return absl::OkStatus();
   };
-  ListOptions list;
-  list.limit = 1000;
-  while (true) {
-    CS_ASSIGN_OR_RETURN(ListPage page, copy_->List(list));
-    for (const ClaimRecord& r : page.records) {
-      held.Add(r);
-      CS_RETURN_IF_ERROR(
-          put(gen_.Claim(ClaimKey{std::string(r.claim_namespace()), std::string(r.name())}),
-              EncodeClaimValue(token_, r.bytes())));
-      if (++staged_ % 4096 == 0) Progress("staging", staged_, total);
-      if (staged_ == total / 2) KillPoint("staged half");
-    }
-    if (page.continue_token.empty()) break;
-    list.continue_token = page.continue_token;
-  }
+  CS_RETURN_IF_ERROR(ForEachClaim(*copy_, [&](ClaimRecord& r) {
+    held.Add(r);
+    CS_RETURN_IF_ERROR(
+        put(gen_.Claim(ClaimKey{std::string(r.claim_namespace()), std::string(r.name())}),
+            EncodeClaimValue(token_, r.bytes())));
+    if (++staged_ % 4096 == 0) Progress("staging", staged_, total);
+    if (staged_ == total / 2) KillPoint("staged half");
+    return absl::OkStatus();
+  }));
   for (const DevicePtr& d : std::move(held).Devices()) {
     if (d->exclusive.has_value()) {
       CS_RETURN_IF_ERROR(

@@ -30,6 +30,19 @@
 #include "util/store_errors.h"
 
 namespace claimstore::internal {
+
+absl::Status ForEachClaim(const Store& store, absl::FunctionRef<absl::Status(ClaimRecord&)> visit,
+                          uint64_t* revision) {
+  ListOptions list;
+  list.limit = 1000;
+  while (true) {
+    CS_ASSIGN_OR_RETURN(ListPage page, store.List(list));
+    if (revision != nullptr) *revision = std::max(*revision, page.revision);
+    for (ClaimRecord& r : page.records) CS_RETURN_IF_ERROR(visit(r));
+    if (page.continue_token.empty()) return absl::OkStatus();
+    list.continue_token = std::move(page.continue_token);
+  }
+}
 namespace {
 
 constexpr char kIdentityKey[] = "mirror_of";
@@ -116,7 +129,7 @@ absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
       store->generation_ = *std::move(held);
     }
     etcdserverpb::RangeRequest follow;
-    follow.set_key(store->base_.prefix() + "follow");
+    follow.set_key(store->base_.FollowKey());
     CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse r, store->etcd_->Range(follow));
     if (r.kvs_size() > 0) store->NoteFollowPosition(r.kvs(0).value());
   } else {
@@ -243,7 +256,7 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
     gen = generation_;
   }
   const std::string current_key = base_.CurrentKey();
-  const std::string follow_key = base_.prefix() + "follow";
+  const std::string follow_key = base_.FollowKey();
   std::vector<StoreImpl::MirroredClaim> claims;
   uint64_t revision = 0;
   for (const mvccpb::Event& e : response.events()) {
@@ -338,7 +351,7 @@ absl::Status SharedStore::Relist() {
   CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> gen, GenerationAt(0, &at));
   {
     etcdserverpb::RangeRequest follow;
-    follow.set_key(base_.prefix() + "follow");
+    follow.set_key(base_.FollowKey());
     follow.set_revision(at);
     CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse r, etcd_->Range(follow));
     if (r.kvs_size() > 0) NoteFollowPosition(r.kvs(0).value());
@@ -361,21 +374,15 @@ absl::Status SharedStore::Relist() {
     claims.push_back(std::move(c));
   }
   // Claims the mirror holds that etcd no longer does.
-  ListOptions list;
-  list.limit = 1000;
-  while (true) {
-    CS_ASSIGN_OR_RETURN(ListPage local, mirror_store_->List(list));
-    for (const ClaimRecord& r : local.records) {
-      ClaimKey key{std::string(r.claim_namespace()), std::string(r.name())};
-      if (listed.contains(key.ToString())) continue;
-      StoreImpl::MirroredClaim c;
-      c.key = std::move(key);
-      c.stamps = {0, static_cast<uint64_t>(at), 0};
-      claims.push_back(std::move(c));
-    }
-    if (local.continue_token.empty()) break;
-    list.continue_token = local.continue_token;
-  }
+  CS_RETURN_IF_ERROR(ForEachClaim(*mirror_store_, [&](ClaimRecord& r) {
+    ClaimKey key{std::string(r.claim_namespace()), std::string(r.name())};
+    if (listed.contains(key.ToString())) return absl::OkStatus();
+    StoreImpl::MirroredClaim c;
+    c.key = std::move(key);
+    c.stamps = {0, static_cast<uint64_t>(at), 0};
+    claims.push_back(std::move(c));
+    return absl::OkStatus();
+  }));
   const uint64_t revision = static_cast<uint64_t>(at);
   if (revision <= mirror()->CommittedRevision()) return absl::OkStatus();
   CS_RETURN_IF_ERROR(ApplyToMirror(claims, revision));
@@ -627,8 +634,8 @@ absl::StatusOr<std::vector<WriteResult>> SharedStore::ApplyClusterEvents(
 absl::Status SharedStore::AdvanceFollowPosition(uint64_t resource_version) {
   // PREFIX/follow holds the position as 20 digits (so that etcd's
   // compare of values orders them as numbers); it only moves forward.
-  const std::string key = base_.prefix() + "follow";
-  const std::string value = absl::StrFormat("%020d", resource_version);
+  const std::string key = base_.FollowKey();
+  const std::string value = EncodeFollowPosition(resource_version);
   for (int attempt = 0; attempt < 100; ++attempt) {
     etcdserverpb::RangeRequest read;
     read.set_key(key);
@@ -716,28 +723,21 @@ absl::StatusOr<VerifyReport> SharedStore::Verify(bool repair) {
                                            absl::CEscape(value), "\")"));
   }
   // The mirror's claims against etcd's.
-  ListOptions list;
-  list.limit = 1000;
   std::set<std::string> seen;
-  while (true) {
-    CS_ASSIGN_OR_RETURN(ListPage local, mirror_store_->List(list));
-    for (const ClaimRecord& r : local.records) {
-      const std::string key = absl::StrCat(r.claim_namespace(), "/", r.name());
-      seen.insert(key);
-      auto it = in_etcd.find(key);
-      if (it == in_etcd.end()) {
-        report.problems.push_back(absl::StrCat("claim ", key, " is in the mirror, not in etcd"));
-      } else if (it->second !=
-                 std::make_tuple(r.create_revision(), r.mod_revision(), r.version())) {
-        report.problems.push_back(
-            absl::StrCat("claim ", key, ": the mirror has revisions ", r.create_revision(), "/",
-                         r.mod_revision(), "/", r.version(), ", etcd ", std::get<0>(it->second),
-                         "/", std::get<1>(it->second), "/", std::get<2>(it->second)));
-      }
+  CS_RETURN_IF_ERROR(ForEachClaim(*mirror_store_, [&](ClaimRecord& r) {
+    const std::string key = absl::StrCat(r.claim_namespace(), "/", r.name());
+    seen.insert(key);
+    auto it = in_etcd.find(key);
+    if (it == in_etcd.end()) {
+      report.problems.push_back(absl::StrCat("claim ", key, " is in the mirror, not in etcd"));
+    } else if (it->second != std::make_tuple(r.create_revision(), r.mod_revision(), r.version())) {
+      report.problems.push_back(
+          absl::StrCat("claim ", key, ": the mirror has revisions ", r.create_revision(), "/",
+                       r.mod_revision(), "/", r.version(), ", etcd ", std::get<0>(it->second), "/",
+                       std::get<1>(it->second), "/", std::get<2>(it->second)));
     }
-    if (local.continue_token.empty()) break;
-    list.continue_token = local.continue_token;
-  }
+    return absl::OkStatus();
+  }));
   for (const auto& [key, revisions] : in_etcd) {
     if (!seen.contains(key)) {
       report.problems.push_back(absl::StrCat("claim ", key, " is in etcd, not in the mirror"));

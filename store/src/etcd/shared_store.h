@@ -39,6 +39,12 @@
 
 namespace claimstore::internal {
 
+// Every claim of `store` in key order, a page of 1,000 at a time, handed
+// to `visit` (which may move it away); stops at visit's first error. The
+// largest revision of the pages goes to *revision when given.
+absl::Status ForEachClaim(const Store& store, absl::FunctionRef<absl::Status(ClaimRecord&)> visit,
+                          uint64_t* revision = nullptr);
+
 // Benchmarks: whether writes queue at a hot device (shared_write.cc;
 // default on). Off, contended writes race as before.
 void SetDeviceQueuesForTesting(bool on);
