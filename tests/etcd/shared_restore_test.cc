@@ -26,6 +26,7 @@
 #include "claimstore/codec.h"
 #include "claimstore/store.h"
 #include "etcd/etcd_client.h"
+#include "etcd/shared_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testutil/etcd_cluster.h"
@@ -266,6 +267,56 @@ TEST_F(SharedRestoreTest, ARestoreReplacesTheClaimsAtOnceForEveryMirrorAndWatche
 
 // Refused input changes nothing in etcd: not a key, not a value (a
 // restore that keeps the stored claims put its hold on writes back).
+// The restoring mirror holds what it staged without listing it from etcd
+// again, with etcd's revisions (Verify, and a fresh mirror, agree), both
+// with replace_all and keeping the stored claims; when a staging Txn was
+// sent twice (its claims' revisions are etcd's to say), it lists.
+TEST_F(SharedRestoreTest, TheRestoringMirrorHoldsWhatItStagedWithoutListingIt) {
+  auto a = OpenMirror(0);
+  ASSERT_TRUE(a);
+  ASSERT_THAT(a->Put(ClaimJson("ns", "kept")), IsOk());
+  ASSERT_THAT(a->Put(Holding("replaced", "gpu-0")), IsOk());
+  int round = 0;
+  for (const bool replace_all : {true, false, true}) {
+    SCOPED_TRACE(absl::StrCat("round ", round, ", replace_all ", replace_all));
+    const bool resend = round == 2;
+    const int relists = internal::RelistsForTesting();
+    bool faulted = false;
+    absl::StatusOr<std::unique_ptr<BulkLoad>> load = a->StartBulkLoad(
+        {.replace_all = replace_all, .progress = [&](const BulkLoadProgress& p) {
+           // The next staging Txn lands, its reply is lost, it is sent again.
+           if (resend && !faulted && std::string(p.phase) == "staging") {
+             faulted = true;
+             internal::FailNextTxnForTesting(prefix_ + "generations/", /*sent=*/true, nullptr);
+           }
+         }});
+    ASSERT_THAT(load.status(), IsOk());
+    constexpr int kClaims = 9000;  // a progress line at 4,096 claims staged
+    for (int i = 0; i < kClaims; ++i) {
+      ASSERT_THAT(
+          (*load)->Add(
+              Holding(absl::StrCat("r", round, "-", i), absl::StrCat("dev-", round, "-", i)), i),
+          IsOk());
+    }
+    ASSERT_THAT((*load)->Commit().status(), IsOk());
+    EXPECT_EQ(faulted, resend);
+    EXPECT_EQ(internal::RelistsForTesting() - relists, resend ? 1 : 0);
+    ExpectVerified(*a);
+    auto fresh = OpenMirror(10 + round);
+    ASSERT_TRUE(fresh);
+    EXPECT_TRUE(Contents(*fresh) == Contents(*a)) << "a fresh mirror differs";
+    EXPECT_EQ(a->Get(Key("kept")).ok(), !replace_all);
+    // Writes go on in the new generation.
+    ASSERT_THAT(a->Put(ClaimJson("ns", absl::StrCat("after-", round))), IsOk());
+    ASSERT_THAT(fresh->Refresh(), IsOk());
+    EXPECT_TRUE(Contents(*fresh) == Contents(*a)) << "a fresh mirror differs";
+    if (replace_all) {
+      ASSERT_THAT(a->Put(ClaimJson("ns", "kept")), IsOk());
+    }
+    ++round;
+  }
+}
+
 TEST_F(SharedRestoreTest, ARefusedRestoreChangesNothingInEtcd) {
   auto a = OpenMirror(0);
   ASSERT_TRUE(a);

@@ -238,9 +238,10 @@ void EtcdClient::MoveOn(size_t from) {
 }
 
 absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::TxnIdempotent(
-    const etcdserverpb::TxnRequest& request) {
+    const etcdserverpb::TxnRequest& request, bool* resent) {
   absl::StatusOr<etcdserverpb::TxnResponse> r;
   for (int attempt = 0; attempt < 3; ++attempt) {
+    if (resent != nullptr && attempt > 0) *resent = true;
     r = Txn(request);
     if (r.ok() || !OutcomeUnknown(r.status())) break;
   }

@@ -110,8 +110,10 @@ class EtcdClient {
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
   // A Txn that may land twice harmlessly (its compares or its writes make
   // a second copy change nothing that matters): sent again, up to three
-  // times in all, while its outcome is unknown.
-  absl::StatusOr<etcdserverpb::TxnResponse> TxnIdempotent(const etcdserverpb::TxnRequest& request);
+  // times in all, while its outcome is unknown (*resent, when given, says
+  // whether it was).
+  absl::StatusOr<etcdserverpb::TxnResponse> TxnIdempotent(const etcdserverpb::TxnRequest& request,
+                                                          bool* resent = nullptr);
   // A Range (linearizable unless request.serializable()); tried on each
   // member in turn until the deadline.
   absl::StatusOr<etcdserverpb::RangeResponse> Range(const etcdserverpb::RangeRequest& request);

@@ -25,14 +25,17 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "etcd/shared_store.h"
 #include "etcd/txn_ops.h"
@@ -123,7 +126,12 @@ class SharedStore::Restore final : public BulkLoad {
   absl::Status RemoveGeneration(const EtcdLayout& layout, int64_t current_mod);
   // Stages the copy's claims and holdings as generation `gen_`.
   absl::Status Stage();
-  absl::Status StageTxn(etcdserverpb::TxnRequest* txn, size_t* bytes);
+  // Builds the staging Txns (without their compare), each handed to `built`
+  // with the number of claims staged once it landed.
+  absl::Status BuildStaging(
+      absl::FunctionRef<absl::Status(etcdserverpb::TxnRequest, uint64_t)> built);
+  // Sends one staging Txn; the claims before claims_end are staged then.
+  absl::Status StageTxn(etcdserverpb::TxnRequest* txn, uint64_t claims_end);
   // Switches PREFIX/current to gen_: the revision it did. Unavailable
   // when whether it did is unknown (then gen_ must stay).
   absl::StatusOr<uint64_t> Switch();
@@ -150,6 +158,12 @@ class SharedStore::Restore final : public BulkLoad {
   int64_t marker_ = 0;           // its key's revision (put at the start, and at the switch)
   bool switch_unknown_ = false;  // gen_ may be current: never remove it
   uint64_t staged_ = 0;          // claims staged
+  // The revision each staged claim was put at (in the copy's key order),
+  // and whether the mirror may adopt the generation from them
+  // (OfferAdoption).
+  std::vector<int64_t> staged_at_;
+  bool adoptable_ = true;
+  bool offered_ = false;  // OfferAdoption took this restore's offer
 };
 
 absl::StatusOr<std::unique_ptr<BulkLoad>> SharedStore::StartBulkLoad(
@@ -197,6 +211,7 @@ absl::StatusOr<BulkLoadResult> SharedStore::Restore::Finish(bool dry_run) {
   }
   absl::StatusOr<BulkLoadResult> result = Run(dry_run);
   StopRenewing();
+  if (offered_) store_.WithdrawAdoption();
   if (!result.ok() || dry_run) {
     if (hold) Release();
     // A staged generation goes, unless it may be current: then it stays
@@ -234,8 +249,14 @@ absl::StatusOr<BulkLoadResult> SharedStore::Restore::Run(bool dry_run) {
   KillPoint("switch");
   StopRenewing();  // the switch compares the hold as last renewed
   CS_RETURN_IF_ERROR(Renewed());
+  offered_ = adoptable_ && staged_at_.size() == staged_ && store_.OfferAdoption(gen_.generation());
   CS_ASSIGN_OR_RETURN(r.revision, Switch());
   KillPoint("switched");
+  if (offered_) {
+    // The mirror holds the copy's claims as staged now (else the follower
+    // lists them).
+    store_.AdoptGeneration(gen_, r.revision, *copy_, staged_at_).IgnoreError();
+  }
   return r;
 }
 
@@ -413,7 +434,7 @@ absl::Status SharedStore::Restore::RemoveOthers() {
   return absl::OkStatus();
 }
 
-absl::Status SharedStore::Restore::StageTxn(etcdserverpb::TxnRequest* txn, size_t* bytes) {
+absl::Status SharedStore::Restore::StageTxn(etcdserverpb::TxnRequest* txn, uint64_t claims_end) {
   if (txn->success_size() == 0) return absl::OkStatus();
   // The generation's key as put at the start: a copy of this Txn that
   // arrives late (its outcome was unknown, it was sent again) fails once
@@ -421,15 +442,59 @@ absl::Status SharedStore::Restore::StageTxn(etcdserverpb::TxnRequest* txn, size_
   AddCompare(txn, store_.base_.GenerationKey(gen_.generation()), etcdserverpb::Compare::MOD)
       ->set_mod_revision(marker_);
   // (Putting the same values twice is harmless.)
-  absl::StatusOr<etcdserverpb::TxnResponse> r = store_.etcd_->TxnIdempotent(*txn);
+  bool resent = false;
+  absl::StatusOr<etcdserverpb::TxnResponse> r = store_.etcd_->TxnIdempotent(*txn, &resent);
   CS_RETURN_IF_ERROR(r.status());
   if (!r->succeeded()) {
     return absl::AbortedError(absl::StrCat("another restore removed this one's staged generation ",
                                            gen_.generation(), " meanwhile: nothing was switched"));
   }
-  txn->Clear();
-  *bytes = 0;
+  // The claims of this Txn were put (created) at its revision, unless a
+  // first copy landed too: then their stamps are etcd's to say.
+  if (resent) adoptable_ = false;
+  staged_at_.resize(claims_end, r->header().revision());
   return Renewed();
+}
+
+absl::Status SharedStore::Restore::BuildStaging(
+    absl::FunctionRef<absl::Status(etcdserverpb::TxnRequest, uint64_t)> built) {
+  CS_ASSIGN_OR_RETURN(const StoreStats stats, copy_->Stats());
+  const uint64_t total = stats.claims;
+  AllocatedBuilder held;
+  etcdserverpb::TxnRequest txn;
+  size_t bytes = 0;
+  uint64_t claims = 0;  // claims in the Txns built so far, this one too
+  auto put = [&](std::string key, std::string value) -> absl::Status {
+    if (txn.success_size() >= kStageOps || bytes + key.size() + value.size() > kStageBytes) {
+      CS_RETURN_IF_ERROR(built(std::move(txn), claims));
+      txn.Clear();
+      bytes = 0;
+    }
+    bytes += key.size() + value.size();
+    AddPut(&txn, key, std::move(value));
+    return absl::OkStatus();
+  };
+  CS_RETURN_IF_ERROR(ForEachClaim(*copy_, [&](ClaimRecord& r) {
+    held.Add(r);
+    CS_RETURN_IF_ERROR(
+        put(gen_.Claim(ClaimKey{std::string(r.claim_namespace()), std::string(r.name())}),
+            EncodeClaimValue(token_, r.bytes())));
+    if (++claims % 4096 == 0) Progress("staging", claims, total);
+    if (claims == total / 2) KillPoint("staged half");
+    return absl::OkStatus();
+  }));
+  for (const DevicePtr& d : std::move(held).Devices()) {
+    if (d->exclusive.has_value()) {
+      CS_RETURN_IF_ERROR(
+          put(gen_.Exclusive(d->driver, d->pool, d->device), d->exclusive->ToString()));
+    }
+    if (!d->shares.empty()) {
+      CS_RETURN_IF_ERROR(put(gen_.Shares(d->driver, d->pool, d->device), EncodeShares(d->shares)));
+    }
+  }
+  if (txn.success_size() > 0) CS_RETURN_IF_ERROR(built(std::move(txn), claims));
+  Progress("staging", claims, total);
+  return absl::OkStatus();
 }
 
 absl::Status SharedStore::Restore::Stage() {
@@ -443,40 +508,54 @@ absl::Status SharedStore::Restore::Stage() {
     if (!r.succeeded()) return absl::InternalError("a new generation's key exists");
     marker_ = r.header().revision();
   }
-  CS_ASSIGN_OR_RETURN(const StoreStats stats, copy_->Stats());
-  const uint64_t total = stats.claims;
-  AllocatedBuilder held;
-  etcdserverpb::TxnRequest txn;
-  size_t bytes = 0;
-  auto put = [&](std::string key, std::string value) -> absl::Status {
-    if (txn.success_size() >= kStageOps || bytes + key.size() + value.size() > kStageBytes) {
-      CS_RETURN_IF_ERROR(StageTxn(&txn, &bytes));
-    }
-    bytes += key.size() + value.size();
-    AddPut(&txn, key, std::move(value));
-    return absl::OkStatus();
+  // The Txns are sent one at a time, as etcd applies them; the next ones
+  // are built on a thread meanwhile (reading the copy, encoding).
+  struct Built {
+    etcdserverpb::TxnRequest txn;
+    uint64_t claims_end;  // the claims staged once it landed
   };
-  CS_RETURN_IF_ERROR(ForEachClaim(*copy_, [&](ClaimRecord& r) {
-    held.Add(r);
-    CS_RETURN_IF_ERROR(
-        put(gen_.Claim(ClaimKey{std::string(r.claim_namespace()), std::string(r.name())}),
-            EncodeClaimValue(token_, r.bytes())));
-    if (++staged_ % 4096 == 0) Progress("staging", staged_, total);
-    if (staged_ == total / 2) KillPoint("staged half");
-    return absl::OkStatus();
-  }));
-  for (const DevicePtr& d : std::move(held).Devices()) {
-    if (d->exclusive.has_value()) {
-      CS_RETURN_IF_ERROR(
-          put(gen_.Exclusive(d->driver, d->pool, d->device), d->exclusive->ToString()));
+  Mutex mu;
+  CondVar cv;
+  std::deque<Built> ready;
+  bool built_all = false, stop = false;
+  absl::Status build_status;
+  std::thread builder([&] {
+    absl::Status s =
+        BuildStaging([&](etcdserverpb::TxnRequest txn, uint64_t claims_end) -> absl::Status {
+          MutexLock lock(&mu);
+          while (ready.size() >= 2 && !stop) cv.Wait(&mu);
+          if (stop) return absl::CancelledError("staging stopped");
+          ready.push_back(Built{std::move(txn), claims_end});
+          cv.NotifyAll();
+          return absl::OkStatus();
+        });
+    MutexLock lock(&mu);
+    build_status = std::move(s);
+    built_all = true;
+    cv.NotifyAll();
+  });
+  absl::Status s;
+  while (s.ok()) {
+    Built next;
+    {
+      MutexLock lock(&mu);
+      while (ready.empty() && !built_all) cv.Wait(&mu);
+      if (ready.empty()) break;
+      next = std::move(ready.front());
+      ready.pop_front();
+      cv.NotifyAll();
     }
-    if (!d->shares.empty()) {
-      CS_RETURN_IF_ERROR(put(gen_.Shares(d->driver, d->pool, d->device), EncodeShares(d->shares)));
-    }
+    s = StageTxn(&next.txn, next.claims_end);
+    if (s.ok()) staged_ = next.claims_end;
   }
-  CS_RETURN_IF_ERROR(StageTxn(&txn, &bytes));
-  Progress("staging", staged_, total);
-  return absl::OkStatus();
+  {
+    MutexLock lock(&mu);
+    stop = true;
+    cv.NotifyAll();
+  }
+  builder.join();
+  CS_RETURN_IF_ERROR(s);
+  return build_status;
 }
 
 absl::StatusOr<uint64_t> SharedStore::Restore::Switch() {

@@ -49,7 +49,11 @@ constexpr char kIdentityKey[] = "mirror_of";
 // Claims per page of a re-list.
 constexpr int64_t kListPage = 1000;
 
+std::atomic<int> relists{0};
+
 }  // namespace
+
+int RelistsForTesting() { return relists.load(); }
 
 // --- Opening and closing --------------------------------------------------------
 
@@ -246,7 +250,8 @@ absl::StatusOr<ClaimRecord> SharedStore::RecordOf(const ClaimKey& key, const mvc
       static_cast<uint64_t>(kv.mod_revision()), static_cast<uint64_t>(kv.version())));
 }
 
-absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& response, bool* switched) {
+absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& response,
+                                      Switched* switched) {
   MutexLock apply(&apply_mu_);
   uint64_t applied;  // only changed under apply_mu_
   std::shared_ptr<const Generation> gen;
@@ -273,7 +278,9 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
       if (e.type() == mvccpb::Event::PUT) *now.add_kvs() = e.kv();
       CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> next, GenerationOf(now));
       if (next->layout.generation() != gen->layout.generation()) {
-        *switched = true;  // the mirror re-lists the generation switched to
+        // The mirror re-lists the generation switched to (or adopts it).
+        *switched =
+            Switched{true, next->layout.generation(), static_cast<uint64_t>(e.kv().mod_revision())};
         return absl::OkStatus();
       }
       gen = std::move(next);  // a restore's hold on writes, put or taken away
@@ -345,6 +352,7 @@ absl::StatusOr<std::vector<mvccpb::KeyValue>> SharedStore::ListPrefix(const std:
 
 absl::Status SharedStore::Relist() {
   MutexLock apply(&apply_mu_);
+  relists.fetch_add(1);
   std::vector<StoreImpl::MirroredClaim> claims;
   absl::flat_hash_set<std::string> listed;
   int64_t at = 0;
@@ -373,17 +381,8 @@ absl::Status SharedStore::Relist() {
     listed.insert(c.key.ToString());
     claims.push_back(std::move(c));
   }
-  // Claims the mirror holds that etcd no longer does.
-  CS_RETURN_IF_ERROR(ForEachClaim(*mirror_store_, [&](ClaimRecord& r) {
-    ClaimKey key{std::string(r.claim_namespace()), std::string(r.name())};
-    if (listed.contains(key.ToString())) return absl::OkStatus();
-    StoreImpl::MirroredClaim c;
-    c.key = std::move(key);
-    c.stamps = {0, static_cast<uint64_t>(at), 0};
-    claims.push_back(std::move(c));
-    return absl::OkStatus();
-  }));
   const uint64_t revision = static_cast<uint64_t>(at);
+  CS_RETURN_IF_ERROR(AddDeletions(listed, revision, &claims));
   if (revision <= mirror()->CommittedRevision()) return absl::OkStatus();
   CS_RETURN_IF_ERROR(ApplyToMirror(claims, revision));
   MutexLock lock(&mu_);
@@ -391,6 +390,82 @@ absl::Status SharedStore::Relist() {
   generation_ = std::move(gen);
   applied_cv_.NotifyAll();
   return absl::OkStatus();
+}
+
+absl::Status SharedStore::AddDeletions(const absl::flat_hash_set<std::string>& listed,
+                                       uint64_t revision,
+                                       std::vector<StoreImpl::MirroredClaim>* claims) {
+  return ForEachClaim(*mirror_store_, [&](ClaimRecord& r) {
+    ClaimKey key{std::string(r.claim_namespace()), std::string(r.name())};
+    if (listed.contains(key.ToString())) return absl::OkStatus();
+    StoreImpl::MirroredClaim c;
+    c.key = std::move(key);
+    c.stamps = {0, revision, 0};
+    claims->push_back(std::move(c));
+    return absl::OkStatus();
+  });
+}
+
+bool SharedStore::OfferAdoption(const std::string& generation) {
+  MutexLock lock(&mu_);
+  if (!adopting_.empty()) return false;  // another restore of this store offers
+  adopting_ = generation;
+  return true;
+}
+
+void SharedStore::WithdrawAdoption() {
+  MutexLock lock(&mu_);
+  adopting_.clear();
+  applied_cv_.NotifyAll();
+}
+
+absl::Status SharedStore::AdoptGeneration(const EtcdLayout& layout, uint64_t revision,
+                                          const Store& copy, absl::Span<const int64_t> revisions) {
+  MutexLock apply(&apply_mu_);
+  {
+    MutexLock lock(&mu_);
+    if (applied_ >= revision) return absl::OkStatus();  // listed it meanwhile
+  }
+  {
+    etcdserverpb::RangeRequest follow;
+    follow.set_key(base_.FollowKey());
+    follow.set_revision(static_cast<int64_t>(revision));
+    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse r, etcd_->Range(follow));
+    if (r.kvs_size() > 0) NoteFollowPosition(r.kvs(0).value());
+  }
+  std::vector<StoreImpl::MirroredClaim> claims;
+  claims.reserve(revisions.size());
+  absl::flat_hash_set<std::string> listed;
+  listed.reserve(revisions.size());
+  size_t i = 0;
+  CS_RETURN_IF_ERROR(ForEachClaim(copy, [&](ClaimRecord& r) {
+    if (i == revisions.size()) return absl::InternalError("the copy holds more than was staged");
+    const uint64_t put = static_cast<uint64_t>(revisions[i++]);
+    StoreImpl::MirroredClaim c;
+    c.key = ClaimKey{std::string(r.claim_namespace()), std::string(r.name())};
+    c.stamps = {put, put, 1};
+    c.record = RecordFactory::FromBuilt(StampRevisions(r.bytes(), put, put, 1));
+    listed.insert(c.key.ToString());
+    claims.push_back(std::move(c));
+    return absl::OkStatus();
+  }));
+  if (i != revisions.size()) return absl::InternalError("the copy holds less than was staged");
+  CS_RETURN_IF_ERROR(AddDeletions(listed, revision, &claims));
+  CS_RETURN_IF_ERROR(ApplyToMirror(claims, revision));
+  MutexLock lock(&mu_);
+  applied_ = revision;
+  generation_ =
+      std::make_shared<const Generation>(Generation{layout, static_cast<int64_t>(revision), 0});
+  applied_cv_.NotifyAll();
+  return absl::OkStatus();
+}
+
+bool SharedStore::AwaitAdoption(const std::string& generation, uint64_t revision) {
+  MutexLock lock(&mu_);
+  while (adopting_ == generation && applied_ < revision && !stopping_.load()) {
+    applied_cv_.Wait(&mu_);
+  }
+  return applied_ >= revision && generation_->layout.generation() == generation;
 }
 
 void SharedStore::Follow() {
@@ -407,6 +482,7 @@ void SharedStore::Follow() {
     }
     absl::StatusOr<std::unique_ptr<EtcdWatch>> watch = etcd_->Watch(create);
     absl::Status s = watch.status();
+    Switched switched;
     if (s.ok()) {
       EtcdWatch* w = watch->get();
       {
@@ -416,8 +492,7 @@ void SharedStore::Follow() {
         follow_error_ = absl::OkStatus();
         lost_since_ = absl::InfinitePast();
       }
-      bool switched = false;
-      while (!stopping_.load() && !switched) {
+      while (!stopping_.load() && !switched.switched) {
         absl::StatusOr<etcdserverpb::WatchResponse> r = w->Next();
         if (!r.ok()) {
           s = r.status();
@@ -428,7 +503,12 @@ void SharedStore::Follow() {
       }
       MutexLock lock(&mu_);
       watch_.reset();
-      if (switched) s = absl::OutOfRangeError("a restore switched generations");
+      if (switched.switched) s = absl::OutOfRangeError("a restore switched generations");
+    }
+    // This store's restore made the switch: the mirror holds the generation
+    // once the restore applied it; the watch resumes after it.
+    if (switched.switched && AwaitAdoption(switched.generation, switched.revision)) {
+      s = absl::OkStatus();
     }
     if (stopping_.load()) return;
     // Compacted past the mirror, or a restore's switch: list what is now.

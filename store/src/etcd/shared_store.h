@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -51,6 +52,9 @@ void SetDeviceQueuesForTesting(bool on);
 // Tests: the most attempts (Txns sent, reads made again) one write of this
 // process took.
 int MostWriteAttemptsForTesting();
+// Tests: how many times the mirrors of this process listed a generation
+// whole (Relist).
+int RelistsForTesting();
 
 class SharedStore final : public MutationWrites {
  public:
@@ -221,9 +225,36 @@ class SharedStore final : public MutationWrites {
   // the mirror hold exactly those (a new mirror, one etcd compacted past,
   // a restore's switch).
   absl::Status Relist();
+  // To `claims` (the current generation's, listed at `revision`), the
+  // deletions of the mirror's claims that are not among them (`listed`).
+  absl::Status AddDeletions(const absl::flat_hash_set<std::string>& listed, uint64_t revision,
+                            std::vector<StoreImpl::MirroredClaim>* claims)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // A restore of this store knows the generation it stages whole (its
+  // copy, and the revision each staging Txn put): it offers to apply it
+  // to the mirror itself (AdoptGeneration), so that the follower, at the
+  // switch to it, waits for that instead of listing it from etcd
+  // (AwaitAdoption). Withdrawn once applied, or when the restore fails.
+  bool OfferAdoption(const std::string& generation);
+  void WithdrawAdoption();
+  // Makes the mirror hold `copy`'s claims as generation `layout`, switched
+  // to at `revision`, the i-th claim of the copy (in key order) put by a
+  // staging Txn at revisions[i] (created then, version 1).
+  absl::Status AdoptGeneration(const EtcdLayout& layout, uint64_t revision, const Store& copy,
+                               absl::Span<const int64_t> revisions);
+  // At a switch to `generation` at `revision` (seen by the follower):
+  // waits while this store's restore offers to adopt it; whether the
+  // mirror then holds it.
+  bool AwaitAdoption(const std::string& generation, uint64_t revision);
+  // A watch response's switch to another generation (ApplyEvents).
+  struct Switched {
+    bool switched = false;
+    std::string generation;
+    uint64_t revision = 0;
+  };
   // Applies one watch response's events; *switched when PREFIX/current
   // named another generation (then the mirror re-lists).
-  absl::Status ApplyEvents(const etcdserverpb::WatchResponse& response, bool* switched);
+  absl::Status ApplyEvents(const etcdserverpb::WatchResponse& response, Switched* switched);
   // Writes `claims` into the mirror at `revision`, and notes whether its
   // disk is full (mirror_full_).
   absl::Status ApplyToMirror(absl::Span<const StoreImpl::MirroredClaim> claims, uint64_t revision)
@@ -262,6 +293,8 @@ class SharedStore final : public MutationWrites {
   // The generation the mirror holds (changed by the follower, under
   // apply_mu_ too).
   std::shared_ptr<const Generation> generation_ ABSL_GUARDED_BY(mu_);
+  // The generation this store's restore offers to adopt (empty: none).
+  std::string adopting_ ABSL_GUARDED_BY(mu_);
   // PREFIX/follow as the mirror has applied it (Stats).
   uint64_t follow_rv_ ABSL_GUARDED_BY(mu_) = 0;
   // The last value under the claims prefix that is no claim (not mirrored).
