@@ -16,7 +16,8 @@
 //
 // Before the switch nothing the readers use has changed (a kill leaves a
 // staged generation that the next restore removes); the switch is one
-// Txn; after it every mirror re-lists the new generation at once. Writes
+// Txn; after it every mirror re-lists the new generation at once (the
+// restoring one holds it without listing: AdoptGeneration). Writes
 // compare PREFIX/current, so a write lands before the switch (and is
 // replaced, as locally) or runs again on the new generation. Design:
 // docs/shared-mode.md, "Restores through etcd".
@@ -458,8 +459,6 @@ absl::Status SharedStore::Restore::StageTxn(etcdserverpb::TxnRequest* txn, uint6
 
 absl::Status SharedStore::Restore::BuildStaging(
     absl::FunctionRef<absl::Status(etcdserverpb::TxnRequest, uint64_t)> built) {
-  CS_ASSIGN_OR_RETURN(const StoreStats stats, copy_->Stats());
-  const uint64_t total = stats.claims;
   AllocatedBuilder held;
   etcdserverpb::TxnRequest txn;
   size_t bytes = 0;
@@ -479,8 +478,7 @@ absl::Status SharedStore::Restore::BuildStaging(
     CS_RETURN_IF_ERROR(
         put(gen_.Claim(ClaimKey{std::string(r.claim_namespace()), std::string(r.name())}),
             EncodeClaimValue(token_, r.bytes())));
-    if (++claims % 4096 == 0) Progress("staging", claims, total);
-    if (claims == total / 2) KillPoint("staged half");
+    ++claims;
     return absl::OkStatus();
   }));
   for (const DevicePtr& d : std::move(held).Devices()) {
@@ -493,7 +491,6 @@ absl::Status SharedStore::Restore::BuildStaging(
     }
   }
   if (txn.success_size() > 0) CS_RETURN_IF_ERROR(built(std::move(txn), claims));
-  Progress("staging", claims, total);
   return absl::OkStatus();
 }
 
@@ -508,6 +505,8 @@ absl::Status SharedStore::Restore::Stage() {
     if (!r.succeeded()) return absl::InternalError("a new generation's key exists");
     marker_ = r.header().revision();
   }
+  CS_ASSIGN_OR_RETURN(const StoreStats stats, copy_->Stats());
+  const uint64_t total = stats.claims;
   // The Txns are sent one at a time, as etcd applies them; the next ones
   // are built on a thread meanwhile (reading the copy, encoding).
   struct Built {
@@ -545,8 +544,12 @@ absl::Status SharedStore::Restore::Stage() {
       ready.pop_front();
       cv.NotifyAll();
     }
+    const uint64_t before = staged_;
     s = StageTxn(&next.txn, next.claims_end);
-    if (s.ok()) staged_ = next.claims_end;
+    if (!s.ok()) break;
+    staged_ = next.claims_end;
+    if (staged_ / 4096 != before / 4096) Progress("staging", staged_, total);
+    if (before < total / 2 && staged_ >= total / 2) KillPoint("staged half");
   }
   {
     MutexLock lock(&mu);
@@ -555,7 +558,9 @@ absl::Status SharedStore::Restore::Stage() {
   }
   builder.join();
   CS_RETURN_IF_ERROR(s);
-  return build_status;
+  CS_RETURN_IF_ERROR(build_status);
+  Progress("staging", staged_, total);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> SharedStore::Restore::Switch() {
@@ -578,8 +583,13 @@ absl::StatusOr<uint64_t> SharedStore::Restore::Switch() {
   }
   // Did it land? PREFIX/current says, once it moved from what the Txn
   // compared: to gen_ (it did) or elsewhere (it never will). Until then
-  // a late copy may still land: gen_ stays (switch_unknown_).
+  // a late copy may still land: gen_ stays (switch_unknown_). The
+  // follower does not wait for this: it lists what it sees.
   switch_unknown_ = true;
+  if (offered_) {
+    store_.WithdrawAdoption();
+    offered_ = false;
+  }
   const absl::Time give_up = absl::Now() + store_.options_.etcd_timeout * 3;
   while (absl::Now() < give_up) {
     int64_t at = 0;
@@ -587,6 +597,12 @@ absl::StatusOr<uint64_t> SharedStore::Restore::Switch() {
     if (now.ok() && (*now)->mod != from->mod) {
       if ((*now)->layout.generation() == gen_.generation()) {
         switch_unknown_ = false;
+        // The switch's revision is the generation key's (only the switch
+        // rewrote it); PREFIX/current may have moved on since (a hold).
+        etcdserverpb::RangeRequest read;
+        read.set_key(marker);
+        absl::StatusOr<etcdserverpb::RangeResponse> m = store_.etcd_->Range(read);
+        if (m.ok() && m->kvs_size() > 0) return static_cast<uint64_t>(m->kvs(0).mod_revision());
         return static_cast<uint64_t>((*now)->mod);
       }
       // Moved elsewhere: the switch cannot land any more; the marker's

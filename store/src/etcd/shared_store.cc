@@ -308,20 +308,20 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
     claims.push_back(std::move(c));
   }
   if (revision == 0) return absl::OkStatus();
-  CS_RETURN_IF_ERROR(ApplyToMirror(claims, revision));
-  MutexLock lock(&mu_);
-  applied_ = revision;
-  generation_ = std::move(gen);
-  applied_cv_.NotifyAll();
-  return absl::OkStatus();
+  return ApplyToMirror(claims, revision, std::move(gen));
 }
 
 absl::Status SharedStore::ApplyToMirror(absl::Span<const StoreImpl::MirroredClaim> claims,
-                                        uint64_t revision) {
+                                        uint64_t revision,
+                                        std::shared_ptr<const Generation> generation) {
   absl::Status s = mirror()->ApplyMirrored(claims, revision);
   MutexLock lock(&mu_);
   mirror_full_ = IsNoSpace(s) ? Unshared(s) : absl::OkStatus();
-  return s;
+  if (!s.ok()) return s;
+  applied_ = revision;
+  generation_ = std::move(generation);
+  applied_cv_.NotifyAll();
+  return absl::OkStatus();
 }
 
 absl::Status SharedStore::MirrorTakesWrites() const {
@@ -384,12 +384,7 @@ absl::Status SharedStore::Relist() {
   const uint64_t revision = static_cast<uint64_t>(at);
   CS_RETURN_IF_ERROR(AddDeletions(listed, revision, &claims));
   if (revision <= mirror()->CommittedRevision()) return absl::OkStatus();
-  CS_RETURN_IF_ERROR(ApplyToMirror(claims, revision));
-  MutexLock lock(&mu_);
-  applied_ = revision;
-  generation_ = std::move(gen);
-  applied_cv_.NotifyAll();
-  return absl::OkStatus();
+  return ApplyToMirror(claims, revision, std::move(gen));
 }
 
 absl::Status SharedStore::AddDeletions(const absl::flat_hash_set<std::string>& listed,
@@ -451,13 +446,9 @@ absl::Status SharedStore::AdoptGeneration(const EtcdLayout& layout, uint64_t rev
   }));
   if (i != revisions.size()) return absl::InternalError("the copy holds less than was staged");
   CS_RETURN_IF_ERROR(AddDeletions(listed, revision, &claims));
-  CS_RETURN_IF_ERROR(ApplyToMirror(claims, revision));
-  MutexLock lock(&mu_);
-  applied_ = revision;
-  generation_ =
-      std::make_shared<const Generation>(Generation{layout, static_cast<int64_t>(revision), 0});
-  applied_cv_.NotifyAll();
-  return absl::OkStatus();
+  return ApplyToMirror(
+      claims, revision,
+      std::make_shared<const Generation>(Generation{layout, static_cast<int64_t>(revision), 0}));
 }
 
 bool SharedStore::AwaitAdoption(const std::string& generation, uint64_t revision) {

@@ -253,11 +253,14 @@ class SharedStore final : public MutationWrites {
     uint64_t revision = 0;
   };
   // Applies one watch response's events; *switched when PREFIX/current
-  // named another generation (then the mirror re-lists).
+  // named another generation (then the mirror re-lists, or waits for this
+  // store's restore to adopt it).
   absl::Status ApplyEvents(const etcdserverpb::WatchResponse& response, Switched* switched);
   // Writes `claims` into the mirror at `revision`, and notes whether its
-  // disk is full (mirror_full_).
-  absl::Status ApplyToMirror(absl::Span<const StoreImpl::MirroredClaim> claims, uint64_t revision)
+  // disk is full (mirror_full_); once written, the mirror has applied
+  // `revision` and holds `generation`.
+  absl::Status ApplyToMirror(absl::Span<const StoreImpl::MirroredClaim> claims, uint64_t revision,
+                             std::shared_ptr<const Generation> generation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // The mirror's no-space error while its disk is full, else OK.
   absl::Status MirrorTakesWrites() const;
