@@ -48,8 +48,7 @@ class EtcdLayout {
   const std::string& root() const { return root_; }
   // The key naming the current generation (GenerationValue).
   std::string CurrentKey() const { return prefix_ + "current"; }
-  // The position of ApplyClusterEvents (a resourceVersion, 20 digits, so
-  // that etcd's compare of values orders them as numbers).
+  // The position of ApplyClusterEvents (EncodeFollowPosition).
   std::string FollowKey() const { return prefix_ + "follow"; }
   // Every generation but "" has a key here from before its first claim is
   // staged until it is removed (a restore removes every generation but

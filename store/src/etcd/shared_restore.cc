@@ -226,8 +226,9 @@ absl::StatusOr<BulkLoadResult> SharedStore::Restore::Finish(bool dry_run) {
   // The old generation goes; a failure leaves it to the next restore.
   RemoveGeneration(before_hold_->layout, static_cast<int64_t>(result->revision)).IgnoreError();
   Progress("switched", staged_, staged_);
-  // Every mirror lists the new generation now: this one too, before the
-  // restore returns (a second per 5,000 claims is ample: 45,000/s here).
+  // Every mirror lists the new generation now (this one holds it already,
+  // unless it could not adopt it): this one before the restore returns (a
+  // second per 5,000 claims is ample: 45,000/s here).
   CS_RETURN_IF_ERROR(store_.WaitApplied(result->revision, "the restore",
                                         absl::Seconds(static_cast<int64_t>(staged_ / 5000))));
   return result;
@@ -250,7 +251,7 @@ absl::StatusOr<BulkLoadResult> SharedStore::Restore::Run(bool dry_run) {
   KillPoint("switch");
   StopRenewing();  // the switch compares the hold as last renewed
   CS_RETURN_IF_ERROR(Renewed());
-  offered_ = adoptable_ && staged_at_.size() == staged_ && store_.OfferAdoption(gen_.generation());
+  offered_ = adoptable_ && store_.OfferAdoption(gen_.generation());
   CS_ASSIGN_OR_RETURN(r.revision, Switch());
   KillPoint("switched");
   if (offered_) {

@@ -132,10 +132,7 @@ absl::StatusOr<std::unique_ptr<Store>> SharedStore::Open(absl::string_view path,
       MutexLock lock(&store->mu_);
       store->generation_ = *std::move(held);
     }
-    etcdserverpb::RangeRequest follow;
-    follow.set_key(store->base_.FollowKey());
-    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse r, store->etcd_->Range(follow));
-    if (r.kvs_size() > 0) store->NoteFollowPosition(r.kvs(0).value());
+    CS_RETURN_IF_ERROR(store->ReadFollowPosition(0));
   } else {
     CS_RETURN_IF_ERROR(store->Relist());
   }
@@ -357,13 +354,7 @@ absl::Status SharedStore::Relist() {
   absl::flat_hash_set<std::string> listed;
   int64_t at = 0;
   CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> gen, GenerationAt(0, &at));
-  {
-    etcdserverpb::RangeRequest follow;
-    follow.set_key(base_.FollowKey());
-    follow.set_revision(at);
-    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse r, etcd_->Range(follow));
-    if (r.kvs_size() > 0) NoteFollowPosition(r.kvs(0).value());
-  }
+  CS_RETURN_IF_ERROR(ReadFollowPosition(at));
   CS_ASSIGN_OR_RETURN(const std::vector<mvccpb::KeyValue> kvs,
                       ListPrefix(gen->layout.ClaimsPrefix(), &at));
   for (const mvccpb::KeyValue& kv : kvs) {
@@ -421,13 +412,7 @@ absl::Status SharedStore::AdoptGeneration(const EtcdLayout& layout, uint64_t rev
     MutexLock lock(&mu_);
     if (applied_ >= revision) return absl::OkStatus();  // listed it meanwhile
   }
-  {
-    etcdserverpb::RangeRequest follow;
-    follow.set_key(base_.FollowKey());
-    follow.set_revision(static_cast<int64_t>(revision));
-    CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse r, etcd_->Range(follow));
-    if (r.kvs_size() > 0) NoteFollowPosition(r.kvs(0).value());
-  }
+  CS_RETURN_IF_ERROR(ReadFollowPosition(static_cast<int64_t>(revision)));
   std::vector<StoreImpl::MirroredClaim> claims;
   claims.reserve(revisions.size());
   absl::flat_hash_set<std::string> listed;
@@ -703,8 +688,8 @@ absl::StatusOr<std::vector<WriteResult>> SharedStore::ApplyClusterEvents(
 }
 
 absl::Status SharedStore::AdvanceFollowPosition(uint64_t resource_version) {
-  // PREFIX/follow holds the position as 20 digits (so that etcd's
-  // compare of values orders them as numbers); it only moves forward.
+  // PREFIX/follow only moves forward (EncodeFollowPosition orders values
+  // as numbers).
   const std::string key = base_.FollowKey();
   const std::string value = EncodeFollowPosition(resource_version);
   for (int attempt = 0; attempt < 100; ++attempt) {
@@ -730,6 +715,15 @@ void SharedStore::NoteFollowPosition(absl::string_view value) {
   if (!absl::SimpleAtoi(value, &rv)) return;  // not this store's
   MutexLock lock(&mu_);
   follow_rv_ = std::max(follow_rv_, rv);
+}
+
+absl::Status SharedStore::ReadFollowPosition(int64_t revision) {
+  etcdserverpb::RangeRequest follow;
+  follow.set_key(base_.FollowKey());
+  follow.set_revision(revision);
+  CS_ASSIGN_OR_RETURN(const etcdserverpb::RangeResponse r, etcd_->Range(follow));
+  if (r.kvs_size() > 0) NoteFollowPosition(r.kvs(0).value());
+  return absl::OkStatus();
 }
 
 // --- Maintenance ----------------------------------------------------------------

@@ -163,6 +163,8 @@ class SharedStore final : public MutationWrites {
   absl::Status AdvanceFollowPosition(uint64_t resource_version);
   // Takes a value of PREFIX/follow the follower met (kept: the largest).
   void NoteFollowPosition(absl::string_view value);
+  // Reads PREFIX/follow at `revision` (0: now) and notes it.
+  absl::Status ReadFollowPosition(int64_t revision);
   // The lease of this store's tickets in device queues (shared_write.cc).
   absl::StatusOr<int64_t> QueueLease();
   // A write that met PREFIX/current held by a restore waits until the
