@@ -144,8 +144,12 @@ func TestSharedModeThroughEtcd(t *testing.T) {
 
 	// 16 goroutines over the two stores race for one device.
 	winner := raceForDevice(t, []*claimstore.Store{a, b}, "gpu-shared")
-	// The device is taken on both mirrors.
+	// The device is taken on both mirrors (once each has caught up: the
+	// winner's write is read at once only on its own mirror).
 	for _, s := range []*claimstore.Store{a, b} {
+		if err := s.Refresh(); err != nil {
+			t.Fatal(err)
+		}
 		state, err := s.AllocatedDevices()
 		if err != nil {
 			t.Fatal(err)
