@@ -20,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -120,8 +121,11 @@ struct Dataset {
 };
 
 // The dataset of `backend` at `n` claims, built or opened on first use. Only
-// one size is kept open at a time (memory).
+// one size is kept open at a time (memory). The threads of a multi-threaded
+// benchmark all ask at its start: the first opens it, the others wait.
 Dataset& GetDataset(const std::string& backend, size_t n) {
+  static auto* mu = new std::mutex;
+  std::lock_guard lock(*mu);
   static auto* open = new std::map<std::pair<std::string, size_t>, Dataset>();
   auto it = open->find({backend, n});
   if (it != open->end()) return it->second;
