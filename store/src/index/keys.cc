@@ -48,6 +48,8 @@ std::string RecordKey(absl::string_view claim_namespace, absl::string_view name)
 std::string ConsumerKey(absl::string_view uid, absl::string_view claim_namespace,
                         absl::string_view name) {
   std::string key;
+  // Each component and its 2-byte terminator (escapes, rare, may grow it).
+  key.reserve(uid.size() + claim_namespace.size() + name.size() + 6);
   AppendComponent(uid, &key);
   AppendComponent(claim_namespace, &key);
   AppendComponent(name, &key);
@@ -58,6 +60,8 @@ std::string DeviceKey(absl::string_view driver, absl::string_view pool, absl::st
                       HoldingKind kind, absl::string_view share_id,
                       absl::string_view claim_namespace, absl::string_view name) {
   std::string key;
+  key.reserve(driver.size() + pool.size() + device.size() + share_id.size() +
+              claim_namespace.size() + name.size() + 13);
   AppendComponent(driver, &key);
   AppendComponent(pool, &key);
   AppendComponent(device, &key);
