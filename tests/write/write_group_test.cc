@@ -126,6 +126,44 @@ TEST(WriteGroupTest, WritersThatQueueDuringACommitShareTheNextOne) {
   EXPECT_GE(largest, 2u);
 }
 
+TEST(WriteGroupTest, TheLeaderCommitsTheWritersQueuedDuringItsCommitOnceMore) {
+  // Each commit records its thread and, the first two, takes 100 ms: the
+  // next writer queues meanwhile (it is started 20 ms into the commit).
+  Mutex mu;
+  std::vector<std::thread::id> committed_on;
+  std::atomic<int> started{0};
+  WriteGroup group(WriteGroup::Options{}, [&](absl::Span<WriteGroup::Writer* const>) {
+    const int n = started++;
+    {
+      MutexLock lock(&mu);
+      committed_on.push_back(std::this_thread::get_id());
+    }
+    if (n < 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  });
+  TestWriter a, b, c;
+  const auto after_commit_starts = [&](int n) {
+    while (started.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  std::thread ta([&] { group.Submit(&a); });
+  const std::thread::id a_thread = ta.get_id();
+  after_commit_starts(1);
+  std::thread tb([&] { group.Submit(&b); });  // queues during a's commit
+  after_commit_starts(2);
+  std::thread tc([&] { group.Submit(&c); });  // queues during b's
+  const std::thread::id c_thread = tc.get_id();
+  ta.join();
+  tb.join();
+  tc.join();
+  MutexLock lock(&mu);
+  ASSERT_EQ(committed_on.size(), 3u);
+  // b's write on a's thread, without waiting for b's thread to wake up to
+  // lead; c's not (a leads once more at most): c leads it.
+  EXPECT_EQ(committed_on[0], a_thread);
+  EXPECT_EQ(committed_on[1], a_thread);
+  EXPECT_EQ(committed_on[2], c_thread);
+}
+
 TEST(WriteGroupTest, NoGroupCommitsWhileHeldExclusively) {
   std::atomic<int> commits{0};
   WriteGroup group(WriteGroup::Options{},

@@ -1,7 +1,8 @@
 // WriteGroup: the leader/follower queue of group commit (as RocksDB's
 // db/write_thread.h). Writers queue; one leader hands every queued writer,
 // itself included, to the commit function at once; the writes that queue
-// up meanwhile form the next group. So one commit (one RocksDB Write, one
+// up meanwhile form the next group, which the same leader commits too, once
+// (Lead). So one commit (one RocksDB Write, one
 // fsync) serves many writers, and the commit function runs on one thread
 // at a time, in arrival order: what it applies is linearizable by
 // construction.
@@ -91,8 +92,8 @@ class WriteGroup {
   // The writer of a leader while it waits for writers to join its group
   // (identifies that leader: a writer that completes the group takes over).
   Writer* gatherer_ ABSL_GUARDED_BY(mu_) = nullptr;
-  // How many writers the next group should expect: the last group's, plus
-  // those who arrived while it was committed.
+  // How many writers the next group should expect: the last leader's
+  // groups', plus those who arrived while they were committed.
   size_t expected_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
