@@ -181,6 +181,9 @@ void RawWrites(benchmark::State& state, int parts) {
     write(t, t.unreserved, false);
   }
   state.SetItemsProcessed(state.iterations() * 2);
+  size_t bytes = 0;
+  for (const Target& t : row->targets) bytes += t.reserved.size() + t.unreserved.size();
+  state.counters["record_bytes"] = static_cast<double>(bytes) / (2.0 * row->targets.size());
 }
 
 void BM_Write_raw_put(benchmark::State& state) { RawWrites(state, 0); }
