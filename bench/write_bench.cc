@@ -22,6 +22,8 @@
 //
 // Run: build/release/bench/write_bench --benchmark_repetitions=5
 //      --benchmark_enable_random_interleaving=true (bench/RESULTS.md).
+// Its databases, under $TMPDIR/claimstore-write-bench-* (or /tmp), are
+// made anew by each run and left behind (a few MB each).
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
