@@ -90,7 +90,6 @@ std::unique_ptr<Store> Filled(const std::string& dir, const Options& options,
       batch.clear();
     }
   }
-  if (targets == nullptr) return store;
   for (const ClaimKey& key : allocated) {
     Target t{key, internal::RecordKey(key.claim_namespace, key.name), "", "",
              internal::ConsumerKey(kPod.uid, key.claim_namespace, key.name)};
