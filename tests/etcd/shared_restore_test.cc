@@ -302,6 +302,13 @@ TEST_F(SharedRestoreTest, TheRestoringMirrorHoldsWhatItStagedWithoutListingIt) {
     EXPECT_EQ(faulted, resend);
     EXPECT_EQ(internal::RelistsForTesting() - relists, resend ? 1 : 0);
     ExpectVerified(*a);
+    // Its in-memory indexes and allocated state hold the load too.
+    const std::string last_device = absl::StrCat("dev-", round, "-", kClaims - 1);
+    absl::StatusOr<DeviceHoldings> held = a->ClaimsUsingDevice({kDriver, "pool-a", last_device});
+    ASSERT_THAT(held.status(), IsOk());
+    ASSERT_EQ(held->holdings.size(), 1u);
+    EXPECT_EQ(held->holdings[0].claim.name, absl::StrCat("r", round, "-", kClaims - 1));
+    EXPECT_NE(a->AllocatedDevices()->Find(kDriver, "pool-a", last_device), nullptr);
     auto fresh = OpenMirror(10 + round);
     ASSERT_TRUE(fresh);
     EXPECT_TRUE(Contents(*fresh) == Contents(*a)) << "a fresh mirror differs";

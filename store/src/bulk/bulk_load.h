@@ -49,6 +49,9 @@ struct StoredPart {
   bool delete_ranges = false;
   std::string records_end, consumers_end, devices_end;
   BulkLoadResult result;
+  // A mirrored load (StoreImpl::StartMirroredLoad): the records are
+  // written with the revisions they carry, and result.revision is etcd's.
+  bool mirrored = false;
   // The store revision after the deletions (of claims deleted or
   // replaced), before the first loaded claim.
   uint64_t before_claims = 0;

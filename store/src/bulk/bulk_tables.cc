@@ -177,6 +177,10 @@ absl::Status TableWriter::WriteRecords(size_t begin, size_t end, size_t deletes_
     for (; d < deletes_end && absl::string_view(deletes[d]) < claim.record_key; ++d) {
       CS_RETURN_IF_ERROR(sink->Delete(deletes[d]));
     }
+    if (stored_.mirrored) {  // stamped by etcd's revisions already
+      CS_RETURN_IF_ERROR(sink->Put(claim.record_key, claim.bytes));
+      continue;
+    }
     // Written anew: the claim's create revision is this one, version 1.
     const uint64_t revision = first + i + 1;
     StampRevisionsInto(claim.bytes, revision, revision, 1, &stamped);

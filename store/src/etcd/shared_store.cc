@@ -11,7 +11,6 @@
 #include <utility>
 
 #include "absl/container/btree_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -311,7 +310,11 @@ absl::Status SharedStore::ApplyEvents(const etcdserverpb::WatchResponse& respons
 absl::Status SharedStore::ApplyToMirror(absl::Span<const StoreImpl::MirroredClaim> claims,
                                         uint64_t revision,
                                         std::shared_ptr<const Generation> generation) {
-  absl::Status s = mirror()->ApplyMirrored(claims, revision);
+  return Applied(mirror()->ApplyMirrored(claims, revision), revision, std::move(generation));
+}
+
+absl::Status SharedStore::Applied(absl::Status s, uint64_t revision,
+                                  std::shared_ptr<const Generation> generation) {
   MutexLock lock(&mu_);
   mirror_full_ = IsNoSpace(s) ? Unshared(s) : absl::OkStatus();
   if (!s.ok()) return s;
@@ -350,46 +353,29 @@ absl::StatusOr<std::vector<mvccpb::KeyValue>> SharedStore::ListPrefix(const std:
 absl::Status SharedStore::Relist() {
   MutexLock apply(&apply_mu_);
   relists.fetch_add(1);
-  std::vector<StoreImpl::MirroredClaim> claims;
-  absl::flat_hash_set<std::string> listed;
   int64_t at = 0;
   CS_ASSIGN_OR_RETURN(std::shared_ptr<const Generation> gen, GenerationAt(0, &at));
   CS_RETURN_IF_ERROR(ReadFollowPosition(at));
   CS_ASSIGN_OR_RETURN(const std::vector<mvccpb::KeyValue> kvs,
                       ListPrefix(gen->layout.ClaimsPrefix(), &at));
+  const uint64_t revision = static_cast<uint64_t>(at);
+  if (revision <= mirror()->CommittedRevision()) return absl::OkStatus();
+  // The mirror holds exactly the listed claims afterwards, with etcd's
+  // revisions (RecordOf).
+  std::unique_ptr<BulkLoad> load = mirror()->StartMirroredLoad(revision);
+  uint64_t ordinal = 0;
   for (const mvccpb::KeyValue& kv : kvs) {
-    StoreImpl::MirroredClaim c;
-    if (!gen->layout.ParseClaim(kv.key(), &c.key)) continue;
-    c.stamps = {static_cast<uint64_t>(kv.create_revision()),
-                static_cast<uint64_t>(kv.mod_revision()), static_cast<uint64_t>(kv.version())};
-    absl::StatusOr<ClaimRecord> record = RecordOf(c.key, kv);
+    ClaimKey key;
+    if (!gen->layout.ParseClaim(kv.key(), &key)) continue;
+    absl::StatusOr<ClaimRecord> record = RecordOf(key, kv);
     if (!record.ok()) {
       MutexLock lock(&mu_);
       skipped_ = absl::StrCat("etcd revision ", kv.mod_revision(), ": ", record.status().message());
       continue;
     }
-    c.record = *std::move(record);
-    listed.insert(c.key.ToString());
-    claims.push_back(std::move(c));
+    CS_RETURN_IF_ERROR(load->Add(*record, ordinal++));
   }
-  const uint64_t revision = static_cast<uint64_t>(at);
-  CS_RETURN_IF_ERROR(AddDeletions(listed, revision, &claims));
-  if (revision <= mirror()->CommittedRevision()) return absl::OkStatus();
-  return ApplyToMirror(claims, revision, std::move(gen));
-}
-
-absl::Status SharedStore::AddDeletions(const absl::flat_hash_set<std::string>& listed,
-                                       uint64_t revision,
-                                       std::vector<StoreImpl::MirroredClaim>* claims) {
-  return ForEachClaim(*mirror_store_, [&](ClaimRecord& r) {
-    ClaimKey key{std::string(r.claim_namespace()), std::string(r.name())};
-    if (listed.contains(key.ToString())) return absl::OkStatus();
-    StoreImpl::MirroredClaim c;
-    c.key = std::move(key);
-    c.stamps = {0, revision, 0};
-    claims->push_back(std::move(c));
-    return absl::OkStatus();
-  });
+  return Applied(load->Commit().status(), revision, std::move(gen));
 }
 
 bool SharedStore::OfferAdoption(const std::string& generation) {
@@ -413,26 +399,18 @@ absl::Status SharedStore::AdoptGeneration(const EtcdLayout& layout, uint64_t rev
     if (applied_ >= revision) return absl::OkStatus();  // listed it meanwhile
   }
   CS_RETURN_IF_ERROR(ReadFollowPosition(static_cast<int64_t>(revision)));
-  std::vector<StoreImpl::MirroredClaim> claims;
-  claims.reserve(revisions.size());
-  absl::flat_hash_set<std::string> listed;
-  listed.reserve(revisions.size());
+  // The mirror holds exactly the copy's claims afterwards, each as its
+  // staging Txn put it (created at that revision, version 1).
+  std::unique_ptr<BulkLoad> load = mirror()->StartMirroredLoad(revision);
   size_t i = 0;
   CS_RETURN_IF_ERROR(ForEachClaim(copy, [&](ClaimRecord& r) {
     if (i == revisions.size()) return absl::InternalError("the copy holds more than was staged");
-    const uint64_t put = static_cast<uint64_t>(revisions[i++]);
-    StoreImpl::MirroredClaim c;
-    c.key = ClaimKey{std::string(r.claim_namespace()), std::string(r.name())};
-    c.stamps = {put, put, 1};
-    c.record = RecordFactory::FromBuilt(StampRevisions(r.bytes(), put, put, 1));
-    listed.insert(c.key.ToString());
-    claims.push_back(std::move(c));
-    return absl::OkStatus();
+    const uint64_t put = static_cast<uint64_t>(revisions[i]);
+    return load->Add(RecordFactory::FromBuilt(StampRevisions(r.bytes(), put, put, 1)), i++);
   }));
   if (i != revisions.size()) return absl::InternalError("the copy holds less than was staged");
-  CS_RETURN_IF_ERROR(AddDeletions(listed, revision, &claims));
-  return ApplyToMirror(
-      claims, revision,
+  return Applied(
+      load->Commit().status(), revision,
       std::make_shared<const Generation>(Generation{layout, static_cast<int64_t>(revision), 0}));
 }
 

@@ -25,7 +25,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -225,13 +224,8 @@ class SharedStore final : public MutationWrites {
                                                            int64_t* revision);
   // Lists every claim of the current generation at one revision and makes
   // the mirror hold exactly those (a new mirror, one etcd compacted past,
-  // a restore's switch).
+  // a restore's switch), as a mirrored bulk load (StartMirroredLoad).
   absl::Status Relist();
-  // To `claims` (the current generation's, listed at `revision`), the
-  // deletions of the mirror's claims that are not among them (`listed`).
-  absl::Status AddDeletions(const absl::flat_hash_set<std::string>& listed, uint64_t revision,
-                            std::vector<StoreImpl::MirroredClaim>* claims)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // A restore of this store knows the generation it stages whole (its
   // copy, and the revision each staging Txn put): it offers to apply it
   // to the mirror itself (AdoptGeneration), so that the follower, at the
@@ -241,7 +235,8 @@ class SharedStore final : public MutationWrites {
   void WithdrawAdoption();
   // Makes the mirror hold `copy`'s claims as generation `layout`, switched
   // to at `revision`, the i-th claim of the copy (in key order) put by a
-  // staging Txn at revisions[i] (created then, version 1).
+  // staging Txn at revisions[i] (created then, version 1): a mirrored bulk
+  // load (StoreImpl::StartMirroredLoad), the copy's claims as table files.
   absl::Status AdoptGeneration(const EtcdLayout& layout, uint64_t revision, const Store& copy,
                                absl::Span<const int64_t> revisions);
   // At a switch to `generation` at `revision` (seen by the follower):
@@ -263,6 +258,10 @@ class SharedStore final : public MutationWrites {
   // `revision` and holds `generation`.
   absl::Status ApplyToMirror(absl::Span<const StoreImpl::MirroredClaim> claims, uint64_t revision,
                              std::shared_ptr<const Generation> generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // The outcome `s` of a write into the mirror at `revision` (as above).
+  absl::Status Applied(absl::Status s, uint64_t revision,
+                       std::shared_ptr<const Generation> generation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
   // The mirror's no-space error while its disk is full, else OK.
   absl::Status MirrorTakesWrites() const;

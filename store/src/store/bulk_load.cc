@@ -47,8 +47,12 @@ namespace {
 
 class BulkLoadImpl final : public BulkLoad {
  public:
-  BulkLoadImpl(StoreImpl* store, const BulkLoadOptions& options, const std::string& spill_dir)
-      : store_(store), options_(options), batch_(std::make_unique<BulkBatch>(spill_dir)) {}
+  BulkLoadImpl(StoreImpl* store, const BulkLoadOptions& options, const std::string& spill_dir,
+               std::optional<uint64_t> mirrored_revision = std::nullopt)
+      : store_(store),
+        options_(options),
+        mirrored_revision_(mirrored_revision),
+        batch_(std::make_unique<BulkBatch>(spill_dir)) {}
 
   absl::Status Add(const ClaimRecord& record, uint64_t ordinal) override {
     if (committed_.load()) return Committed();
@@ -88,11 +92,12 @@ class BulkLoadImpl final : public BulkLoad {
       if (committed_.exchange(true)) return Committed();
       batch = std::move(batch_);
     }
-    return store_->CommitBulk(*batch, options_, dry_run);
+    return store_->CommitBulk(*batch, options_, dry_run, mirrored_revision_);
   }
 
   StoreImpl* const store_;
   const BulkLoadOptions options_;
+  const std::optional<uint64_t> mirrored_revision_;
   // Adds share it (BulkBatch has its own locks); Commit takes it alone.
   SharedMutex mu_;
   std::atomic<bool> committed_{false};
@@ -187,11 +192,21 @@ absl::StatusOr<std::unique_ptr<BulkLoad>> StoreImpl::StartBulkLoad(const BulkLoa
   return std::make_unique<BulkLoadImpl>(this, options, db_->path());
 }
 
+std::unique_ptr<BulkLoad> StoreImpl::StartMirroredLoad(uint64_t revision) {
+  return std::make_unique<BulkLoadImpl>(
+      this, BulkLoadOptions{.replace_all = true, .validate = false}, db_->path(), revision);
+}
+
 absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const BulkBatch& batch,
-                                                     const BulkLoadOptions& options, bool dry_run) {
+                                                     const BulkLoadOptions& options, bool dry_run,
+                                                     std::optional<uint64_t> mirrored_revision) {
   Exclusive exclusive(&writes_);
   CS_RETURN_IF_ERROR(CheckWritable());
   const uint64_t base = revision_;
+  if (mirrored_revision.has_value() && *mirrored_revision <= base) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mirrored revision ", *mirrored_revision, " is not past the store's ", base));
+  }
   const auto phase = [&options](const char* name) {
     if (options.progress) options.progress(BulkLoadProgress{name, 0, 0});
   };
@@ -200,12 +215,17 @@ absl::StatusOr<BulkLoadResult> StoreImpl::CommitBulk(const BulkBatch& batch,
   phase("checking");
   CS_ASSIGN_OR_RETURN(StoredPart stored, ReadStoredPart(*db_, load, options.replace_all, base));
   stored.feed_total = feed_total_;
-  // The device rule: within the load when it is all the store holds
+  if (mirrored_revision.has_value()) {
+    stored.mirrored = true;
+    stored.result.revision = *mirrored_revision;
+  }
+  // The device rule (not for a mirrored load, always a rebuild: etcd's
+  // Txns checked it): within the load when it is all the store holds
   // afterwards (on the writer's device task, unless nothing is written),
   // else against the stored claims that stay, now.
   if (!stored.rebuild) {
     CS_RETURN_IF_ERROR(CheckDevicesAgainstStored(load, stored));
-  } else if (dry_run) {
+  } else if (dry_run && !stored.mirrored) {
     CS_RETURN_IF_ERROR(CheckDevicesWithin(load.devices));
   }
   if (dry_run || stored.result.revision == base) return stored.result;
@@ -259,7 +279,9 @@ absl::StatusOr<BulkLoadResult> StoreImpl::WriteBulk(
     return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   }
   std::function<absl::Status()> check;
-  if (stored.rebuild) check = [&load] { return CheckDevicesWithin(load.devices); };
+  if (stored.rebuild && !stored.mirrored) {
+    check = [&load] { return CheckDevicesWithin(load.devices); };
+  }
   // With a deferred index load, the indexes are not built in memory: read
   // back from the files if ever needed (a restore by the tool, which exits
   // after it, never needs them).

@@ -92,6 +92,15 @@ class StoreImpl final : public MutationWrites {
   // but the identity rules is checked: etcd's Txns did. InvalidArgument
   // for a revision not past the store's.
   absl::Status ApplyMirrored(absl::Span<const MirroredClaim> claims, uint64_t revision);
+  // A bulk load after which the store holds exactly its claims, each
+  // written with the revisions it carries (etcd's: the records are added
+  // stamped), at store revision `revision` (etcd's), which is then the
+  // store's position in etcd: a whole generation of a restore through etcd
+  // as table files, where ApplyMirrored would pass every claim through the
+  // write group (SharedStore::AdoptGeneration). As ApplyMirrored, no rule
+  // but the identity rules is checked; InvalidArgument (at Commit) for a
+  // revision not past the store's.
+  std::unique_ptr<BulkLoad> StartMirroredLoad(uint64_t revision);
   // The store revision of the last commit (the mirror's position).
   uint64_t CommittedRevision() const;
   // A meta value ("" when absent), and writing one outside any write group
@@ -103,8 +112,10 @@ class StoreImpl final : public MutationWrites {
   absl::StatusOr<std::unique_ptr<BulkLoad>> StartBulkLoad(const BulkLoadOptions& options) override;
   // Writes a bulk load's claims (BulkLoad::Commit), or with `dry_run` only
   // checks them, holding the store exclusively.
+  // With `mirrored_revision`, a mirrored load (StartMirroredLoad).
   absl::StatusOr<BulkLoadResult> CommitBulk(const BulkBatch& batch, const BulkLoadOptions& options,
-                                            bool dry_run);
+                                            bool dry_run,
+                                            std::optional<uint64_t> mirrored_revision);
 
   // Maintenance (maintenance.cc) -------------------------------------------------
   absl::StatusOr<VerifyReport> Verify(bool repair) override;
