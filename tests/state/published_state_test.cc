@@ -197,16 +197,16 @@ TEST(PublishedStateTest, AnAllocatedBuildTakesInTheCommitsPublishedWhileItRan) {
   std::shared_future<void> go = release.get_future().share();
   int loads = 0;
   std::vector<uint64_t> pins;
-  state.SetAllocatedLoader(
-      [&](const Pin& at) -> absl::StatusOr<std::shared_ptr<const AllocatedVersion>> {
-        ++loads;
-        pins.push_back(at.revision);
-        entered.set_value();
-        go.wait();
-        AllocatedBuilder builder;
-        builder.Add(Holding("a", "x0"));  // the state at revision 5
-        return std::move(builder).Finish(at.revision);
-      });
+  state.SetAllocatedLoader([&](const Pin& at, const std::vector<std::string>*)
+                               -> absl::StatusOr<std::shared_ptr<const AllocatedVersion>> {
+    ++loads;
+    pins.push_back(at.revision);
+    entered.set_value();
+    go.wait();
+    AllocatedBuilder builder;
+    builder.Add(Holding("a", "x0"));  // the state at revision 5
+    return std::move(builder).Finish(at.revision);
+  });
   std::thread first([&] {
     absl::StatusOr<AllocatedState> s = state.Allocated();
     ASSERT_TRUE(s.ok()) << s.status();
@@ -255,19 +255,19 @@ TEST(PublishedStateTest, AnAllocatedBuildThatABulkLoadOvertookStartsAgain) {
   std::promise<void> release;
   std::shared_future<void> go = release.get_future().share();
   std::vector<uint64_t> pins;
-  state.SetAllocatedLoader(
-      [&](const Pin& at) -> absl::StatusOr<std::shared_ptr<const AllocatedVersion>> {
-        pins.push_back(at.revision);
-        AllocatedBuilder builder;
-        if (pins.size() == 1) {
-          entered.set_value();
-          go.wait();
-          builder.Add(Holding("a", "stale"));  // the state before the load
-        } else {
-          builder.Add(Holding("a", "loaded"));
-        }
-        return std::move(builder).Finish(at.revision);
-      });
+  state.SetAllocatedLoader([&](const Pin& at, const std::vector<std::string>*)
+                               -> absl::StatusOr<std::shared_ptr<const AllocatedVersion>> {
+    pins.push_back(at.revision);
+    AllocatedBuilder builder;
+    if (pins.size() == 1) {
+      entered.set_value();
+      go.wait();
+      builder.Add(Holding("a", "stale"));  // the state before the load
+    } else {
+      builder.Add(Holding("a", "loaded"));
+    }
+    return std::move(builder).Finish(at.revision);
+  });
   std::thread first([&] {
     absl::StatusOr<AllocatedState> s = state.Allocated();
     ASSERT_TRUE(s.ok()) << s.status();

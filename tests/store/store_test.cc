@@ -654,6 +654,60 @@ TEST_F(StoreTest, VerifyFindsAndRepairsDamagedIndexes) {
   EXPECT_THAT(Names(*store_->ClaimsReservedFor("u")), ElementsAre("ns/a"));
 }
 
+// The allocated state is built from the device index at the first
+// AllocatedDevices (its records read only for shares): a damaged index
+// shows there, and Verify, which builds it from every record, names the
+// difference; a share whose claim has no record is an error naming it.
+// Repair makes both agree again.
+TEST_F(StoreTest, AllocatedStateFromADamagedDeviceIndexIsCaughtAndRepaired) {
+  PutClaim(*store_, "a");
+  ASSERT_THAT(store_->Allocate({"ns", "a"}, AllocationOf({{.device = "gpu-0"}})), IsOk());
+  store_.reset();
+  {
+    RawDb raw(db_path());
+    ASSERT_TRUE(raw.ok());
+    ASSERT_TRUE(raw.db()
+                    ->Put(rocksdb::WriteOptions(), raw.family(3),
+                          internal::DeviceKey("gpu.example.com", "pool-a", "gpu-1",
+                                              internal::HoldingKind::kExclusive, "", "ns", "b"),
+                          "")
+                    .ok());
+  }
+  Reopen();
+  absl::StatusOr<AllocatedState> shown = store_->AllocatedDevices();
+  ASSERT_THAT(shown, IsOk());
+  ASSERT_NE(shown->Find("gpu.example.com", "pool-a", "gpu-1"), nullptr);
+  absl::StatusOr<VerifyReport> damaged = store_->Verify(false);
+  ASSERT_THAT(damaged, IsOk());
+  EXPECT_THAT(absl::StrJoin(damaged->problems, "\n"),
+              ::testing::AllOf(HasSubstr("has no record holding it"), HasSubstr("gpu-1")));
+  ASSERT_THAT(store_->Verify(true), IsOk());
+  EXPECT_TRUE(store_->Verify(false)->problems.empty());
+  EXPECT_EQ(store_->AllocatedDevices()->Find("gpu.example.com", "pool-a", "gpu-1"), nullptr);
+
+  store_.reset();
+  {
+    RawDb raw(db_path());
+    ASSERT_TRUE(raw.ok());
+    ASSERT_TRUE(raw.db()
+                    ->Put(rocksdb::WriteOptions(), raw.family(3),
+                          internal::DeviceKey("gpu.example.com", "pool-a", "gpu-2",
+                                              internal::HoldingKind::kShare, testing::kShare1, "ns",
+                                              "ghost"),
+                          "")
+                    .ok());
+  }
+  Reopen();
+  EXPECT_THAT(store_->AllocatedDevices(),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       "the device index names claim ns/ghost, which has no record"));
+  ASSERT_THAT(store_->Verify(true), IsOk());
+  absl::StatusOr<AllocatedState> repaired = store_->AllocatedDevices();
+  ASSERT_THAT(repaired, IsOk());
+  EXPECT_EQ(repaired->size(), 1u);
+  EXPECT_NE(repaired->Find("gpu.example.com", "pool-a", "gpu-0"), nullptr);
+}
+
 // Options::defer_index_load: the same answers as an eager open, whichever
 // call comes first.
 TEST_F(StoreTest, DeferredIndexesAnswerAsLoadedOnesWhateverComesFirst) {

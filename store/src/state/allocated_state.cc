@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "claimstore/claim_generated.h"
 #include "k8s/quantity.h"
@@ -395,6 +396,80 @@ std::vector<DevicePtr> AllocatedBuilder::Devices() && {
   held_.clear();
   records_.clear();
   return devices;
+}
+
+absl::Status IndexedAllocatedBuilder::Add(absl::string_view device_key) {
+  if (!ParseDeviceKey(device_key, &parts_)) {
+    return absl::DataLossError(
+        absl::StrCat("malformed device index key ", absl::CHexEscape(device_key)));
+  }
+  if (devices_.empty() || devices_.back()->device != parts_.device ||
+      devices_.back()->pool != parts_.pool || devices_.back()->driver != parts_.driver) {
+    auto device = std::make_shared<AllocatedDevice>();
+    device->driver = parts_.driver;
+    device->pool = parts_.pool;
+    device->device = parts_.device;
+    devices_.push_back(std::move(device));
+  }
+  AllocatedDevice& device = *devices_.back();
+  ClaimKey claim{parts_.claim_namespace, parts_.name};
+  switch (parts_.kind) {
+    case HoldingKind::kExclusive:
+      device.exclusive = std::move(claim);
+      break;
+    case HoldingKind::kAdmin:
+      device.admin_access.push_back(std::move(claim));
+      break;
+    case HoldingKind::kShare:
+      shares_.push_back({std::move(claim), parts_.share_id, devices_.size() - 1});
+      break;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<ClaimKey> IndexedAllocatedBuilder::ClaimsToRead() {
+  std::sort(shares_.begin(), shares_.end(),
+            [](const Share& a, const Share& b) { return a.claim < b.claim; });
+  std::vector<ClaimKey> claims;
+  for (const Share& s : shares_) {
+    if (claims.empty() || claims.back() != s.claim) claims.push_back(s.claim);
+  }
+  return claims;
+}
+
+absl::Status IndexedAllocatedBuilder::AddRecord(const ClaimRecord& record) {
+  const ClaimKey claim{std::string(record.claim_namespace()), std::string(record.name())};
+  const std::vector<ResultHolding> holdings = ResultHoldingsOf(record);
+  for (; next_share_ < shares_.size() && shares_[next_share_].claim == claim; ++next_share_) {
+    Share& share = shares_[next_share_];
+    AllocatedDevice& device = *devices_[share.device];
+    for (const ResultHolding& h : holdings) {
+      if (h.kind == HoldingKind::kShare && h.share_id == share.share_id &&
+          h.device == device.device && h.pool == device.pool && h.driver == device.driver) {
+        device.shares.push_back(ShareOf(claim, h));
+        share.found = true;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const AllocatedVersion>> IndexedAllocatedBuilder::Finish(
+    uint64_t revision) && {
+  for (const Share& share : shares_) {
+    if (!share.found) {
+      return absl::DataLossError(absl::StrCat(
+          "the device index says claim ", share.claim.ToString(), " holds share ", share.share_id,
+          " of ", NameOf(IdOf(*devices_[share.device])), "; its record does not"));
+    }
+  }
+  std::vector<DevicePtr> devices;
+  devices.reserve(devices_.size());
+  for (std::shared_ptr<AllocatedDevice>& device : devices_) {
+    Normalize(device.get());
+    devices.push_back(std::move(device));
+  }
+  return BuildVersion(revision, std::move(devices));
 }
 
 }  // namespace internal

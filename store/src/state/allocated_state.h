@@ -94,6 +94,39 @@ class AllocatedBuilder {
   std::vector<Held> held_;
 };
 
+// Builds the allocated state from the device index: its keys, added in key
+// order (driver, pool, device, kind, shareID, claim), say who holds each
+// device and how. Only a share needs its claim's record (the consumed
+// capacity is not in the key): ClaimsToRead lists those claims, in key
+// order, and AddRecord takes their records, read at the same point as the
+// keys, in that order (one pass over the records family, not a lookup
+// per share). The index and the records are written in one batch, so the
+// result equals AllocatedBuilder's over all records (Store::Verify
+// compares the two).
+class IndexedAllocatedBuilder {
+ public:
+  // DataLoss for a malformed key.
+  absl::Status Add(absl::string_view device_key);
+  // The claims holding shares, in key order, each once.
+  std::vector<ClaimKey> ClaimsToRead();
+  // The record of the next claim ClaimsToRead listed.
+  absl::Status AddRecord(const ClaimRecord& record);
+  // DataLoss when a share's record was not given or does not hold it.
+  absl::StatusOr<std::shared_ptr<const AllocatedVersion>> Finish(uint64_t revision) &&;
+
+ private:
+  struct Share {
+    ClaimKey claim;
+    std::string share_id;
+    size_t device;  // in devices_
+    bool found = false;
+  };
+  DeviceKeyParts parts_;  // of the last key (its strings reused)
+  std::vector<std::shared_ptr<AllocatedDevice>> devices_;
+  std::vector<Share> shares_;
+  size_t next_share_ = 0;  // the first share AddRecord has not seen
+};
+
 // Keeps the allocated state of a writable store: built on first use (by
 // `load`, at the published revision), then updated by the leader with each
 // commit. Until it is built, publishing costs nothing.

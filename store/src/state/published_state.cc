@@ -369,6 +369,8 @@ absl::StatusOr<AllocatedState> PublishedState::Allocated() const {
     Pin at;
     uint64_t generation;
     AllocatedLoader load;
+    bool have_keys = false;
+    std::vector<std::string> device_keys;
     {
       MutexLock alloc_lock(&alloc_mu_);
       if (alloc_latest_ != nullptr) {
@@ -377,12 +379,19 @@ absl::StatusOr<AllocatedState> PublishedState::Allocated() const {
       }
       if (alloc_loader_ == nullptr) return absl::InternalError("no loader of the allocated state");
       // Every commit published after this pin queues its changes.
-      at = Current();
+      {
+        ReaderLock lock(&mu_);
+        at = Pin{revision_, snapshot_};
+        have_keys = loaded_.load(std::memory_order_relaxed);
+        if (have_keys) devices_.CopyTo(&device_keys);
+      }
       generation = alloc_generation_;
       alloc_building_ = true;
       load = alloc_loader_;
     }
-    absl::StatusOr<std::shared_ptr<const AllocatedVersion>> built = load(at);
+    absl::StatusOr<std::shared_ptr<const AllocatedVersion>> built =
+        load(at, have_keys ? &device_keys : nullptr);
+    device_keys = {};
     // Its device index too, outside the locks (a hash insert per device).
     std::unique_ptr<DeviceIndex> index;
     if (built.ok()) index = std::make_unique<DeviceIndex>(**built);

@@ -181,8 +181,9 @@ class PublishedState {
   // that. So the copying of paths is paid once per version taken, not per
   // commit: a scheduler that takes a snapshot before each write still pays
   // it for each write.
-  using AllocatedLoader =
-      std::function<absl::StatusOr<std::shared_ptr<const AllocatedVersion>>(const Pin& at)>;
+  // `device_keys`: the device index at `at`, when it is loaded (else null).
+  using AllocatedLoader = std::function<absl::StatusOr<std::shared_ptr<const AllocatedVersion>>(
+      const Pin& at, const std::vector<std::string>* device_keys)>;
   void SetAllocatedLoader(AllocatedLoader load);
   absl::StatusOr<AllocatedState> Allocated() const;
   // For Verify: the allocated state if built (else null), and the pin it

@@ -146,7 +146,8 @@ absl::StatusOr<AllocatedState> ReadOnlyStore::AllocatedDevices() const {
   MutexLock alloc_lock(&alloc_mu_);
   if (allocated_ == nullptr || allocated_catch_up_ != catch_ups_) {
     CS_ASSIGN_OR_RETURN(const ReadPoint point, Latest());
-    CS_ASSIGN_OR_RETURN(std::shared_ptr<const AllocatedVersion> built, AllocatedAt(*db_, point));
+    CS_ASSIGN_OR_RETURN(std::shared_ptr<const AllocatedVersion> built,
+                        AllocatedFromIndexAt(*db_, point, nullptr));
     allocated_ = WithIndex(*built);
     allocated_catch_up_ = catch_ups_;
   }

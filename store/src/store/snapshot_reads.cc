@@ -116,6 +116,34 @@ absl::StatusOr<std::shared_ptr<const AllocatedVersion>> AllocatedAt(const Databa
   return std::move(builder).Finish(point.revision);
 }
 
+absl::StatusOr<std::shared_ptr<const AllocatedVersion>> AllocatedFromIndexAt(
+    const Database& db, const ReadPoint& point, const std::vector<std::string>* device_keys) {
+  IndexedAllocatedBuilder builder;
+  if (device_keys != nullptr) {
+    for (const std::string& key : *device_keys) CS_RETURN_IF_ERROR(builder.Add(key));
+  } else {
+    std::unique_ptr<KeyScan> scan = db.Scan(db.devices(), "", point, /*fill_cache=*/false);
+    for (scan->SeekToFirst(); scan->Valid(); scan->Next())
+      CS_RETURN_IF_ERROR(builder.Add(scan->key()));
+    CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), "reading the device index"));
+  }
+  // The records of the claims holding shares, in key order: seeks forward
+  // through one iterator, each block read once.
+  std::unique_ptr<KeyScan> records = db.Scan(db.records(), "", point, /*fill_cache=*/false);
+  for (const ClaimKey& claim : builder.ClaimsToRead()) {
+    const std::string key = RecordKey(claim.claim_namespace, claim.name);
+    records->Seek(key);
+    if (!records->Valid() || records->key() != key) {
+      CS_RETURN_IF_ERROR(FromRocksDB(records->status(), "reading the records"));
+      return absl::DataLossError(
+          absl::StrCat("the device index names claim ", claim.ToString(), ", which has no record"));
+    }
+    CS_ASSIGN_OR_RETURN(const ClaimRecord record, RecordAt(*records));
+    CS_RETURN_IF_ERROR(builder.AddRecord(record));
+  }
+  return std::move(builder).Finish(point.revision);
+}
+
 absl::StatusOr<uint64_t> ScanIndexAt(const Database& db, rocksdb::ColumnFamilyHandle* family,
                                      const ReadPoint& point, const std::string& prefix,
                                      KeyVisitor visit) {

@@ -5,6 +5,7 @@
 #define CLAIMSTORE_SRC_STORE_SNAPSHOT_READS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "claimstore/store.h"
@@ -26,6 +27,15 @@ absl::StatusOr<StoreStats> StatsAt(const Database& db, const ReadPoint& point);
 // read-only one).
 absl::StatusOr<std::shared_ptr<const AllocatedVersion>> AllocatedAt(const Database& db,
                                                                     const ReadPoint& point);
+
+// The same from the device index (IndexedAllocatedBuilder): `device_keys`
+// (the index at `point`, in key order, as a writable store keeps it in
+// memory) or, when null, the devices family read at `point`; of the
+// records, only those of claims that hold shares are read. The first
+// Store::AllocatedDevices of either kind of store; Store::Verify checks it
+// against AllocatedAt.
+absl::StatusOr<std::shared_ptr<const AllocatedVersion>> AllocatedFromIndexAt(
+    const Database& db, const ReadPoint& point, const std::vector<std::string>* device_keys);
 
 // Visits the keys of `family` that start with `prefix`; returns
 // point.revision.

@@ -314,8 +314,9 @@ StoreImpl::StoreImpl(std::unique_ptr<Database> db, const Options& options)
                 CommitGroup(group);
               }) {
   const Database* database = db_.get();
-  published_.SetAllocatedLoader([database](const Pin& at) {
-    return AllocatedAt(*database, ReadPoint{at.snapshot.get(), at.revision});
+  published_.SetAllocatedLoader([database](const Pin& at,
+                                           const std::vector<std::string>* device_keys) {
+    return AllocatedFromIndexAt(*database, ReadPoint{at.snapshot.get(), at.revision}, device_keys);
   });
 }
 
