@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -339,18 +340,23 @@ absl::StatusOr<std::unique_ptr<Store>> StoreImpl::Create(std::unique_ptr<Databas
 
 namespace {
 
-// Both indexes, read whole at `at` (kept in memory from then on).
+// Both indexes, read whole at `at` (kept in memory from then on): one
+// family on a thread of its own, the other on the caller's, as a store
+// that opens has nothing else to do.
 absl::Status LoadIndexes(const Database& db, const Pin& at, BucketedKeys* consumers,
                          BucketedKeys* devices) {
   const ReadPoint point{at.snapshot.get(), at.revision};
-  const std::pair<rocksdb::ColumnFamilyHandle*, BucketedKeys*> indexes[] = {
-      {db.consumers(), consumers}, {db.devices(), devices}};
-  for (const auto& [family, index] : indexes) {
+  const auto load = [&db, &point](rocksdb::ColumnFamilyHandle* family, BucketedKeys* index) {
     std::unique_ptr<KeyScan> scan = db.Scan(family, "", point, /*fill_cache=*/false);
     for (scan->SeekToFirst(); scan->Valid(); scan->Next()) index->AppendSorted(scan->key());
-    CS_RETURN_IF_ERROR(FromRocksDB(scan->status(), "loading the indexes"));
-  }
-  return absl::OkStatus();
+    return FromRocksDB(scan->status(), "loading the indexes");
+  };
+  absl::Status devices_loaded;
+  std::thread thread([&] { devices_loaded = load(db.devices(), devices); });
+  absl::Status consumers_loaded = load(db.consumers(), consumers);
+  thread.join();
+  CS_RETURN_IF_ERROR(consumers_loaded);
+  return devices_loaded;
 }
 
 }  // namespace
