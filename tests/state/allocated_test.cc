@@ -890,6 +890,37 @@ TEST_F(AllocatedTest, EqualsWhatAListImpliesAfterRandomConcurrentWorkloads) {
   EXPECT_GT(exclusive, 0u);
 }
 
+// Thousands of claims holding shares, many per device, beside admin and
+// exclusive holders: after a reopen, the state built from the device index
+// (the share holders' records read by forward seeks) equals what a List
+// implies, and Verify, which builds it from every record, finds nothing.
+TEST_F(AllocatedTest, ABuildReadingThousandsOfSharesEqualsWhatAListImplies) {
+  constexpr int kShared = 6000, kDevices = 700;
+  for (int i = 0; i < kShared + 300; ++i) {
+    const std::string name = absl::StrCat("c", i);
+    Claim(name);
+    const std::string pool = i % 2 == 0 ? "pool-a" : "pool-b";
+    DeviceResult result = i < kShared  ? Share(absl::StrCat("gpu-", i % kDevices), i,
+                                               {{"memory", absl::StrCat(i % 4 + 1, "Mi")}}, pool)
+                          : i % 3 == 0 ? Admin(absl::StrCat("gpu-", i % kDevices), pool)
+                                       : Exclusive(absl::StrCat("excl-", i), pool);
+    ASSERT_THAT(store_->Allocate(Key(name), Of({std::move(result)})), IsOk());
+  }
+  Reopen();
+  absl::StatusOr<AllocatedState> built = store_->AllocatedDevices();
+  ASSERT_THAT(built.status(), IsOk());
+  absl::StatusOr<ListPage> list = store_->List({});
+  ASSERT_THAT(list.status(), IsOk());
+  EXPECT_EQ(built->revision(), list->revision);
+  ExpectMatches(*built, FromList(list->records));
+  const AllocatedDevice* device = built->Find(kDriver, "pool-a", "gpu-0");
+  ASSERT_NE(device, nullptr);
+  EXPECT_GT(device->shares.size(), 4u);
+  absl::StatusOr<VerifyReport> report = store_->Verify(false);
+  ASSERT_THAT(report.status(), IsOk());
+  EXPECT_TRUE(report->problems.empty()) << report->problems[0];
+}
+
 // What a snapshot holds, as text.
 std::string Contents(const AllocatedState& state) {
   std::string out = absl::StrCat(state.revision(), ":");

@@ -378,7 +378,10 @@ absl::StatusOr<AllocatedState> PublishedState::Allocated() const {
         return HandOutAllocated();  // built while this call waited
       }
       if (alloc_loader_ == nullptr) return absl::InternalError("no loader of the allocated state");
-      // Every commit published after this pin queues its changes.
+      // Every commit published after this pin queues its changes. The
+      // device index at the pin goes with it, copied (the build runs
+      // outside the locks); a deferred one not loaded yet is read by the
+      // loader from the pin's snapshot.
       {
         ReaderLock lock(&mu_);
         at = Pin{revision_, snapshot_};
