@@ -12,14 +12,18 @@
 //                             one claim (Get)
 //
 // Each iteration runs this binary again as a child (`open_bench --child
-// rocksdb|store DIR`), timed from fork to its exit, so that nothing of
-// one open (heap, caches) serves the next; the page cache is warm (one
-// untimed open of each kind first). Counter: the child's peak resident
-// memory (RssAnon, the heap, sampled every 5 ms).
+// rocksdb|store DIR OUT`), so that nothing of one open (heap, caches)
+// serves the next; the page cache is warm (one untimed open of each kind
+// first). The time is the child's own, from before the open until it was
+// ready (the store: until the three answers); counters: its parts (open_s:
+// Store::Open, allocated_s: the first AllocatedDevices), the whole process
+// from fork to exit (process_s: the close and the freeing of the heap
+// too), and the child's peak resident memory (peak_anon_MB: RssAnon, the
+// heap, sampled every 5 ms).
 //
 // The database is made once by the claimstore tool (`generate`, then
-// `restore`) under $TMPDIR/claimstore-open-bench/ (or /tmp) and kept for
-// later runs (about 1 GB at 1M claims). Sizes: CLAIMSTORE_BENCH_SIZES
+// `restore`), then compacted, under $TMPDIR/claimstore-open-bench/ (or
+// /tmp) and kept for later runs (about 500 MB at 1M claims). Sizes: CLAIMSTORE_BENCH_SIZES
 // (comma-separated; default 1000000).
 //
 // Run: build/release/bench/open_bench --benchmark_repetitions=3 (bench/RESULTS.md).
@@ -41,11 +45,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "benchmark/benchmark.h"
+#include "child_process.h"
 #include "claimstore/claim_generated.h"
 #include "claimstore/codec.h"
 #include "claimstore/generate.h"
 #include "claimstore/store.h"
 #include "db/database.h"
+#include "rocksdb/options.h"
 
 namespace claimstore {
 namespace {
@@ -66,26 +72,56 @@ std::string Database(size_t n) {
   const std::string db = absl::StrCat(Dir(), "/db-", n);
   if (fs::exists(db + "/made")) return db;
   fs::remove_all(db);
-  const std::string command =
-      absl::StrCat(CLAIMSTORE_CLI, " generate --claims ", n, " -o jsonl | ", CLAIMSTORE_CLI,
-                   " restore - --db ", db, " >/dev/null && touch ", db, "/made");
-  return std::system(command.c_str()) == 0 ? db : "";
+  const std::string command = absl::StrCat(CLAIMSTORE_CLI, " generate --claims ", n, " -o jsonl | ",
+                                           CLAIMSTORE_CLI, " restore - --db ", db, " >/dev/null");
+  if (std::system(command.c_str()) != 0) return "";
+  // A restored database's table files keep their sequence numbers, which
+  // RocksDB's compactions of bottommost files then zero, a file at a time,
+  // over the first opens (each rewriting 64 MB beside the open, on one of
+  // two cores): done here once, as a store that has run a while has it.
+  {
+    absl::StatusOr<std::unique_ptr<internal::Database>> opened =
+        internal::Database::Open(db, Options{}, nullptr);
+    if (!opened.ok()) return "";
+    rocksdb::CompactRangeOptions compact;
+    compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+    for (rocksdb::ColumnFamilyHandle* family : (*opened)->families()) {
+      if (!(*opened)->db()->CompactRange(compact, family, nullptr, nullptr).ok()) return "";
+    }
+  }
+  std::ofstream(db + "/made");
+  return db;
 }
 
-// The child: one open of `dir` as `what` says; 0 when it worked.
-int Child(const std::string& what, const std::string& dir) {
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The child: one open of `dir` as `what` says; 0 when it worked. Writes
+// to `out` the seconds from before the open until it was ready (RocksDB:
+// open; store: the first answers), then the open's and the allocated
+// state's parts of them.
+int Child(const std::string& what, const std::string& dir, const std::string& out) {
+  const auto t0 = std::chrono::steady_clock::now();
   if (what == "rocksdb") {
     absl::StatusOr<std::unique_ptr<internal::Database>> db =
         internal::Database::Open(dir, Options{}, nullptr);
-    if (!db.ok()) fprintf(stderr, "open_bench: %s\n", db.status().ToString().c_str());
-    return db.ok() ? 0 : 1;
+    if (!db.ok()) {
+      fprintf(stderr, "open_bench: %s\n", db.status().ToString().c_str());
+      return 1;
+    }
+    const double ready = Since(t0);
+    std::ofstream(out) << ready << " " << ready << " 0\n";
+    return 0;
   }
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(dir, Options{});
   if (!store.ok()) {
     fprintf(stderr, "open_bench: %s\n", store.status().ToString().c_str());
     return 1;
   }
+  const double opened = Since(t0);
   absl::StatusOr<AllocatedState> allocated = (*store)->AllocatedDevices();
+  const double built = Since(t0) - opened;
   if (!allocated.ok() || allocated->size() == 0) {
     fprintf(stderr, "open_bench: no allocated state\n");
     return 1;
@@ -109,54 +145,60 @@ int Child(const std::string& what, const std::string& dir) {
       fprintf(stderr, "open_bench: claim %s or its device not found\n", key.ToString().c_str());
       return 1;
     }
+    std::ofstream(out) << Since(t0) << " " << opened << " " << built << "\n";
     return 0;
   }
   fprintf(stderr, "open_bench: no allocated claim among the first 100 generated\n");
   return 1;
 }
 
-// Runs the child; its wall time in seconds, and its peak RssAnon in MB
-// into *peak_mb (the larger). Negative when it failed.
-double RunChild(const std::string& what, const std::string& dir, double* peak_mb) {
+// What one run of the child measured.
+struct ChildRun {
+  bool ok = false;
+  double process_s = 0;                             // fork to exit (the close included)
+  double ready_s = 0, open_s = 0, allocated_s = 0;  // the child's own (Child)
+};
+
+// Runs the child; its peak RssAnon in MB into *peak_mb (the larger).
+ChildRun RunChild(const std::string& what, const std::string& dir, double* peak_mb) {
   const std::string self = Self();
+  const std::string out = absl::StrCat(Dir(), "/child-", what, ".txt");
+  fs::remove(out);
   const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execl(self.c_str(), self.c_str(), "--child", what.c_str(), dir.c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  const std::string status_path = absl::StrCat("/proc/", pid, "/status");
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    std::ifstream in(status_path);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t at = text.find("RssAnon:");
-    if (at != std::string::npos) {
-      *peak_mb = std::max(*peak_mb, std::atof(text.c_str() + at + 8) / 1024);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
+  bench::Peak peak;
+  const bool exited =
+      bench::RunSampled({self, "--child", what, dir, out}, std::chrono::milliseconds(5), &peak);
+  *peak_mb = std::max(*peak_mb, peak.anon_mb);
+  ChildRun run;
+  run.process_s = Since(t0);
+  std::ifstream in(out);
+  run.ok = exited && static_cast<bool>(in >> run.ready_s >> run.open_s >> run.allocated_s);
+  return run;
 }
 
 void BM_Open(benchmark::State& state, const std::string& what, size_t n) {
   const std::string db = Database(n);
   double peak_mb = 0, unused = 0;
-  if (db.empty() || RunChild(what, db, &unused) < 0) {  // warms the page cache
+  if (db.empty() || !RunChild(what, db, &unused).ok) {  // warms the page cache
     state.SkipWithError("cannot make or open the database");
     return;
   }
+  double process_s = 0, open_s = 0, allocated_s = 0;
   for (auto _ : state) {
-    const double seconds = RunChild(what, db, &peak_mb);
-    if (seconds < 0) {
+    const ChildRun run = RunChild(what, db, &peak_mb);
+    if (!run.ok) {
       state.SkipWithError("the open failed");
       return;
     }
-    state.SetIterationTime(seconds);
+    state.SetIterationTime(run.ready_s);
+    process_s += run.process_s;
+    open_s += run.open_s;
+    allocated_s += run.allocated_s;
   }
+  const double runs = static_cast<double>(state.iterations());
+  state.counters["open_s"] = open_s / runs;
+  state.counters["allocated_s"] = allocated_s / runs;
+  state.counters["process_s"] = process_s / runs;
   state.counters["peak_anon_MB"] = peak_mb;
 }
 
@@ -184,8 +226,8 @@ void Register() {
 }  // namespace claimstore
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::strcmp(argv[1], "--child") == 0) {
-    return claimstore::Child(argv[2], argv[3]);
+  if (argc == 5 && std::strcmp(argv[1], "--child") == 0) {
+    return claimstore::Child(argv[2], argv[3], argv[4]);
   }
   claimstore::Register();
   benchmark::Initialize(&argc, argv);

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "benchmark/benchmark.h"
+#include "child_process.h"
 
 namespace {
 
@@ -45,37 +46,16 @@ bool Run(benchmark::State& state, const std::string& command) {
   return false;
 }
 
-// The peak resident memory of a command, sampled every 10 ms from
-// /proc/PID/status: anonymous (the heap) and file-backed (the mapped input,
-// the binary, and the bulk load's spill file, which the kernel may write
-// back and reclaim) apart.
-struct Peak {
-  double anon_mb = 0, file_mb = 0;
-};
-
-double StatusKb(const std::string& status, const char* field) {
-  const size_t at = status.find(field);
-  return at == std::string::npos ? 0 : std::atof(status.c_str() + at + std::strlen(field));
-}
+using claimstore::bench::Peak;
 
 // Runs `command` as `sh -c "exec command"` (so the sampled process is the
-// command itself); aborts the benchmark when it fails.
+// command itself), its memory sampled every 10 ms; aborts the benchmark
+// when it fails.
 bool RunMeasured(benchmark::State& state, const std::string& command, Peak* peak) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
-    _exit(127);
+  if (claimstore::bench::RunSampled({"/bin/sh", "-c", "exec " + command},
+                                    std::chrono::milliseconds(10), peak)) {
+    return true;
   }
-  const std::string status_path = absl::StrCat("/proc/", pid, "/status");
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    std::ifstream in(status_path);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    peak->anon_mb = std::max(peak->anon_mb, StatusKb(text, "RssAnon:") / 1024);
-    peak->file_mb = std::max(peak->file_mb, StatusKb(text, "RssFile:") / 1024);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return true;
   state.SkipWithError(("failed: " + command).c_str());
   return false;
 }

@@ -65,11 +65,10 @@ std::string Dir(const std::string& name) {
 struct Target {
   ClaimKey key;
   std::string record_key;
-  std::string reserved, unreserved;  // the stored record's bytes after each write
-  std::string consumer_key;          // the index entry of the reservation
-  // The same records decoded (the store's commit encodes the event from
-  // the record it holds, without decoding it again).
-  std::optional<ClaimRecord> reserved_record, unreserved_record;
+  std::string consumer_key;  // the index entry of the reservation
+  // The stored record after each write, decoded once (the store's commit
+  // encodes the event from the record it holds, without decoding it again).
+  std::optional<ClaimRecord> reserved, unreserved;
 };
 
 const ConsumerRef kPod{"", "pods", "bench-pod", "bench-pod-uid"};
@@ -97,17 +96,13 @@ std::unique_ptr<Store> Filled(const std::string& dir, const Options& options,
   for (const ClaimKey& key : allocated) {
     Target t{key,
              internal::RecordKey(key.claim_namespace, key.name),
-             "",
-             "",
              internal::ConsumerKey(kPod.uid, key.claim_namespace, key.name),
              {},
              {}};
     Fail(store->Reserve(key, kPod).status(), "reserving");
-    t.reserved_record = store->Get(key)->record;
-    t.reserved = std::string(t.reserved_record->bytes());
+    t.reserved = store->Get(key)->record;
     Fail(store->Unreserve(key, kPod.uid).status(), "unreserving");
-    t.unreserved_record = store->Get(key)->record;
-    t.unreserved = std::string(t.unreserved_record->bytes());
+    t.unreserved = store->Get(key)->record;
     targets->push_back(std::move(t));
   }
   return store;
@@ -162,9 +157,10 @@ void RawWrites(benchmark::State& state, int parts) {
   static uint64_t revision = uint64_t{1} << 30;
   static uint64_t feed_total = 0;
   const auto write = [&](const Target& t, bool reserve) {
-    const std::string& bytes = reserve ? t.reserved : t.unreserved;
+    const ClaimRecord& record = reserve ? *t.reserved : *t.unreserved;
     rocksdb::WriteBatch batch;
-    batch.Put(d.records(), t.record_key, bytes);
+    batch.Put(d.records(), t.record_key,
+              rocksdb::Slice(record.bytes().data(), record.bytes().size()));
     ++revision;
     if (parts & kIndex) {
       if (reserve) {
@@ -175,9 +171,8 @@ void RawWrites(benchmark::State& state, int parts) {
     }
     if (parts & kEvent) {
       batch.Put(d.feed(), internal::FeedKey(revision),
-                internal::EncodeFeedEvent(WatchEventType::kModified, t.record_key,
-                                          reserve ? *t.reserved_record : *t.unreserved_record,
-                                          nullptr, feed_total, &feed_total));
+                internal::EncodeFeedEvent(WatchEventType::kModified, t.record_key, record, nullptr,
+                                          feed_total, &feed_total));
     }
     if (parts & kRevision) {
       std::string encoded;
@@ -195,7 +190,8 @@ void RawWrites(benchmark::State& state, int parts) {
   }
   state.SetItemsProcessed(state.iterations() * 2);
   size_t bytes = 0;
-  for (const Target& t : row->targets) bytes += t.reserved.size() + t.unreserved.size();
+  for (const Target& t : row->targets)
+    bytes += t.reserved->bytes().size() + t.unreserved->bytes().size();
   state.counters["record_bytes"] = static_cast<double>(bytes) / (2.0 * row->targets.size());
 }
 
