@@ -16,7 +16,9 @@
 // serves the next; the page cache is warm (one untimed open of each kind
 // first). The time is the child's own, from before the open until it was
 // ready (the store: until the three answers); counters: its parts (open_s:
-// Store::Open, allocated_s: the first AllocatedDevices), the whole process
+// Store::Open, allocated_s: the first AllocatedDevices; opened_anon_MB and
+// ready_anon_MB: the heap when Store::Open returned and when ready), the
+// whole process
 // from fork to exit (process_s: the close and the freeing of the heap
 // too), and the child's peak resident memory (peak_anon_MB: RssAnon, the
 // heap, sampled every 5 ms).
@@ -93,6 +95,15 @@ std::string Database(size_t n) {
   return db;
 }
 
+// This process's heap (RssAnon) in MB.
+double AnonMb() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("RssAnon:", 0) == 0) return std::atof(line.c_str() + 8) / 1024;
+  }
+  return 0;
+}
+
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -111,7 +122,7 @@ int Child(const std::string& what, const std::string& dir, const std::string& ou
       return 1;
     }
     const double ready = Since(t0);
-    std::ofstream(out) << ready << " " << ready << " 0\n";
+    std::ofstream(out) << ready << " " << ready << " 0 " << AnonMb() << " " << AnonMb() << "\n";
     return 0;
   }
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(dir, Options{});
@@ -120,6 +131,7 @@ int Child(const std::string& what, const std::string& dir, const std::string& ou
     return 1;
   }
   const double opened = Since(t0);
+  const double opened_mb = AnonMb();
   absl::StatusOr<AllocatedState> allocated = (*store)->AllocatedDevices();
   const double built = Since(t0) - opened;
   if (!allocated.ok() || allocated->size() == 0) {
@@ -145,7 +157,8 @@ int Child(const std::string& what, const std::string& dir, const std::string& ou
       fprintf(stderr, "open_bench: claim %s or its device not found\n", key.ToString().c_str());
       return 1;
     }
-    std::ofstream(out) << Since(t0) << " " << opened << " " << built << "\n";
+    std::ofstream(out) << Since(t0) << " " << opened << " " << built << " " << opened_mb << " "
+                       << AnonMb() << "\n";
     return 0;
   }
   fprintf(stderr, "open_bench: no allocated claim among the first 100 generated\n");
@@ -157,6 +170,7 @@ struct ChildRun {
   bool ok = false;
   double process_s = 0;                             // fork to exit (the close included)
   double ready_s = 0, open_s = 0, allocated_s = 0;  // the child's own (Child)
+  double opened_mb = 0, ready_mb = 0;  // its heap once Store::Open returned, once ready
 };
 
 // Runs the child; its peak RssAnon in MB into *peak_mb (the larger).
@@ -172,7 +186,8 @@ ChildRun RunChild(const std::string& what, const std::string& dir, double* peak_
   ChildRun run;
   run.process_s = Since(t0);
   std::ifstream in(out);
-  run.ok = exited && static_cast<bool>(in >> run.ready_s >> run.open_s >> run.allocated_s);
+  run.ok = exited && static_cast<bool>(in >> run.ready_s >> run.open_s >> run.allocated_s >>
+                                       run.opened_mb >> run.ready_mb);
   return run;
 }
 
@@ -183,7 +198,7 @@ void BM_Open(benchmark::State& state, const std::string& what, size_t n) {
     state.SkipWithError("cannot make or open the database");
     return;
   }
-  double process_s = 0, open_s = 0, allocated_s = 0;
+  double process_s = 0, open_s = 0, allocated_s = 0, opened_mb = 0, ready_mb = 0;
   for (auto _ : state) {
     const ChildRun run = RunChild(what, db, &peak_mb);
     if (!run.ok) {
@@ -194,10 +209,14 @@ void BM_Open(benchmark::State& state, const std::string& what, size_t n) {
     process_s += run.process_s;
     open_s += run.open_s;
     allocated_s += run.allocated_s;
+    opened_mb = std::max(opened_mb, run.opened_mb);
+    ready_mb = std::max(ready_mb, run.ready_mb);
   }
   const double runs = static_cast<double>(state.iterations());
   state.counters["open_s"] = open_s / runs;
   state.counters["allocated_s"] = allocated_s / runs;
+  state.counters["opened_anon_MB"] = opened_mb;
+  state.counters["ready_anon_MB"] = ready_mb;
   state.counters["process_s"] = process_s / runs;
   state.counters["peak_anon_MB"] = peak_mb;
 }
