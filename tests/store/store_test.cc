@@ -708,6 +708,28 @@ TEST_F(StoreTest, AllocatedStateFromADamagedDeviceIndexIsCaughtAndRepaired) {
   EXPECT_NE(repaired->Find("gpu.example.com", "pool-a", "gpu-0"), nullptr);
 }
 
+// Opens with nothing written in between leave no write-ahead log behind
+// each (RocksDB 7.8 kept an empty one per open); what was written and not
+// yet flushed is still there after them.
+TEST_F(StoreTest, OpensWithoutWritesDoNotGatherEmptyLogs) {
+  PutClaim(*store_, "a");
+  const auto logs = [this] {
+    size_t n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(db_path())) {
+      n += entry.path().extension() == ".log";
+    }
+    return n;
+  };
+  for (int i = 0; i < 8; ++i) Reopen();
+  EXPECT_LE(logs(), 2u);
+  ASSERT_THAT(store_->Get({"ns", "a"}), IsOk());
+  PutClaim(*store_, "b");
+  for (int i = 0; i < 3; ++i) Reopen();
+  EXPECT_LE(logs(), 3u);
+  EXPECT_THAT(store_->Get({"ns", "a"}), IsOk());
+  EXPECT_THAT(store_->Get({"ns", "b"}), IsOk());
+}
+
 // Options::defer_index_load: the same answers as an eager open, whichever
 // call comes first.
 TEST_F(StoreTest, DeferredIndexesAnswerAsLoadedOnesWhateverComesFirst) {

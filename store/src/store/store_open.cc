@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "claimstore/store.h"
@@ -28,6 +29,7 @@
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/listener.h"
 #include "rocksdb/table.h"
+#include "rocksdb/transaction_log.h"
 #include "rocksdb/write_batch.h"
 #include "store/read_only_store.h"
 #include "store/snapshot_reads.h"
@@ -298,6 +300,35 @@ absl::Status CheckFormatVersion(const std::string& path, rocksdb::DB* db,
   return absl::OkStatus();
 }
 
+// RocksDB 7.8 starts a new write-ahead log at every open and keeps the
+// last one while nothing was written to it (the oldest log a family needs
+// only moves at a flush): a database opened often with no write in
+// between (the tool's reads, a scheduler restarting) gathered an empty
+// file per open, each one read again at every later open (RocksDB #11313,
+// fixed in 8.3). Deleted here once this open holds the database's lock:
+// an empty log older than the current one holds nothing any recovery
+// needs, as long as the manifest does not list the logs
+// (track_and_verify_wals_in_manifest, left off). Best effort: a log not
+// deleted is read at the next open, as before.
+void DeleteEmptyOldLogs(const std::string& path, rocksdb::DB* db, rocksdb::Env* env) {
+  std::unique_ptr<rocksdb::LogFile> current;
+  std::vector<std::string> children;
+  if (!db->GetCurrentWalFile(&current).ok() || current == nullptr ||
+      !env->GetChildren(path, &children).ok()) {
+    return;
+  }
+  for (const std::string& name : children) {
+    uint64_t number = 0, size = 0;
+    if (!absl::EndsWith(name, ".log") ||
+        !absl::SimpleAtoi(absl::string_view(name).substr(0, name.size() - 4), &number) ||
+        number >= current->LogNumber()) {
+      continue;
+    }
+    const std::string file = path + "/" + name;
+    if (env->GetFileSize(file, &size).ok() && size == 0) (void)env->DeleteFile(file);
+  }
+}
+
 }  // namespace
 
 StoreImpl::StoreImpl(std::unique_ptr<Database> db, const Options& options)
@@ -420,6 +451,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
                     absl::StrCat("opening ", path))));
   }
   database->db_.reset(raw);
+  if (!options.read_only) DeleteEmptyOldLogs(path, raw, database->env_.get());
   CS_RETURN_IF_ERROR(CheckFormatVersion(path, raw, database->meta(), !options.read_only));
   return database;
 }
